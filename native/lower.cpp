@@ -1,0 +1,275 @@
+#include "lower.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <stdexcept>
+
+namespace syno {
+
+std::vector<int> layout_key(const Dim* d, const std::map<const Dim*, int>& reduction_ordinal) {
+    switch (d->kind) {
+        case DimKind::Iterator: return {0, d->index};
+        case DimKind::Reduce: return {1, reduction_ordinal.at(d)};
+        case DimKind::MergeL: { auto k = layout_key(d->a, reduction_ordinal); k.push_back(0); return k; }
+        case DimKind::MergeR: { auto k = layout_key(d->a, reduction_ordinal); k.push_back(1); return k; }
+        default: return layout_key(d->a, reduction_ordinal);
+    }
+}
+
+namespace {
+
+class Lowerer {
+public:
+    Lowerer(const Space& space, const NodeState& node, int valuation)
+        : space_(space), node_(node), v_(valuation), path_(node.path()) {
+        int ordinal = 0;
+        for (const Step* s : path_)
+            if (s->prim == Prim::Reduce) reduction_ordinal_[s->produced[0]] = ordinal++;
+    }
+
+    Program run() {
+        const FinalInfo& f = *node_.final_info;
+        // Input tensor: the spec order, pass-through coordinates included.
+        size_t next = 0;
+        for (auto& in : space_.input) {
+            const Dim* d = in.fixed_output >= 0 ? space_.iterators[in.fixed_output] : f.input[next++];
+            t_.push_back(id(d));
+            p_.input.dims.push_back(id(d));
+            p_.input.shape.push_back(size(d));
+            if (in.fixed_output >= 0) p_.free_dims.push_back(id(d));
+        }
+        // Weights: their coordinates are named by the SHARE outputs.
+        for (auto& w : f.weights) {
+            ProgramTensor t;
+            for (const Dim* r : w) {
+                t.dims.push_back(id(r->a));
+                t.shape.push_back(size(r->a));
+            }
+            p_.weights.push_back(t);
+        }
+        build_expressions();
+        reduce_bare();
+        for (auto it = path_.rbegin(); it != path_.rend(); ++it) {
+            apply(**it);
+            reduce_bare();
+        }
+        for (size_t j = 0; j < space_.iterators.size(); ++j) {
+            const Dim* d = space_.iterators[j];
+            p_.output.dims.push_back(id(d));
+            p_.output.shape.push_back(size(d));
+        }
+        std::set<int> have(t_.begin(), t_.end()), want(p_.output.dims.begin(), p_.output.dims.end());
+        if (have != want || t_.size() != p_.output.dims.size())
+            throw std::logic_error("internal error: lowering did not end at the output coordinates");
+        for (auto& w : p_.weights) {
+            double n = 1;
+            for (auto s : w.shape) n *= static_cast<double>(s);
+            p_.params += n;
+        }
+        for (auto& [d, i] : ids_) p_.sizes[i] = size(d);
+        return p_;
+    }
+
+private:
+    int id(const Dim* d) {
+        auto it = ids_.find(d);
+        if (it != ids_.end()) return it->second;
+        int i = static_cast<int>(ids_.size());
+        ids_[d] = i;
+        return i;
+    }
+    int64_t size(const Dim* d) const {
+        auto v = space_.ctx.value(d->size, v_);
+        if (!v) throw std::logic_error("internal error: a non-integral size reached lowering");
+        return *v;
+    }
+    double numel(const std::vector<int>& dims) {
+        double n = 1;
+        for (int d : dims) n *= static_cast<double>(sizes_of_id(d));
+        return n;
+    }
+    int64_t sizes_of_id(int i) {
+        for (auto& [d, k] : ids_)
+            if (k == i) return size(d);
+        throw std::logic_error("internal error: unknown coordinate id");
+    }
+    void track_peak(double elements) { p_.peak_elements = std::max(p_.peak_elements, elements); }
+    size_t position(int d) const {
+        auto it = std::find(t_.begin(), t_.end(), d);
+        if (it == t_.end()) throw std::logic_error("internal error: coordinate missing from the data tensor");
+        return static_cast<size_t>(it - t_.begin());
+    }
+
+    // Sums away every bare reduction now present in the data tensor (as early as possible: fewest FLOPs).
+    void reduce_bare() {
+        for (size_t i = 0; i < t_.size();) {
+            const Dim* d = dim_of(t_[i]);
+            if (d->is_bare_reduce()) {
+                ProgramStep s{"reduce", {t_[i]}};
+                s.mean = !weight_reductions_.count(reduction_ordinal_.at(d));
+                p_.flops += numel(t_);
+                p_.steps.push_back(s);
+                t_.erase(t_.begin() + static_cast<long>(i));
+            } else {
+                ++i;
+            }
+        }
+    }
+    const Dim* dim_of(int i) const {
+        for (auto& [d, k] : ids_)
+            if (k == i) return d;
+        throw std::logic_error("internal error: unknown coordinate id");
+    }
+
+    void apply(const Step& s) {
+        switch (s.prim) {
+            case Prim::Reduce:
+            case Prim::Finalize: return;
+            case Prim::Split: {  // forward: one coordinate into (lhs, rhs)
+                int x = id(s.produced[0]), l = id(s.consumed[0]), r = id(s.consumed[1]);
+                size_t at = position(x);
+                t_[at] = l;
+                t_.insert(t_.begin() + static_cast<long>(at) + 1, r);
+                p_.steps.push_back({"split", {x}, {l, r}});
+                return;
+            }
+            case Prim::Merge: {  // forward: (lhs, rhs) into one coordinate
+                int l = id(s.produced[0]), r = id(s.produced[1]), o = id(s.consumed[0]);
+                t_.erase(t_.begin() + static_cast<long>(position(r)));
+                t_[position(l)] = o;
+                p_.steps.push_back({"merge", {l, r}, {o}});
+                return;
+            }
+            case Prim::Shift: {
+                int x = id(s.produced[0]), o = id(s.consumed[0]);
+                t_[position(x)] = o;
+                p_.steps.push_back({"shift", {x}, {o}});
+                return;
+            }
+            case Prim::Stride: {
+                int x = id(s.produced[0]), o = id(s.consumed[0]);
+                t_[position(x)] = o;
+                ProgramStep st{"stride", {x}, {o}};
+                st.stride = *space_.ctx.value(s.param, v_);
+                p_.steps.push_back(st);
+                return;
+            }
+            case Prim::Unfold: {
+                int x = id(s.produced[0]), m = id(s.consumed[0]), w = id(s.consumed[1]);
+                size_t at = position(x);
+                t_[at] = m;
+                t_.insert(t_.begin() + static_cast<long>(at) + 1, w);
+                ProgramStep st{"unfold", {x}, {m, w}};
+                st.window = size(s.consumed[1]);
+                p_.steps.push_back(st);
+                track_peak(numel(t_));
+                return;
+            }
+            case Prim::Expand: {
+                int x = id(s.consumed[0]);
+                t_.push_back(x);
+                p_.steps.push_back({"expand", {}, {x}});
+                return;
+            }
+            case Prim::Contraction: contract(s); return;
+            default: throw std::logic_error("internal error: unknown primitive in lowering");
+        }
+    }
+
+    void contract(const Step& s) {
+        const FinalInfo& f = *node_.final_info;
+        int weight = static_cast<int>(std::find(f.weight_groups.begin(), f.weight_groups.end(), s.group) -
+                                      f.weight_groups.begin());
+        ProgramStep st{"contract"};
+        st.weight = weight;
+        for (const Dim* d : s.produced)
+            if (d->is(DimKind::ShareL)) {
+                int from = id(d), to = id(d->a);
+                st.rename.emplace_back(from, to);
+                t_[position(from)] = to;
+            }
+        std::vector<int> letters = t_;
+        for (int w : p_.weights[weight].dims)
+            if (std::find(letters.begin(), letters.end(), w) == letters.end()) letters.push_back(w);
+        p_.flops += 2 * numel(letters);
+        std::vector<int> out;
+        for (int d : letters)
+            if (!dim_of(d)->is_bare_reduce()) out.push_back(d);
+        st.out = out;
+        t_ = out;
+        track_peak(numel(t_));
+        p_.steps.push_back(st);
+    }
+
+    // Index expressions (the oracle of docs/architecture.md §1).
+    Expr value(const Dim* d) {
+        auto c = [](int64_t x) { return Expr{"const", x, {}}; };
+        switch (d->kind) {
+            case DimKind::Iterator: return {"it", d->index, {}};
+            case DimKind::Reduce: return {"red", reduction_ordinal_.at(d), {}};
+            case DimKind::Shift: return {"mod", size(d), {Expr{"add", 0, {value(d->a), c(1)}}}};
+            case DimKind::Stride: return {"mul", *space_.ctx.value(d->param, v_), {value(d->a)}};
+            case DimKind::Split:
+                return {"add", 0, {Expr{"mul", size(d->b), {value(d->a)}}, value(d->b)}};
+            case DimKind::Unfold:
+                return {"pad", size(d),
+                        {Expr{"sub", 0, {Expr{"add", 0, {value(d->a), value(d->b)}}, c(size(d->b) / 2)}}}};
+            case DimKind::MergeL: return {"div", *space_.ctx.value(d->param, v_), {value(d->a)}};
+            case DimKind::MergeR: return {"mod", *space_.ctx.value(d->param, v_), {value(d->a)}};
+            case DimKind::ShareL:
+            case DimKind::ShareR: return value(d->a);
+        }
+        throw std::logic_error("internal error: unknown coordinate kind");
+    }
+    void collect_reductions(const Expr& e, std::set<int>& into) {
+        if (e.op == "red") into.insert(static_cast<int>(e.value));
+        for (auto& a : e.args) collect_reductions(a, into);
+    }
+    void build_expressions() {
+        for (const Dim* it : space_.iterators) p_.iterator_sizes.push_back(size(it));
+        std::vector<const Dim*> reductions(reduction_ordinal_.size());
+        for (auto& [d, i] : reduction_ordinal_) reductions[i] = d;
+        for (const Dim* r : reductions) p_.reduction_sizes.push_back(size(r));
+        size_t next = 0;
+        for (auto& in : space_.input) {
+            const Dim* d = in.fixed_output >= 0 ? space_.iterators[in.fixed_output] : node_.final_info->input[next++];
+            p_.input_expr.push_back(value(d));
+        }
+        for (auto& w : node_.final_info->weights) {
+            std::vector<Expr> exprs;
+            for (const Dim* r : w) {
+                exprs.push_back(value(r));
+                collect_reductions(exprs.back(), weight_reductions_);
+            }
+            p_.weight_exprs.push_back(exprs);
+        }
+        for (size_t i = 0; i < reductions.size(); ++i) p_.mean.push_back(!weight_reductions_.count(static_cast<int>(i)));
+        for (auto& w : p_.weights) {
+            // fan-in: the weight elements that meet one output element (the reduced coordinates).
+            int64_t fan = 1;
+            for (size_t k = 0; k < w.dims.size(); ++k)
+                if (dim_of(w.dims[k])->is_bare_reduce()) fan *= w.shape[k];
+            w.fan_in = fan;
+        }
+    }
+
+    const Space& space_;
+    const NodeState& node_;
+    int v_;
+    std::vector<const Step*> path_;
+    std::map<const Dim*, int> reduction_ordinal_;
+    std::map<const Dim*, int> ids_;
+    std::set<int> weight_reductions_;
+    std::vector<int> t_;
+    Program p_;
+};
+
+}  // namespace
+
+Program lower(const Space& space, const NodeState& final_node, int valuation) {
+    if (!final_node.is_final()) throw std::invalid_argument("only a final operator can be lowered");
+    return Lowerer(space, final_node, valuation).run();
+}
+
+}  // namespace syno

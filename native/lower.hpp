@@ -1,0 +1,54 @@
+// Lowering a final operator to the kernel IR ("program", docs/architecture.md §2) for one valuation:
+// forward steps on one running data tensor, exact FLOPs, and the index expressions of every tensor.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "space.hpp"
+
+namespace syno {
+
+struct Expr {
+    std::string op;      // it, red, const, add, sub, mul, div, mod, pad
+    int64_t value = 0;   // it/red index, const value, mul/div/mod operand, pad extent
+    std::vector<Expr> args;
+};
+
+struct ProgramStep {
+    std::string op;
+    std::vector<int> src, dst;
+    int64_t window = 0, stride = 0;
+    bool mean = false;
+    int weight = -1;
+    std::vector<std::pair<int, int>> rename;
+    std::vector<int> out;
+};
+
+struct ProgramTensor {
+    std::vector<int> dims;
+    std::vector<int64_t> shape;
+    int64_t fan_in = 1;
+};
+
+struct Program {
+    ProgramTensor input, output;
+    std::vector<ProgramTensor> weights;
+    std::map<int, int64_t> sizes;
+    std::vector<ProgramStep> steps;
+    std::vector<int> free_dims;          // pass-through dims (batch): their size may vary at run time
+    double flops = 0, params = 0, peak_elements = 0;
+    std::vector<int64_t> iterator_sizes, reduction_sizes;
+    std::vector<bool> mean;
+    std::vector<Expr> input_expr;
+    std::vector<std::vector<Expr>> weight_exprs;
+};
+
+Program lower(const Space& space, const NodeState& final_node, int valuation);
+
+// Weight layout: the order of a weight's coordinates (output-iterator-derived first, then reductions in
+// creation order), so a conv-equivalent weight is [C_out, C_in, kh, kw].
+std::vector<int> layout_key(const Dim* d, const std::map<const Dim*, int>& reduction_ordinal);
+
+}  // namespace syno

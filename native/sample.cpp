@@ -1,0 +1,174 @@
+// Sampling and enumeration.
+// Sampling: descent i uses its own random stream derived from (seed, i), and at every node the order in which
+// children are tried is drawn from (that stream, node hash) BEFORE looking at the dead-end memo, so the memo
+// only skips subtrees without operators: the result of descent i never depends on other descents, on thread
+// count or on scheduling. Children are tried "two-step": a primitive type uniformly, then one of its children.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <unordered_set>
+
+#include "hash.hpp"
+#include "space.hpp"
+
+namespace syno {
+
+namespace {
+
+struct Rng {
+    uint64_t state;
+    uint64_t next() { return state = mix64(state); }
+    uint64_t below(uint64_t n) { return next() % n; }
+};
+
+std::vector<size_t> two_step_order(const std::vector<NodePtr>& kids, uint64_t seed) {
+    std::vector<std::vector<size_t>> by_type(static_cast<int>(Prim::Count));
+    for (size_t i = 0; i < kids.size(); ++i) by_type[static_cast<int>(kids[i]->step.prim)].push_back(i);
+    std::vector<std::vector<size_t>*> types;
+    for (auto& t : by_type)
+        if (!t.empty()) types.push_back(&t);
+    Rng rng{seed};
+    std::vector<size_t> order;
+    order.reserve(kids.size());
+    while (!types.empty()) {
+        size_t ti = rng.below(types.size());
+        auto& bucket = *types[ti];
+        size_t ci = rng.below(bucket.size());
+        order.push_back(bucket[ci]);
+        bucket.erase(bucket.begin() + static_cast<long>(ci));
+        if (bucket.empty()) types.erase(types.begin() + static_cast<long>(ti));
+    }
+    return order;
+}
+
+struct Deadline {
+    std::chrono::steady_clock::time_point at;
+    bool enabled;
+    std::atomic<bool>* hit;
+    bool passed() const {
+        if (!enabled) return false;
+        if (hit->load(std::memory_order_relaxed)) return true;
+        if (std::chrono::steady_clock::now() < at) return false;
+        hit->store(true);
+        return true;
+    }
+};
+
+// One descent: depth-first with backtracking, at most `budget` expansions. Dead ends found by this descent
+// go to its own memo; the shared memo is only read here and is merged between batches, so a descent's
+// result depends on (seed, index, batch history), never on threads or scheduling.
+struct Descent {
+    const Space& space;
+    uint64_t stream;
+    const Deadline& deadline;
+    uint64_t budget;
+    std::unordered_set<uint64_t> dead;
+    uint64_t expansions = 0;
+    bool gave_up = false;
+
+    bool is_dead(uint64_t h) const { return dead.count(h) || space.dead.contains(h); }
+
+    NodePtr run(const NodePtr& node) {
+        if (node->is_final()) return node;
+        if (is_dead(node->hash)) return nullptr;
+        if (++expansions > budget) { gave_up = true; return nullptr; }
+        auto kids = space.children(node);
+        for (size_t i : two_step_order(kids, combine(stream, node->hash))) {
+            if (!kids[i]->is_final() && is_dead(kids[i]->hash)) continue;
+            if (auto found = run(kids[i])) return found;
+            if (gave_up || deadline.passed()) return nullptr;  // abandoned, not dead: nothing is memoized
+        }
+        dead.insert(node->hash);
+        return nullptr;
+    }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+SampleResult sample(const Space& space, const NodePtr& prefix, int count, uint64_t seed, int threads,
+                    uint64_t max_attempts, double time_limit, uint64_t budget) {
+    auto t0 = std::chrono::steady_clock::now();
+    SampleResult result;
+    threads = std::max(1, threads);
+    std::unordered_set<uint64_t> seen;
+    const uint64_t batch = 16;  // fixed: results must not depend on the thread count
+    uint64_t next_index = 0;
+    std::atomic<bool> timed_out{false};
+    Deadline deadline{t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(time_limit)),
+                      time_limit > 0, &timed_out};
+    while (true) {
+        if (static_cast<int>(result.operators.size()) >= count) { result.stop_reason = "count"; break; }
+        if (space.dead.contains(prefix->hash)) { result.stop_reason = "exhausted"; break; }
+        if (next_index >= max_attempts) { result.stop_reason = "attempts"; break; }
+        if (timed_out.load() || (time_limit > 0 && seconds_since(t0) > time_limit)) { result.stop_reason = "time"; break; }
+        uint64_t n = std::min(batch, max_attempts - next_index);
+        std::vector<NodePtr> found(n);
+        std::vector<std::unordered_set<uint64_t>> dead(n);
+        std::atomic<uint64_t> cursor{0};
+        auto work = [&] {
+            for (uint64_t i; (i = cursor.fetch_add(1)) < n;) {
+                Descent d{space, combine(seed, next_index + i), deadline, budget, {}};
+                found[i] = d.run(prefix);
+                dead[i] = std::move(d.dead);
+            }
+        };
+        std::vector<std::thread> pool;
+        for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+        work();
+        for (auto& t : pool) t.join();
+        for (auto& set : dead)
+            for (uint64_t h : set) space.dead.insert(h);
+        // Collect in index order: deterministic whatever the thread count.
+        for (uint64_t i = 0; i < n && static_cast<int>(result.operators.size()) < count; ++i) {
+            ++result.attempts;
+            if (found[i] && seen.insert(found[i]->hash).second) result.operators.push_back(found[i]);
+            else ++result.failed;
+        }
+        next_index += n;
+    }
+    result.seconds = seconds_since(t0);
+    return result;
+}
+
+EnumerateResult enumerate(const Space& space, const NodePtr& from, int max_depth, uint64_t max_nodes, double time_limit,
+                          uint64_t max_operators) {
+    auto t0 = std::chrono::steady_clock::now();
+    EnumerateResult r;
+    r.stop_reason = "exhausted";
+    std::unordered_set<uint64_t> visited, operators;
+    std::vector<NodePtr> stack{from};
+    visited.insert(from->hash);
+    uint64_t expanded = 0;
+    while (!stack.empty()) {
+        NodePtr node = stack.back();
+        stack.pop_back();
+        size_t depth = static_cast<size_t>(node->depth);
+        if (r.nodes_per_depth.size() <= depth) r.nodes_per_depth.resize(depth + 1), r.finals_per_depth.resize(depth + 1);
+        if (node->is_final()) {
+            ++r.finals_per_depth[depth];
+            if (operators.insert(node->hash).second) {
+                ++r.operator_count;
+                if (r.operators.size() < max_operators) r.operators.push_back(node);
+            }
+            continue;
+        }
+        ++r.nodes_per_depth[depth];
+        if (++expanded > max_nodes) { r.stop_reason = "limit"; break; }
+        if ((expanded & 255) == 0 && time_limit > 0 && seconds_since(t0) > time_limit) { r.stop_reason = "time"; break; }
+        auto kids = space.children(node);
+        for (auto it = kids.rbegin(); it != kids.rend(); ++it) {
+            const NodePtr& k = *it;
+            if (!k->is_final() && k->depth > max_depth) continue;
+            if (visited.insert(k->hash).second) stack.push_back(k);
+        }
+    }
+    r.seconds = seconds_since(t0);
+    return r;
+}
+
+}  // namespace syno

@@ -1,0 +1,308 @@
+#include "space.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+#include "hash.hpp"
+
+namespace syno {
+
+NodePtr build_child(const Space& space, const NodePtr& parent, Step step, std::array<int8_t, kMaxVariables> usage_delta,
+                    double flops_delta, double params_delta);
+
+bool DeadSet::contains(uint64_t h) const {
+    auto& m = mutex_[h % kShards];
+    std::lock_guard lock(m);
+    return sets_[h % kShards].count(h) > 0;
+}
+
+void DeadSet::insert(uint64_t h) {
+    std::lock_guard lock(mutex_[h % kShards]);
+    sets_[h % kShards].insert(h);
+}
+
+size_t DeadSet::size() const {
+    size_t n = 0;
+    for (int i = 0; i < kShards; ++i) {
+        std::lock_guard lock(mutex_[i]);
+        n += sets_[i].size();
+    }
+    return n;
+}
+
+namespace {
+
+void add_variable(std::vector<Variable>& vars, const std::string& spec_text, bool primary) {
+    ParsedSpec spec = parse_spec(spec_text);
+    for (auto& v : vars)
+        if (v.name == spec.name)
+            throw SpecError(spec_text, 0, "a variable named '" + spec.name + "' only once (it is declared twice)");
+    Variable v;
+    v.name = spec.name;
+    v.primary = primary;
+    v.default_value = spec.value;
+    if (spec.max_occurrences) v.max_occurrences = *spec.max_occurrences;
+    vars.push_back(v);
+}
+
+}  // namespace
+
+Space::Space(const std::string& input_shape, const std::string& output_shape, const std::vector<std::string>& primary,
+             const std::vector<std::string>& coefficients, const std::vector<std::map<std::string, int64_t>>& mappings,
+             const Options& opts, const std::vector<std::string>& fixed)
+    : options(opts) {
+    std::vector<Variable> vars;
+    for (auto& s : primary) add_variable(vars, s, true);
+    for (auto& s : coefficients) add_variable(vars, s, false);
+    auto in_dims = parse_shape(input_shape);
+    auto out_dims = parse_shape(output_shape);
+    // Variables used by the shapes but not declared are primary, with the default allowance.
+    for (auto* dims : {&in_dims, &out_dims})
+        for (auto& d : *dims)
+            for (auto& [name, e] : d.factors) {
+                bool known = false;
+                for (auto& v : vars) known |= v.name == name;
+                if (!known) vars.push_back(Variable{name, true, 3, std::nullopt, false});
+            }
+    if (vars.size() > kMaxVariables)
+        throw std::invalid_argument("at most " + std::to_string(kMaxVariables) + " variables are supported, got " +
+                                    std::to_string(vars.size()));
+    std::stable_sort(vars.begin(), vars.end(), [](const Variable& a, const Variable& b) {
+        if (a.primary != b.primary) return a.primary;
+        return a.name < b.name;
+    });
+    for (auto& name : fixed) {
+        bool found = false;
+        for (auto& v : vars)
+            if (v.name == name) v.fixed = found = true;
+        if (!found) throw std::invalid_argument("fixed variable '" + name + "' is not a variable of the shapes");
+    }
+    ctx.variables = vars;
+
+    // Valuations: one per mapping (placeholder); a variable without a value takes its spec's value.
+    std::vector<std::map<std::string, int64_t>> maps = mappings;
+    if (maps.empty()) maps.emplace_back();
+    for (size_t m = 0; m < maps.size(); ++m) {
+        for (auto& [key, value] : maps[m]) {
+            if (ctx.index_of(key) < 0)
+                throw std::invalid_argument("mapping " + std::to_string(m) + " names '" + key +
+                                            "', which is not a variable of the space");
+            if (value < 1)
+                throw std::invalid_argument("mapping " + std::to_string(m) + " gives " + key + "=" +
+                                            std::to_string(value) + "; sizes must be positive");
+        }
+        std::vector<int64_t> values;
+        for (auto& v : ctx.variables) {
+            auto it = maps[m].find(v.name);
+            if (it != maps[m].end()) values.push_back(it->second);
+            else if (v.default_value) values.push_back(*v.default_value);
+            else
+                throw std::invalid_argument("variable '" + v.name + "' has no value in mapping " + std::to_string(m) +
+                                            " and no default (write '" + v.name + "=<value>' in its spec)");
+        }
+        ctx.valuations.push_back(values);
+    }
+
+    for (size_t j = 0; j < out_dims.size(); ++j) {
+        output.push_back(make_size(ctx, out_dims[j], output_shape));
+        output_unordered.push_back(out_dims[j].unordered);
+        if (!ctx.is_valid_extent(output.back(), 1))
+            throw std::invalid_argument("output dimension " + std::to_string(j) + " of " + output_shape + " (" +
+                                        ctx.to_string(output.back()) + ") is not a positive integer in every mapping");
+    }
+    for (size_t i = 0; i < in_dims.size(); ++i) {
+        InputDim d{make_size(ctx, in_dims[i], input_shape), in_dims[i].unordered, -1};
+        if (!ctx.is_valid_extent(d.size, 1))
+            throw std::invalid_argument("input dimension " + std::to_string(i) + " of " + input_shape + " (" +
+                                        ctx.to_string(d.size) + ") is not a positive integer in every mapping");
+        input.push_back(d);
+    }
+    // Pass-through pairs: a single variable that is fixed, or declared with zero occurrences, appearing in
+    // both shapes.
+    std::vector<bool> output_taken(output.size(), false);
+    for (size_t i = 0; i < input.size(); ++i) {
+        if (in_dims[i].factors.size() != 1 || in_dims[i].factors[0].second != 1) continue;
+        int var = ctx.index_of(in_dims[i].factors[0].first);
+        const Variable& v = ctx.variables[var];
+        if (!(v.fixed || (v.primary && v.max_occurrences == 0))) continue;
+        for (size_t j = 0; j < output.size(); ++j)
+            if (!output_taken[j] && output[j] == input[i].size) {
+                output_taken[j] = true;
+                input[i].fixed_output = static_cast<int>(j);
+                fixed_inputs.push_back(static_cast<int>(i));
+                break;
+            }
+    }
+    for (size_t j = 0; j < output.size(); ++j)
+        iterators.push_back(store.iterator(static_cast<int>(j), output[j], output_unordered[j]));
+
+    auto r = std::make_shared<NodeState>();
+    for (size_t j = 0; j < output.size(); ++j)
+        if (!output_taken[j]) r->frontier.push_back(iterators[j]);
+    std::sort(r->frontier.begin(), r->frontier.end(), dim_less);
+    r->hash = frontier_hash(r->frontier, r->expansions);
+    r->distance = shape_distance(*this, *r);
+    root = r;
+}
+
+bool Space::valid_extent(const Size& s) const {
+    int vars = 0;
+    for (int i = 0; i < ctx.count(); ++i) vars += s.exponent[i] != 0;
+    return vars <= options.max_size_variables && ctx.is_valid_extent(s);
+}
+
+double Space::sum_over_mappings(const Size& s) const {
+    double total = 0;
+    for (size_t v = 0; v < ctx.valuations.size(); ++v) total += ctx.approx(s, static_cast<int>(v));
+    return total;
+}
+
+bool Space::within_allowance(const NodeState& n, const std::array<int8_t, kMaxVariables>& extra) const {
+    for (int i = 0; i < ctx.count(); ++i)
+        if (n.usage[i] + extra[i] > ctx.variables[i].max_occurrences) return false;
+    return true;
+}
+
+std::vector<Size> Space::enumerate_sizes(const NodeState& n, bool coefficient_only) const {
+    std::vector<Size> out;
+    int count = ctx.count();
+    std::vector<int> lo(count), hi(count);
+    for (int i = 0; i < count; ++i) {
+        int remaining = ctx.variables[i].max_occurrences - n.usage[i];
+        if (ctx.variables[i].primary) {
+            lo[i] = 0;
+            hi[i] = coefficient_only ? 0 : std::min(remaining, options.max_primary_degree);
+        } else {
+            lo[i] = -std::min(remaining, options.max_coefficient_degree);
+            hi[i] = std::min(remaining, options.max_coefficient_degree);
+        }
+        if (hi[i] < lo[i]) hi[i] = lo[i] = 0;
+    }
+    Size s;
+    for (int i = 0; i < count; ++i) s.exponent[i] = static_cast<int8_t>(lo[i]);
+    while (true) {
+        if (!s.is_one() && ctx.primary_degree(s) <= options.max_primary_degree && ctx.is_valid_extent(s)) out.push_back(s);
+        int i = 0;
+        while (i < count && s.exponent[i] == hi[i]) { s.exponent[i] = static_cast<int8_t>(lo[i]); ++i; }
+        if (i == count) break;
+        ++s.exponent[i];
+    }
+    return out;
+}
+
+std::vector<Size> Space::enumerate_divisors(const NodeState& n, const Size& of) const {
+    std::vector<Size> out;
+    int count = ctx.count();
+    std::vector<int> lo(count), hi(count);
+    for (int i = 0; i < count; ++i) {
+        if (ctx.variables[i].primary) { lo[i] = 0; hi[i] = std::max<int>(0, of.exponent[i]); }
+        else { lo[i] = -options.max_coefficient_degree; hi[i] = options.max_coefficient_degree; }
+    }
+    Size b;
+    for (int i = 0; i < count; ++i) b.exponent[i] = static_cast<int8_t>(lo[i]);
+    while (true) {
+        Size q = of / b;
+        if (!b.is_one() && ctx.primary_degree(b) <= options.max_primary_degree && ctx.is_valid_extent(b) &&
+            ctx.is_valid_extent(q)) {
+            std::array<int8_t, kMaxVariables> usage{};
+            for (int i = 0; i < count; ++i)
+                usage[i] = static_cast<int8_t>((std::abs(q.exponent[i]) + std::abs(b.exponent[i]) - std::abs(of.exponent[i])) / 2);
+            if (within_allowance(n, usage)) out.push_back(b);
+        }
+        int i = 0;
+        while (i < count && b.exponent[i] == hi[i]) { b.exponent[i] = static_cast<int8_t>(lo[i]); ++i; }
+        if (i == count) break;
+        ++b.exponent[i];
+    }
+    return out;
+}
+
+NodePtr make_child(const Space& space, const NodePtr& parent, Step step, std::array<int8_t, kMaxVariables> usage_delta,
+                   double flops_delta, double params_delta) {
+    int slot = RuleCounters::depth_slot();
+    space.depth_counters.canonical[slot].fetch_add(1, std::memory_order_relaxed);
+    NodePtr child = build_child(space, parent, std::move(step), usage_delta, flops_delta, params_delta);
+    if (!child) space.depth_counters.pruned[slot].fetch_add(1, std::memory_order_relaxed);
+    return child;
+}
+
+NodePtr build_child(const Space& space, const NodePtr& parent, Step step, std::array<int8_t, kMaxVariables> usage_delta,
+                    double flops_delta, double params_delta) {
+    const Options& o = space.options;
+    int prim = static_cast<int>(step.prim);
+    if (o.max_count[prim] >= 0 && parent->counts[prim] + 1 > o.max_count[prim]) return nullptr;
+    if (!space.within_allowance(*parent, usage_delta)) return nullptr;
+    for (const Dim* d : step.produced)
+        if (!space.valid_extent(d->size)) return nullptr;
+
+    auto child = std::make_shared<NodeState>();
+    NodeState& c = *child;
+    c.frontier.reserve(parent->frontier.size() + step.produced.size());
+    for (const Dim* d : parent->frontier)
+        if (std::find(step.consumed.begin(), step.consumed.end(), d) == step.consumed.end()) c.frontier.push_back(d);
+    for (const Dim* d : step.produced) c.frontier.push_back(d);
+    std::sort(c.frontier.begin(), c.frontier.end(), dim_less);
+    c.expansions = parent->expansions;
+    for (const Dim* d : step.expanded) c.expansions.push_back(d);
+    std::sort(c.expansions.begin(), c.expansions.end(), dim_less);
+    c.hash = frontier_hash(c.frontier, c.expansions);
+    c.depth = parent->depth + 1;
+    c.counts = parent->counts;
+    ++c.counts[prim];
+    c.usage = parent->usage;
+    for (int i = 0; i < kMaxVariables; ++i) c.usage[i] = static_cast<int8_t>(c.usage[i] + usage_delta[i]);
+    c.reducing = parent->reducing && step.prim == Prim::Reduce;
+    c.last_reduction = parent->last_reduction;
+    c.reductions = parent->reductions;
+    c.contractions = parent->contractions;
+    c.latest_group = parent->latest_group;
+    c.latest_leader = parent->latest_leader;
+    c.flops_bound = parent->flops_bound + flops_delta;
+    c.params = parent->params + params_delta;
+    c.parent = parent;
+    if (step.prim == Prim::Reduce) {
+        c.last_reduction = step.param;
+        ++c.reductions;
+    }
+    if (step.prim == Prim::Contraction) {
+        ++c.contractions;
+        c.latest_group = step.group;
+        c.latest_leader = step.consumed.front()->hash;
+    }
+    c.step = std::move(step);
+    if (c.depth > o.max_depth) return nullptr;
+    if (o.flops_pruning && c.flops_bound > o.max_flops) return nullptr;
+    if (c.params > o.max_params) return nullptr;
+    c.distance = shape_distance(space, c);
+    if (c.distance >= kUnreachable) return nullptr;
+    if (o.distance_pruning && c.depth + c.distance > o.max_depth) return nullptr;
+    return child;
+}
+
+std::vector<NodePtr> Space::children(const NodePtr& node) const {
+    std::vector<NodePtr> all;
+    if (node->is_final()) return all;
+    RuleCounters::current_depth() = node->depth;
+    depth_counters.expanded[RuleCounters::depth_slot()].fetch_add(1, std::memory_order_relaxed);
+    if (node->reducing) generate_reduce(*this, node, all);
+    generate_split(*this, node, all);
+    generate_merge(*this, node, all);
+    generate_shift(*this, node, all);
+    generate_stride(*this, node, all);
+    generate_unfold(*this, node, all);
+    generate_expand(*this, node, all);
+    generate_contraction(*this, node, all);
+    generate_finalize(*this, node, all);
+    // Children equal up to interchangeable reductions have equal hashes: keep the first of each.
+    std::vector<NodePtr> unique;
+    std::unordered_set<uint64_t> seen;
+    for (auto& c : all) {
+        bool duplicate = !seen.insert(c->hash).second;
+        if (!rules.check(EqualReductionsInterchangeable, duplicate)) unique.push_back(c);
+    }
+    return unique;
+}
+
+}  // namespace syno

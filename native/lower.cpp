@@ -17,16 +17,28 @@ std::vector<int> layout_key(const Dim* d, const std::map<const Dim*, int>& reduc
     }
 }
 
+std::map<const Dim*, int> reduction_order(const Space& space, const NodeState& node) {
+    std::map<const Dim*, int> order;
+    std::function<void(const Dim*)> visit = [&](const Dim* d) {
+        if (d->is_bare_reduce()) { order.emplace(d, static_cast<int>(order.size())); return; }
+        if (d->a) visit(d->a);
+        if (d->b) visit(d->b);
+    };
+    for (const Dim* d : node.final_info->input) visit(d);
+    for (auto& w : node.final_info->weights)
+        for (const Dim* d : w) visit(d);
+    for (const Step* s : node.path())  // reductions reached from nowhere else (none in practice)
+        if (s->prim == Prim::Reduce && !order.count(s->produced[0])) order.emplace(s->produced[0], static_cast<int>(order.size()));
+    (void)space;
+    return order;
+}
+
 namespace {
 
 class Lowerer {
 public:
     Lowerer(const Space& space, const NodeState& node, int valuation)
-        : space_(space), node_(node), v_(valuation), path_(node.path()) {
-        int ordinal = 0;
-        for (const Step* s : path_)
-            if (s->prim == Prim::Reduce) reduction_ordinal_[s->produced[0]] = ordinal++;
-    }
+        : space_(space), node_(node), v_(valuation), path_(node.path()), reduction_ordinal_(reduction_order(space, node)) {}
 
     Program run() {
         const FinalInfo& f = *node_.final_info;

@@ -47,6 +47,10 @@ struct Program {
 
 Program lower(const Space& space, const NodeState& final_node, int valuation);
 
+// Reductions numbered by first appearance in the input coordinates (in spec order), then in the weights':
+// so in a convolution the window reductions are (kh, kw) in the order of (H, W).
+std::map<const Dim*, int> reduction_order(const Space& space, const NodeState& node);
+
 // Weight layout: the order of a weight's coordinates (output-iterator-derived first, then reductions in
 // creation order), so a conv-equivalent weight is [C_out, C_in, kh, kw].
 std::vector<int> layout_key(const Dim* d, const std::map<const Dim*, int>& reduction_ordinal);

@@ -11,26 +11,25 @@ namespace syno {
 
 namespace {
 
-std::shared_ptr<FinalInfo> make_final_info(const NodeState& node, std::vector<const Dim*> input) {
+std::shared_ptr<FinalInfo> make_final_info(const Space& space, const NodeState& node, std::vector<const Dim*> input) {
     auto info = std::make_shared<FinalInfo>();
     info->input = std::move(input);
     // Weights in forward order: the last contraction generated is the first executed.
-    std::map<const Dim*, int> reduction_ordinal;
     auto path = node.path();
-    int ordinal = 0;
-    for (const Step* s : path)
-        if (s->prim == Prim::Reduce) reduction_ordinal[s->produced[0]] = ordinal++;
     for (auto it = path.rbegin(); it != path.rend(); ++it) {
         if ((*it)->prim != Prim::Contraction) continue;
         std::vector<const Dim*> weight;
         for (const Dim* d : (*it)->produced)
             if (d->is(DimKind::ShareR)) weight.push_back(d);
-        std::stable_sort(weight.begin(), weight.end(), [&](const Dim* x, const Dim* y) {
-            return layout_key(x, reduction_ordinal) < layout_key(y, reduction_ordinal);
-        });
         info->weights.push_back(weight);
         info->weight_groups.push_back((*it)->group);
     }
+    // Layout within each weight needs the reduction numbering, which needs the input and weights.
+    auto reduction_ordinal = reduction_order(space, NodeState{.final_info = info});
+    for (auto& weight : info->weights)
+        std::stable_sort(weight.begin(), weight.end(), [&](const Dim* x, const Dim* y) {
+            return layout_key(x, reduction_ordinal) < layout_key(y, reduction_ordinal);
+        });
     return info;
 }
 
@@ -45,7 +44,7 @@ void assign(const Space& space, const NodePtr& node, const std::vector<const Dim
             std::vector<NodePtr>& out) {
     size_t k = chosen.size();
     if (k == desired.size()) {
-        auto info = make_final_info(*node, chosen);
+        auto info = make_final_info(space, *node, chosen);
         auto child = std::make_shared<NodeState>(*node);
         child->parent = node;
         child->step = Step{Prim::Finalize, {}, {}};

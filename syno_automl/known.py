@@ -1,0 +1,133 @@
+"""Known operators built from primitives, each found by walking canonical children from the root.
+
+Reaching one proves it is inside the search space: every step is a canonical child the search itself would
+generate. Each function takes a space with the matching spec (see the docstrings) and returns an Operator.
+
+Example:
+    >>> from syno_automl import OperatorSpace
+    >>> from syno_automl import known
+    >>> space = OperatorSpace("[N, C_in, H, W]", "[N, C_out, H, W]",
+    ...     ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"], ["k=3: 2"],
+    ...     [{"N": 1, "C_in": 4, "C_out": 8, "H": 8, "W": 8}], max_depth=6)
+    >>> known.conv2d(space).primitive_counts()["UNFOLD"]
+    2
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Sequence
+
+from syno_automl.errors import OperatorFormatError
+from syno_automl.space import Node, Operator, OperatorSpace
+
+__all__ = ["walk", "conv2d", "depthwise_conv2d", "grouped_conv2d", "avg_pool2d", "pixel_shuffle", "linear"]
+
+
+def _normalize(description: str) -> str:
+    """Bracketed lists are order-free: sort their items so descriptions compare as sets."""
+    def sort_items(m: re.Match) -> str:
+        items = [s.strip() for s in m.group(1).split(",") if s.strip()]
+        return "[" + ", ".join(sorted(items)) + "]"
+    return re.sub(r"\[([^\]]*)\]", sort_items, description.strip())
+
+
+def evaluate_index(expr: Any, iterators: Sequence[int], reductions: Sequence[int] = ()) -> int | None:
+    """Evaluates an IR index expression (docs/architecture.md §2); None where a padding guard fails."""
+    op = expr[0]
+    if op == "it":
+        return iterators[expr[1]]
+    if op == "red":
+        return reductions[expr[1]]
+    if op == "const":
+        return expr[1]
+    a = evaluate_index(expr[1], iterators, reductions)
+    if a is None:
+        return None
+    if op in ("add", "sub"):
+        b = evaluate_index(expr[2], iterators, reductions)
+        return None if b is None else (a + b if op == "add" else a - b)
+    c = expr[2]
+    if op == "mul":
+        return a * c
+    if op == "div":
+        return a // c
+    if op == "mod":
+        return a % c
+    if op == "pad":
+        return a if 0 <= a < c else None
+    raise ValueError(f"unknown index expression {expr!r}")
+
+
+def walk(space: OperatorSpace, steps: Sequence[str], check: Callable[[Operator], bool] | None = None) -> Operator:
+    """Follows children whose description matches each step (bottom-up), then FINALIZE.
+
+    Where several children match a step (equal sizes), every choice is tried, depth first, and the first
+    operator that passes `check` is returned. Raises OperatorFormatError when none is reachable.
+    """
+    def search(node: Node, i: int) -> Operator | None:
+        kids = node.children()
+        if i == len(steps):
+            for final in (c for c in kids if c.is_final):
+                op = final.to_operator()
+                if check is None or check(op):
+                    return op
+            return None
+        wanted = _normalize(steps[i])
+        for child in (c for c in kids if not c.is_final and _normalize(c.description) == wanted):
+            found = search(child, i + 1)
+            if found is not None:
+                return found
+        return None
+
+    found = search(space.root(), 0)
+    if found is None:
+        raise OperatorFormatError(f"no canonical path {list(steps)} reaches a final operator in this space")
+    return found
+
+
+def conv2d(space: OperatorSpace) -> Operator:
+    """k×k convolution, same padding. Spec: [N, C_in, H, W] -> [N, C_out, H, W], coefficient k (odd).
+
+    Weight layout: [C_out, C_in, kh, kw] (as torch's conv2d weight).
+    """
+    return walk(space, ["REDUCE C_in", "REDUCE k", "REDUCE k", "CONTRACTION share [C_in, k, k] outer [C_out]",
+                        "UNFOLD H -> [H, k]", "UNFOLD W -> [W, k]"])
+
+
+def depthwise_conv2d(space: OperatorSpace) -> Operator:
+    """Depthwise k×k convolution. Spec: [N, C, H, W] -> [N, C, H, W]. Weight layout: [C, kh, kw]."""
+    return walk(space, ["REDUCE k", "REDUCE k", "CONTRACTION share [C, k, k] outer []",
+                        "UNFOLD H -> [H, k]", "UNFOLD W -> [W, k]"])
+
+
+def grouped_conv2d(space: OperatorSpace) -> Operator:
+    """Grouped k×k convolution with g groups. Spec: [N, C_in, H, W] -> [N, C_out, H, W], coefficients k, g.
+
+    Weight layout: [g, C_out/g, C_in/g, kh, kw] (torch's [C_out, C_in/g, kh, kw] reshaped).
+    """
+    return walk(space, ["REDUCE g^-1*C_in", "REDUCE k", "REDUCE k", "MERGE [g, g^-1*C_out] -> C_out",
+                        "CONTRACTION share [g, g^-1*C_in, k, k] outer [g^-1*C_out]",
+                        "SPLIT C_in -> [g, g^-1*C_in]", "UNFOLD H -> [H, k]", "UNFOLD W -> [W, k]"])
+
+
+def avg_pool2d(space: OperatorSpace) -> Operator:
+    """Average pooling, kernel = stride = s. Spec: [N, C, H, W] -> [N, C, s^-1*H, s^-1*W], min_weights=0."""
+    return walk(space, ["REDUCE s", "REDUCE s", "SPLIT H -> [s^-1*H, s]", "SPLIT W -> [s^-1*W, s]"])
+
+
+def pixel_shuffle(space: OperatorSpace) -> Operator:
+    """Pixel shuffle by s. Spec: [N, s^2*C, H, W] -> [N, C, s*H, s*W], min_weights=0."""
+    def channel_order(op: Operator) -> bool:
+        # channel = c * s^2 + (h_out mod s) * s + (w_out mod s): the H phase is the major one.
+        p = op.program(0)
+        s = p["output"]["shape"][2] // p["input"]["shape"][2]
+        channel = p["expr"]["input"][1]
+        return evaluate_index(channel, [0, 0, 1, 0]) == s and evaluate_index(channel, [0, 0, 0, 1]) == 1
+
+    return walk(space, ["MERGE [H, s] -> s*H", "MERGE [W, s] -> s*W", "SPLIT s^2 -> [s, s]",
+                        "SPLIT s^2*C -> [C, s^2]"], check=channel_order)
+
+
+def linear(space: OperatorSpace) -> Operator:
+    """Dense layer. Spec: [N, C_in] -> [N, C_out]. Weight layout: [C_out, C_in] (as torch's Linear)."""
+    return walk(space, ["REDUCE C_in", "CONTRACTION share [C_in] outer [C_out]"])

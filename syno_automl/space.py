@@ -1,0 +1,368 @@
+"""The operator space (DESIGN §2): OperatorSpace, Node and Operator, a thin façade over the native core.
+
+Example:
+    >>> from syno_automl import OperatorSpace
+    >>> space = OperatorSpace("[N, C_in, H, W]", "[N, C_out, H, W]",
+    ...                       primary=["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"],
+    ...                       coefficients=["k=3: 2"],
+    ...                       mappings=[{"N": 2, "C_in": 4, "C_out": 4, "H": 8, "W": 8}], max_depth=6)
+    >>> ops = space.sample(3, seed=0)
+    >>> len({op.hash for op in ops})
+    3
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from syno_automl import _native
+from syno_automl.errors import EmptySpaceError, OperatorFormatError
+
+FORMAT = "syno-operator/1"
+MappingLike = "int | Mapping[str, int] | None"
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return None if value is None or math.isinf(value) else value
+
+
+@dataclass(frozen=True)
+class SampleReport:
+    """Why a sample() call stopped and what it cost."""
+
+    requested: int
+    returned: int
+    stop_reason: str  # "count", "exhausted", "attempts", "time"
+    attempts: int
+    failed: int
+    seconds: float
+    threads: int
+
+
+@dataclass
+class Enumeration:
+    """Result of walking the whole canonical space (or as much as the limits allowed)."""
+
+    operators: list["Operator"]
+    operator_count: int
+    nodes_per_depth: list[int]
+    finals_per_depth: list[int]
+    stop_reason: str  # "exhausted", "limit", "time"
+    seconds: float
+    hashes: set[str] = field(default_factory=set)
+
+
+class OperatorSpace:
+    """All canonical operators from `input_shape` to `output_shape` built from the Syno primitives.
+
+    Budgets (`max_flops`, `max_params`, ...) are hard limits summed over the mappings (one mapping per
+    placeholder). `seed` is the default seed of `sample`.
+    """
+
+    def __init__(
+        self,
+        input_shape: str,
+        output_shape: str,
+        primary: Sequence[str] = (),
+        coefficients: Sequence[str] = (),
+        mappings: Sequence[Mapping[str, int]] | None = None,
+        *,
+        max_depth: int = 8,
+        max_flops: float | None = None,
+        min_flops: float | None = None,
+        max_params: float | None = None,
+        min_params: float | None = None,
+        max_memory: float | None = None,
+        fixed: Sequence[str] = (),
+        seed: int = 0,
+        threads: int | None = None,
+        **options: Any,
+    ) -> None:
+        self.input_shape = input_shape
+        self.output_shape = output_shape
+        self.primary = list(primary)
+        self.coefficients = list(coefficients)
+        self.mappings = [dict(m) for m in (mappings or [])]
+        self.fixed = list(fixed)
+        self.seed = seed
+        self.threads = threads or min(os.cpu_count() or 1, 8)
+        self.max_depth = max_depth
+        budgets = {
+            "max_flops": max_flops, "min_flops": min_flops, "max_params": max_params,
+            "min_params": min_params, "max_memory": max_memory,
+        }
+        for name, value in budgets.items():
+            if value is not None and (not isinstance(value, (int, float)) or math.isnan(value) or value < 0):
+                raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+        self.budgets = {k: float(v) for k, v in budgets.items() if v is not None}
+        self.options = dict(options)
+        native_options = {"max_depth": max_depth, **self.budgets, **self.options}
+        self._native = _native.Space(
+            input_shape, output_shape, self.primary, self.coefficients, self.mappings, self.fixed, native_options
+        )
+
+    # -- structure -------------------------------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """JSON-serializable constructor arguments (enough to rebuild an equal space)."""
+        return {
+            "input_shape": self.input_shape, "output_shape": self.output_shape, "primary": self.primary,
+            "coefficients": self.coefficients, "mappings": self.mappings, "fixed": self.fixed,
+            "max_depth": self.max_depth, **self.budgets, **self.options,
+        }
+
+    def signature(self) -> dict[str, Any]:
+        """What an operator's identity depends on: shapes and variable specs (not valuations or budgets)."""
+        return {"input_shape": self.input_shape, "output_shape": self.output_shape,
+                "primary": self.primary, "coefficients": self.coefficients, "fixed": self.fixed}
+
+    def with_mappings(self, mappings: Sequence[Mapping[str, int]], keep_budgets: bool = False) -> "OperatorSpace":
+        """The same space over other valuations (budgets dropped unless asked: they were for the old ones)."""
+        config = self.config()
+        config["mappings"] = [dict(m) for m in mappings]
+        if not keep_budgets:
+            for k in self.budgets:
+                config.pop(k, None)
+        return OperatorSpace(**config, seed=self.seed, threads=self.threads)
+
+    @property
+    def variables(self) -> list[dict[str, Any]]:
+        return self._native.variables()
+
+    @property
+    def num_mappings(self) -> int:
+        return self._native.num_mappings
+
+    def mapping(self, index: int) -> dict[str, int]:
+        """The full valuation (every variable) of mapping `index`."""
+        return {v["name"]: v["values"][index] for v in self.variables}
+
+    def root(self) -> "Node":
+        return Node(self, self._native.root())
+
+    # -- search ----------------------------------------------------------------------------------------
+    def sample(
+        self,
+        count: int,
+        seed: int | None = None,
+        *,
+        threads: int | None = None,
+        time_limit: float = 60.0,
+        max_attempts: int | None = None,
+        budget: int = 64,
+        prefix: "Node | None" = None,
+    ) -> list["Operator"]:
+        """`count` distinct canonical operators (fewer if the space or a limit runs out: see `last_report`).
+
+        Deterministic for a seed, whatever `threads` is. Raises EmptySpaceError if no operator exists.
+        """
+        if count < 0:
+            raise ValueError(f"count must be >= 0, got {count}")
+        seed = self.seed if seed is None else seed
+        attempts = max_attempts if max_attempts is not None else max(1000, 200 * count)
+        nodes, info = self._native.sample(
+            count, seed & 0xFFFFFFFFFFFFFFFF, threads or self.threads, attempts, float(time_limit), budget,
+            prefix._native if prefix is not None else None,
+        )
+        self.last_report = SampleReport(count, len(nodes), info["stop_reason"], info["attempts"], info["failed"],
+                                        info["seconds"], info["threads"])
+        if count > 0 and not nodes and info["stop_reason"] == "exhausted":
+            raise EmptySpaceError(
+                f"no operator exists from {self.input_shape} to {self.output_shape} within max_depth="
+                f"{self.max_depth} and the budgets {self.budgets or '{}'}"
+            )
+        return [Operator(self, n) for n in nodes]
+
+    def enumerate(self, max_depth: int | None = None, *, max_nodes: int = 10_000_000, time_limit: float = 600.0,
+                  max_operators: int = 100_000, start: "Node | None" = None) -> Enumeration:
+        """Walks every canonical node (memoized by hash) and collects the distinct final operators."""
+        info = self._native.enumerate(max_depth or self.max_depth, max_nodes, float(time_limit), max_operators,
+                                      start._native if start is not None else None)
+        ops = [Operator(self, n) for n in info["operators"]]
+        return Enumeration(ops, info["operator_count"], info["nodes_per_depth"], info["finals_per_depth"],
+                           info["stop_reason"], info["seconds"], {op.hash for op in ops})
+
+    def stats(self) -> dict[str, Any]:
+        """Rule counters (tried/rejected), per-depth canonical rates, interned coordinates, dead-end memo."""
+        s = self._native.stats()
+        for d in s["depths"]:
+            d["canonical_rate"] = d["canonical"] / d["candidates"] if d["candidates"] else 1.0
+        return s
+
+    def replay(self, path: Sequence[str]) -> "Node":
+        """Follows child keys from the root; every step must be a canonical child here."""
+        node = self._native.root()
+        for i, key in enumerate(path):
+            match = [c for c in node.children() if c.key == key]
+            if not match:
+                raise OperatorFormatError(f"step {i} (key {key}) is not a canonical child in this space")
+            node = match[0]
+        return Node(self, node)
+
+
+class Node:
+    """A search node: a frontier reached bottom-up from the output."""
+
+    def __init__(self, space: OperatorSpace, native: Any) -> None:
+        self.space = space
+        self._native = native
+
+    key = property(lambda self: self._native.key)
+    depth = property(lambda self: self._native.depth)
+    distance = property(lambda self: self._native.distance)
+    is_final = property(lambda self: self._native.is_final)
+    primitive = property(lambda self: self._native.primitive)
+    description = property(lambda self: self._native.description)
+
+    @property
+    def path(self) -> list[str]:
+        return self._native.path()
+
+    def children(self) -> list["Node"]:
+        return [Node(self.space, c) for c in self._native.children()]
+
+    def apply(self, child: "str | Node") -> "Node":
+        key = child.key if isinstance(child, Node) else child
+        for c in self._native.children():
+            if c.key == key:
+                return Node(self.space, c)
+        raise KeyError(f"{key} is not a child of node {self.key}")
+
+    def to_operator(self) -> "Operator":
+        if not self.is_final:
+            raise ValueError("only a final node is an operator")
+        return Operator(self.space, self._native)
+
+    def __repr__(self) -> str:
+        return f"Node(depth={self.depth}, distance={self.distance}, {self.description})"
+
+
+class Operator:
+    """A final canonical operator. Its `hash` is a stable 64-bit structural hash (16 hex digits)."""
+
+    def __init__(self, space: OperatorSpace, native: Any) -> None:
+        if not native.is_final:
+            raise ValueError("an Operator needs a final node")
+        self.space = space
+        self._native = native
+
+    @property
+    def hash(self) -> str:
+        return self._native.key
+
+    @property
+    def path(self) -> list[str]:
+        return self._native.path()
+
+    @property
+    def depth(self) -> int:
+        return self._native.depth
+
+    @property
+    def primitives(self) -> list[str]:
+        """Readable primitives in search (bottom-up) order."""
+        return [s for s in self._native.steps() if s != "FINALIZE"]
+
+    def primitive_counts(self) -> dict[str, int]:
+        return self._native.primitive_counts()
+
+    def __str__(self) -> str:
+        return self._native.describe()
+
+    def __repr__(self) -> str:
+        return f"Operator({self.hash}, depth={self.depth})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Operator) and other.hash == self.hash
+
+    def __hash__(self) -> int:
+        return int(self.hash, 16)
+
+    # -- valuations ------------------------------------------------------------------------------------
+    def _resolve(self, mapping: "int | Mapping[str, int] | None") -> tuple["Operator", int]:
+        """(an operator over a space holding `mapping`, the mapping's index there)."""
+        if mapping is None:
+            return self, 0
+        if isinstance(mapping, int):
+            if not 0 <= mapping < self.space.num_mappings:
+                raise IndexError(f"mapping index {mapping} out of range ({self.space.num_mappings} mappings)")
+            return self, mapping
+        wanted = dict(mapping)
+        for i in range(self.space.num_mappings):
+            full = self.space.mapping(i)
+            if all(full.get(k) == v for k, v in wanted.items()):
+                return self, i
+        other = self.space.with_mappings([{**self.space.mapping(0), **wanted}])
+        node = other.replay(self.path)
+        return Operator(other, node._native), 0
+
+    def program(self, mapping: "int | Mapping[str, int] | None" = None) -> dict[str, Any]:
+        """The kernel IR for one valuation (docs/architecture.md §2)."""
+        op, index = self._resolve(mapping)
+        return op._native.program(index)
+
+    def flops(self, mapping: "int | Mapping[str, int] | None" = None) -> int:
+        return int(self.program(mapping)["flops"])
+
+    def params(self, mapping: "int | Mapping[str, int] | None" = None) -> int:
+        return int(self.program(mapping)["params"])
+
+    def total_flops(self) -> float:
+        """FLOPs summed over all the space's mappings (what the budgets limit)."""
+        return self._native.totals()["flops"]
+
+    def total_params(self) -> float:
+        return self._native.totals()["params"]
+
+    # -- artifacts -------------------------------------------------------------------------------------
+    def graphviz(self) -> str:
+        """DOT text of the coordinate graph (weights filled blue, reductions as diamonds)."""
+        return self._native.graphviz()
+
+    def to_module(self, mapping: "int | Mapping[str, int] | None" = None):
+        """A trainable torch.nn.Module computing this operator for one valuation."""
+        from syno_automl.codegen.torch import build_module
+
+        return build_module(self.program(mapping), class_name=f"Syno_{self.hash}")
+
+    def to_source(self, mapping: "int | Mapping[str, int] | None" = None) -> str:
+        """A standalone Python file (torch only) defining the module."""
+        from syno_automl.codegen.torch import program_to_source
+
+        header = f"Syno operator {self.hash}\n" + str(self)
+        return program_to_source(self.program(mapping), class_name=f"Syno_{self.hash}", header=header)
+
+    def to_tvm(self, mapping: "int | Mapping[str, int] | None" = None, target: str = "llvm"):
+        """A compiled TVM kernel `kernel(x, *weights) -> numpy array` (weights as in to_module's parameters)."""
+        from syno_automl.codegen.tvm import build_kernel
+
+        return build_kernel(self.program(mapping), target=target)
+
+    # -- serialization ---------------------------------------------------------------------------------
+    def to_json(self) -> str:
+        return json.dumps({
+            "format": FORMAT, "hash": self.hash, "depth": self.depth, "space": self.space.signature(),
+            "path": self.path, "primitives": self.primitives,
+        }, indent=1)
+
+    @classmethod
+    def from_json(cls, space: OperatorSpace, text: str | bytes) -> "Operator":
+        """Loads and validates (plain JSON, no code execution): replays the path in `space`."""
+        try:
+            data = json.loads(text)
+        except (TypeError, json.JSONDecodeError) as e:
+            raise OperatorFormatError(f"operator JSON does not parse: {e}") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise OperatorFormatError(f"not a {FORMAT} document")
+        path, expected = data.get("path"), data.get("hash")
+        if not isinstance(path, list) or not all(isinstance(k, str) for k in path) or not isinstance(expected, str):
+            raise OperatorFormatError("operator JSON needs a 'path' (list of keys) and a 'hash' (string)")
+        if data.get("space") != space.signature():
+            raise OperatorFormatError(
+                f"operator was made in space {data.get('space')}, not in {space.signature()}")
+        node = space.replay(path)
+        if not node.is_final or node.key != expected:
+            raise OperatorFormatError(f"path does not end at operator {expected} (got {node.key})")
+        return cls(space, node._native)

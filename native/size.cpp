@@ -171,8 +171,10 @@ ParsedSpec parse_spec(const std::string& text) {
     ParsedSpec spec;
     spec.name = c.identifier("a variable name");
     if (c.accept('=')) {
+        c.skip_spaces();
+        size_t start = c.pos;
         int64_t v = c.integer("an integer value after '='", false);
-        if (v < 1) throw SpecError(text, c.pos, "expected a positive value");
+        if (v < 1) throw SpecError(text, start, "expected a positive value");
         spec.value = v;
     }
     if (c.accept(':')) {
@@ -198,8 +200,10 @@ std::vector<ShapeDim> parse_shape(const std::string& text) {
             std::string name = c.identifier("a dimension (a variable name)");
             int exponent = 1;
             if (c.accept('^')) {
+                c.skip_spaces();
+                size_t start = c.pos;
                 int64_t e = c.integer("an integer exponent after '^'", true);
-                if (e == 0 || e < -8 || e > 8) throw SpecError(text, c.pos, "expected a non-zero exponent in [-8, 8]");
+                if (e == 0 || e < -8 || e > 8) throw SpecError(text, start, "expected a non-zero exponent in [-8, 8]");
                 exponent = static_cast<int>(e);
             }
             dim.factors.emplace_back(name, exponent);

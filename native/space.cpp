@@ -276,8 +276,7 @@ NodePtr build_child(const Space& space, const NodePtr& parent, Step step, std::a
     if (o.flops_pruning && c.flops_bound > o.max_flops) return nullptr;
     if (c.params > o.max_params) return nullptr;
     c.distance = shape_distance(space, c);
-    if (c.distance >= kUnreachable) return nullptr;
-    if (o.distance_pruning && c.depth + c.distance > o.max_depth) return nullptr;
+    if (o.distance_pruning && c.depth + c.distance > o.max_depth) return nullptr;  // also when unreachable
     return child;
 }
 

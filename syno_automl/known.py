@@ -24,7 +24,12 @@ __all__ = ["walk", "conv2d", "depthwise_conv2d", "grouped_conv2d", "avg_pool2d",
 
 
 def _normalize(description: str) -> str:
-    """Bracketed lists are order-free: sort their items so descriptions compare as sets."""
+    """A CONTRACTION's share and outer lists are sets: sort them so descriptions compare as sets.
+
+    Other primitives' lists are ordered (SPLIT's [outer, inner], UNFOLD's [main, window]) and kept as is.
+    """
+    if not description.strip().startswith("CONTRACTION"):
+        return description.strip()
     def sort_items(m: re.Match) -> str:
         items = [s.strip() for s in m.group(1).split(",") if s.strip()]
         return "[" + ", ".join(sorted(items)) + "]"

@@ -65,14 +65,15 @@ void merge_groups(std::vector<uint64_t>& into, const std::vector<uint64_t>& from
 }  // namespace
 
 const Dim* DimStore::intern(Dim proto, uint64_t key) {
-    std::lock_guard lock(mutex_);
-    auto [lo, hi] = by_key_.equal_range(key);
+    Shard& shard = shards_[key % kShards];
+    std::lock_guard lock(shard.mutex);
+    auto [lo, hi] = shard.by_key.equal_range(key);
     for (auto it = lo; it != hi; ++it)
         if (same_identity(*it->second, proto)) return it->second;
     proto.ident = key;
-    dims_.push_back(std::move(proto));
-    const Dim* d = &dims_.back();
-    by_key_.emplace(key, d);
+    shard.dims.push_back(std::move(proto));
+    const Dim* d = &shard.dims.back();
+    shard.by_key.emplace(key, d);
     return d;
 }
 
@@ -121,8 +122,12 @@ const Dim* DimStore::binary(DimKind kind, const Dim* a, const Dim* b, const Size
 }
 
 size_t DimStore::count() const {
-    std::lock_guard lock(mutex_);
-    return dims_.size();
+    size_t n = 0;
+    for (auto& shard : shards_) {
+        std::lock_guard lock(shard.mutex);
+        n += shard.dims.size();
+    }
+    return n;
 }
 
 }  // namespace syno

@@ -2,6 +2,7 @@
 // is computed from, so a Dim's hash summarizes the whole subgraph below it. Dims are interned: a given
 // (kind, children, parameters) exists once per space.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -62,9 +63,14 @@ public:
 
 private:
     const Dim* intern(Dim proto, uint64_t key);
-    mutable std::mutex mutex_;
-    std::deque<Dim> dims_;
-    std::unordered_multimap<uint64_t, const Dim*> by_key_;
+    // Sharded by identity key so that sampling threads rarely contend.
+    static constexpr int kShards = 64;
+    struct Shard {
+        std::mutex mutex;
+        std::deque<Dim> dims;
+        std::unordered_multimap<uint64_t, const Dim*> by_key;
+    };
+    mutable std::array<Shard, kShards> shards_;
 };
 
 }  // namespace syno

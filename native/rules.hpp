@@ -61,10 +61,11 @@ class RuleCounters {
 public:
     // Counts one application of `rule`; returns `rejects` so call sites read `if (c.check(R, pred)) continue;`
     bool check(RuleId rule, bool rejects) {
-        tried_[rule].fetch_add(1, std::memory_order_relaxed);
+        Slot& s = slots_[slot_index()];
+        s.tried[rule].fetch_add(1, std::memory_order_relaxed);
         if (rejects) {
-            rejected_[rule].fetch_add(1, std::memory_order_relaxed);
-            rejected_at_depth_[depth_slot()].fetch_add(1, std::memory_order_relaxed);
+            s.rejected[rule].fetch_add(1, std::memory_order_relaxed);
+            s.rejected_at_depth[depth_slot()].fetch_add(1, std::memory_order_relaxed);
         }
         return rejects;
     }
@@ -75,14 +76,31 @@ public:
     }
     static constexpr int kDepthSlots = 32;
     static int depth_slot() { return current_depth() < kDepthSlots ? current_depth() : kDepthSlots - 1; }
-    uint64_t rejected_at_depth(int d) const { return rejected_at_depth_[d].load(); }
-    uint64_t tried(RuleId r) const { return tried_[r].load(); }
-    uint64_t rejected(RuleId r) const { return rejected_[r].load(); }
+    uint64_t tried(RuleId r) const { return sum([&](const Slot& s) { return s.tried[r].load(); }); }
+    uint64_t rejected(RuleId r) const { return sum([&](const Slot& s) { return s.rejected[r].load(); }); }
+    uint64_t rejected_at_depth(int d) const { return sum([&](const Slot& s) { return s.rejected_at_depth[d].load(); }); }
 
 private:
-    std::array<std::atomic<uint64_t>, RuleCount> tried_{};
-    std::array<std::atomic<uint64_t>, RuleCount> rejected_{};
-    std::array<std::atomic<uint64_t>, kDepthSlots> rejected_at_depth_{};
+    // One slot per thread (by a thread-local index), cache-line aligned: counting must not make threads
+    // fight over shared cache lines.
+    struct alignas(64) Slot {
+        std::array<std::atomic<uint64_t>, RuleCount> tried{};
+        std::array<std::atomic<uint64_t>, RuleCount> rejected{};
+        std::array<std::atomic<uint64_t>, kDepthSlots> rejected_at_depth{};
+    };
+    static constexpr int kSlots = 16;
+    static int slot_index() {
+        static std::atomic<int> next{0};
+        thread_local int index = next.fetch_add(1) % kSlots;
+        return index;
+    }
+    template <typename F>
+    uint64_t sum(F f) const {
+        uint64_t total = 0;
+        for (auto& s : slots_) total += f(s);
+        return total;
+    }
+    std::array<Slot, kSlots> slots_{};
 };
 
 }  // namespace syno

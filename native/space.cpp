@@ -281,8 +281,23 @@ NodePtr build_child(const Space& space, const NodePtr& parent, Step step, std::a
 }
 
 std::vector<NodePtr> Space::children(const NodePtr& node) const {
+    if (node->is_final()) return {};
+    bool cached = node->depth <= kCachedDepth;
+    if (cached) {
+        std::lock_guard lock(children_cache_mutex);
+        auto it = children_cache.find(node->hash);
+        if (it != children_cache.end()) return it->second;
+    }
+    std::vector<NodePtr> unique = generate_children(node);
+    if (cached) {
+        std::lock_guard lock(children_cache_mutex);
+        children_cache.emplace(node->hash, unique);
+    }
+    return unique;
+}
+
+std::vector<NodePtr> Space::generate_children(const NodePtr& node) const {
     std::vector<NodePtr> all;
-    if (node->is_final()) return all;
     RuleCounters::current_depth() = node->depth;
     depth_counters.expanded[RuleCounters::depth_slot()].fetch_add(1, std::memory_order_relaxed);
     if (node->reducing) generate_reduce(*this, node, all);

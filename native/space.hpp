@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -72,6 +73,10 @@ struct Space {
     mutable DimStore store;
     mutable RuleCounters rules;
     mutable DeadSet dead;
+    // Children of shallow nodes are computed once: every descent passes through them.
+    static constexpr int kCachedDepth = 2;
+    mutable std::mutex children_cache_mutex;
+    mutable std::unordered_map<uint64_t, std::vector<NodePtr>> children_cache;
     mutable DepthCounters depth_counters;
     NodePtr root;
     std::vector<int> mapping_multiplicity;  // placeholders per valuation (valuations are the mappings)
@@ -82,6 +87,7 @@ struct Space {
 
     // All canonical children (non-final and final), deduplicated by hash, in a deterministic order.
     std::vector<NodePtr> children(const NodePtr& node) const;
+    std::vector<NodePtr> generate_children(const NodePtr& node) const;
     bool is_dead_candidate(const NodeState& child) const;  // distance/budget pruning verdict
 
     // Helpers for generators.

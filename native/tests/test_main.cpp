@@ -1,24 +1,122 @@
-// C++ unit tests for the native core (run with ctest). Plain asserts with messages; no framework needed.
+// C++ unit tests for the native core (run with ctest). Plain checks with messages; no framework needed.
 #include <cstdio>
-#include <cstdlib>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "hash.hpp"
+#include "lower.hpp"
 #include "space.hpp"
 
 using namespace syno;
 
 static int failures = 0;
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
+#define CHECK(cond)                                                                        \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
             std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            ++failures;                                                        \
-        }                                                                      \
+            ++failures;                                                                    \
+        }                                                                                  \
     } while (0)
 
+template <typename F>
+static bool throws_spec_error_at(F f, size_t position) {
+    try {
+        f();
+    } catch (const SpecError& e) {
+        return e.position == position;
+    }
+    return false;
+}
+
+static Space conv_space(int depth = 6) {
+    Options o;
+    o.max_depth = depth;
+    return Space("[N, C_in, H, W]", "[N, C_out, H, W]", {"N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"}, {"k=3: 2"},
+                 {{{"N", 2}, {"C_in", 4}, {"C_out", 4}, {"H", 8}, {"W", 8}}}, o);
+}
+
+static void test_hash_constants() {
+    // FNV-1a reference values: the tags must hash identically on every platform.
+    CHECK(fnv1a("") == 0xcbf29ce484222325ULL);
+    CHECK(fnv1a("a") == 0xaf63dc4c8601ec8cULL);
+    CHECK(mix64(0) == 0xe220a8397b1dcdafULL);
+}
+
+static void test_sizes() {
+    Space s = conv_space();
+    const SizeContext& ctx = s.ctx;
+    Size h = ctx.variable(ctx.index_of("H")), k = ctx.variable(ctx.index_of("k"));
+    Size hk = h * k;
+    CHECK(ctx.to_string(hk) == "k*H");
+    CHECK(ctx.value(hk, 0).value() == 24);
+    CHECK(ctx.is_legal(h / k));           // H/k: a primary keeps it legal
+    CHECK(!ctx.is_legal(Size{} / k));     // 1/k: an illegal coefficient
+    CHECK(!ctx.is_valid_extent(h / k));   // 8/3 is not an integer
+    CHECK((hk / k) == h);
+    CHECK(Size{}.is_one());
+}
+
+static void test_parsing() {
+    CHECK(parse_shape("[N, C_in: unordered, s^-1*H]").size() == 3);
+    CHECK(parse_shape("[N, C_in: unordered, s^-1*H]")[1].unordered);
+    CHECK(throws_spec_error_at([] { parse_shape("[N, C_in, H"); }, 11));
+    CHECK(throws_spec_error_at([] { parse_shape("[N, , W]"); }, 4));
+    CHECK(throws_spec_error_at([] { parse_spec("k=: 2"); }, 2));
+    auto spec = parse_spec("s_1=2: 2");
+    CHECK(spec.name == "s_1" && spec.value == 2 && spec.max_occurrences == 2);
+}
+
+static void test_interning() {
+    Space s = conv_space();
+    Size k = s.ctx.variable(s.ctx.index_of("k"));
+    const Dim* r0 = s.store.reduce(0, k);
+    const Dim* r1 = s.store.reduce(1, k);
+    CHECK(r0 == s.store.reduce(0, k));            // interned
+    CHECK(r0 != r1 && r0->hash == r1->hash);      // interchangeable reductions: same hash, distinct coordinates
+    const Dim* a = s.store.binary(DimKind::Split, s.iterators[2], s.iterators[3], s.output[2] * s.output[3]);
+    const Dim* b = s.store.binary(DimKind::Split, s.iterators[3], s.iterators[2], s.output[2] * s.output[3]);
+    CHECK(a->hash != b->hash);                    // SPLIT is ordered
+}
+
+static void test_distance_and_sampling() {
+    Space s = conv_space();
+    CHECK(s.root->distance >= 2);  // at least a reduction (for C_in) and a contraction
+    auto one = sample(s, s.root, 10, 7, 1, 10000, 0, 64);
+    Space fresh = conv_space();
+    auto two = sample(fresh, fresh.root, 10, 7, 2, 10000, 0, 64);
+    CHECK(one.operators.size() == 10 && two.operators.size() == 10);
+    for (size_t i = 0; i < one.operators.size() && i < two.operators.size(); ++i)
+        CHECK(one.operators[i]->hash == two.operators[i]->hash);
+    for (auto& op : one.operators) {
+        // Every prefix respects the bound: depth + distance <= final depth.
+        for (const NodeState* n = op->parent.get(); n; n = n->parent.get()) CHECK(n->depth + n->distance <= op->depth);
+        Program p = lower(s, *op, 0);
+        CHECK(p.output.shape == (std::vector<int64_t>{2, 4, 8, 8}));
+        CHECK(p.flops >= op->parent->flops_bound);
+    }
+}
+
+static void test_enumeration_soundness_small() {
+    Options with, without;
+    with.max_depth = without.max_depth = 4;
+    without.distance_pruning = false;
+    auto make = [](const Options& o) {
+        return Space("[N, H]", "[N, H]", {"N: 0", "H: 2"}, {"k=3: 2"}, {{{"N", 2}, {"H", 8}}}, o);
+    };
+    Space a = make(with), b = make(without);
+    auto ea = enumerate(a, a.root, 4, 1u << 30, 0, 1u << 30);
+    auto eb = enumerate(b, b.root, 4, 1u << 30, 0, 1u << 30);
+    CHECK(ea.operator_count == eb.operator_count && ea.operator_count > 0);
+}
+
 int main() {
-    std::printf("ok\n");
+    test_hash_constants();
+    test_sizes();
+    test_parsing();
+    test_interning();
+    test_distance_and_sampling();
+    test_enumeration_soundness_small();
+    if (failures) std::printf("%d check(s) failed\n", failures);
+    else std::printf("all native checks passed\n");
     return failures ? 1 : 0;
 }

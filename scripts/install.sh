@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs syno_automl and everything it needs into ./.venv (CPU torch first, so that nothing pulls a CUDA
+# build), plus the Debian packages the artifacts and tests use (Graphviz, PostgreSQL) when run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  missing=""
+  command -v dot >/dev/null || missing="$missing graphviz"
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
+  if [ -n "$missing" ]; then
+    echo "[install] apt-get install$missing"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+  fi
+fi
+
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+. .venv/bin/activate
+pip install -q -U pip 2>&1 | grep -v "is ignored" || true
+pip install -q torch==2.13.0 2>&1 | grep -v "is ignored" || true
+pip install -q ".[test,tvm]" 2>&1 | grep -v "is ignored" || true
+python -c "import syno_automl._native, torch, lightning, optuna, mlflow; print('[install] ok: torch', torch.__version__)"

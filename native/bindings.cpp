@@ -287,7 +287,7 @@ PYBIND11_MODULE(_native, m) {
             std::vector<NodePtr> kids;
             {
                 py::gil_scoped_release release;
-                kids = n.space->children(n.node);
+                kids = *n.space->children(n.node);
             }
             return wrap(n.space, kids);
         })

@@ -73,7 +73,8 @@ struct Descent {
         if (node->is_final()) return node;
         if (is_dead(node->hash)) return nullptr;
         if (++expansions > budget) { gave_up = true; return nullptr; }
-        auto kids = space.children(node);
+        auto children = space.children(node);
+        const auto& kids = *children;
         for (size_t i : two_step_order(kids, combine(stream, node->hash))) {
             if (!kids[i]->is_final() && is_dead(kids[i]->hash)) continue;
             if (auto found = run(kids[i])) return found;
@@ -160,7 +161,8 @@ EnumerateResult enumerate(const Space& space, const NodePtr& from, int max_depth
         ++r.nodes_per_depth[depth];
         if (++expanded > max_nodes) { r.stop_reason = "limit"; break; }
         if ((expanded & 255) == 0 && time_limit > 0 && seconds_since(t0) > time_limit) { r.stop_reason = "time"; break; }
-        auto kids = space.children(node);
+        auto children = space.children(node);
+        const auto& kids = *children;
         for (auto it = kids.rbegin(); it != kids.rend(); ++it) {
             const NodePtr& k = *it;
             if (!k->is_final() && k->depth > max_depth) continue;

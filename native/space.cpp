@@ -280,15 +280,15 @@ NodePtr build_child(const Space& space, const NodePtr& parent, Step step, std::a
     return child;
 }
 
-std::vector<NodePtr> Space::children(const NodePtr& node) const {
-    if (node->is_final()) return {};
+Space::Children Space::children(const NodePtr& node) const {
+    if (node->is_final()) return std::make_shared<const std::vector<NodePtr>>();
     bool cached = node->depth <= kCachedDepth;
     if (cached) {
         std::lock_guard lock(children_cache_mutex);
         auto it = children_cache.find(node->hash);
         if (it != children_cache.end()) return it->second;
     }
-    std::vector<NodePtr> unique = generate_children(node);
+    auto unique = std::make_shared<const std::vector<NodePtr>>(generate_children(node));
     if (cached) {
         std::lock_guard lock(children_cache_mutex);
         children_cache.emplace(node->hash, unique);

@@ -76,7 +76,7 @@ struct Space {
     // Children of shallow nodes are computed once: every descent passes through them.
     static constexpr int kCachedDepth = 2;
     mutable std::mutex children_cache_mutex;
-    mutable std::unordered_map<uint64_t, std::vector<NodePtr>> children_cache;
+    mutable std::unordered_map<uint64_t, std::shared_ptr<const std::vector<NodePtr>>> children_cache;
     mutable DepthCounters depth_counters;
     NodePtr root;
     std::vector<int> mapping_multiplicity;  // placeholders per valuation (valuations are the mappings)
@@ -86,7 +86,8 @@ struct Space {
           const Options& options, const std::vector<std::string>& fixed = {});
 
     // All canonical children (non-final and final), deduplicated by hash, in a deterministic order.
-    std::vector<NodePtr> children(const NodePtr& node) const;
+    using Children = std::shared_ptr<const std::vector<NodePtr>>;
+    Children children(const NodePtr& node) const;
     std::vector<NodePtr> generate_children(const NodePtr& node) const;
     bool is_dead_candidate(const NodeState& child) const;  // distance/budget pruning verdict
 

@@ -266,7 +266,6 @@ PYBIND11_MODULE(_native, m) {
             }
             out["depths"] = depths;
             out["dims_interned"] = s.store.count();
-            out["dead_nodes"] = s.dead.size();
             return out;
         });
 

@@ -56,10 +56,12 @@ struct Deadline {
 };
 
 // One descent: depth-first with backtracking, at most `budget` expansions. Dead ends found by this descent
-// go to its own memo; the shared memo is only read here and is merged between batches, so a descent's
-// result depends on (seed, index, batch history), never on threads or scheduling.
+// go to its own memo; the call's memo is only read here and is merged between batches, so a descent's
+// result depends on (seed, index, earlier batches of the same call), never on threads, scheduling, or
+// anything sampled before in the same space.
 struct Descent {
     const Space& space;
+    const DeadSet& call_dead;
     uint64_t stream;
     const Deadline& deadline;
     uint64_t budget;
@@ -67,7 +69,7 @@ struct Descent {
     uint64_t expansions = 0;
     bool gave_up = false;
 
-    bool is_dead(uint64_t h) const { return dead.count(h) || space.dead.contains(h); }
+    bool is_dead(uint64_t h) const { return dead.count(h) || call_dead.contains(h); }
 
     NodePtr run(const NodePtr& node) {
         if (node->is_final()) return node;
@@ -97,6 +99,7 @@ SampleResult sample(const Space& space, const NodePtr& prefix, int count, uint64
     SampleResult result;
     threads = std::max(1, threads);
     std::unordered_set<uint64_t> seen;
+    DeadSet call_dead;
     const uint64_t batch = 16;  // fixed: results must not depend on the thread count
     uint64_t next_index = 0;
     std::atomic<bool> timed_out{false};
@@ -104,7 +107,7 @@ SampleResult sample(const Space& space, const NodePtr& prefix, int count, uint64
                       time_limit > 0, &timed_out};
     while (true) {
         if (static_cast<int>(result.operators.size()) >= count) { result.stop_reason = "count"; break; }
-        if (space.dead.contains(prefix->hash)) { result.stop_reason = "exhausted"; break; }
+        if (call_dead.contains(prefix->hash)) { result.stop_reason = "exhausted"; break; }
         if (next_index >= max_attempts) { result.stop_reason = "attempts"; break; }
         if (timed_out.load() || (time_limit > 0 && seconds_since(t0) > time_limit)) { result.stop_reason = "time"; break; }
         uint64_t n = std::min(batch, max_attempts - next_index);
@@ -113,7 +116,7 @@ SampleResult sample(const Space& space, const NodePtr& prefix, int count, uint64
         std::atomic<uint64_t> cursor{0};
         auto work = [&] {
             for (uint64_t i; (i = cursor.fetch_add(1)) < n;) {
-                Descent d{space, combine(seed, next_index + i), deadline, budget, {}};
+                Descent d{space, call_dead, combine(seed, next_index + i), deadline, budget, {}};
                 found[i] = d.run(prefix);
                 dead[i] = std::move(d.dead);
             }
@@ -123,7 +126,7 @@ SampleResult sample(const Space& space, const NodePtr& prefix, int count, uint64
         work();
         for (auto& t : pool) t.join();
         for (auto& set : dead)
-            for (uint64_t h : set) space.dead.insert(h);
+            for (uint64_t h : set) call_dead.insert(h);
         // Collect in index order: deterministic whatever the thread count.
         for (uint64_t i = 0; i < n && static_cast<int>(result.operators.size()) < count; ++i) {
             ++result.attempts;

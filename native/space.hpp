@@ -72,7 +72,6 @@ struct Space {
     std::vector<const Dim*> iterators;    // per output position (fixed ones included)
     mutable DimStore store;
     mutable RuleCounters rules;
-    mutable DeadSet dead;
     // Children of shallow nodes are computed once: every descent passes through them.
     static constexpr int kCachedDepth = 2;
     mutable std::mutex children_cache_mutex;

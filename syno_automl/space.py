@@ -185,7 +185,7 @@ class OperatorSpace:
                            info["stop_reason"], info["seconds"], {op.hash for op in ops})
 
     def stats(self) -> dict[str, Any]:
-        """Rule counters (tried/rejected), per-depth canonical rates, interned coordinates, dead-end memo."""
+        """Rule counters (tried/rejected), per-depth canonical rates, interned coordinates."""
         s = self._native.stats()
         for d in s["depths"]:
             d["canonical_rate"] = d["canonical"] / d["candidates"] if d["candidates"] else 1.0

@@ -250,3 +250,10 @@ def test_operator_over_another_mapping_replays_the_same_structure() -> None:
 
 
 CONV2D_HASH = "509d503908c2a99f"
+
+
+def test_sampling_does_not_depend_on_what_was_sampled_before() -> None:
+    used = conv_space()
+    used.sample(25, seed=99)
+    used.sample(5, seed=1, prefix=used.root().children()[0])
+    assert [op.hash for op in used.sample(15, seed=7)] == [op.hash for op in conv_space().sample(15, seed=7)]

@@ -1,6 +1,7 @@
 #include "lower.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <set>
 #include <stdexcept>
@@ -257,13 +258,20 @@ private:
             p_.weight_exprs.push_back(exprs);
         }
         for (size_t i = 0; i < reductions.size(); ++i) p_.mean.push_back(!weight_reductions_.count(static_cast<int>(i)));
-        for (auto& w : p_.weights) {
-            // fan-in: the weight elements that meet one output element (the reduced coordinates).
-            int64_t fan = 1;
-            for (size_t k = 0; k < w.dims.size(); ++k)
-                if (dim_of(w.dims[k])->is_bare_reduce()) fan *= w.shape[k];
-            w.fan_in = fan;
-        }
+        initial_scales();
+    }
+
+    // Kaiming-like start for any number of weights: out sums x * w_0 * ... * w_{m-1} over the summed (not
+    // averaged) reduction domains, of total size R; unit gain asks prod_k Var(w_k) = 2 / R. Each weight
+    // takes the m-th root: Var(w_k) = (2 / R)^(1/m), reported as fan_in = 2 / Var. One conv: fan_in = C_in k^2.
+    void initial_scales() {
+        if (p_.weights.empty()) return;
+        double summed = 1;
+        for (size_t i = 0; i < p_.reduction_sizes.size(); ++i)
+            if (!p_.mean[i]) summed *= static_cast<double>(p_.reduction_sizes[i]);
+        double m = static_cast<double>(p_.weights.size());
+        double variance = std::pow(2.0 / summed, 1.0 / m);
+        for (auto& w : p_.weights) w.fan_in = 2.0 / variance;
     }
 
     const Space& space_;

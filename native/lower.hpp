@@ -29,7 +29,7 @@ struct ProgramStep {
 struct ProgramTensor {
     std::vector<int> dims;
     std::vector<int64_t> shape;
-    int64_t fan_in = 1;
+    double fan_in = 1;   // 2 / (initial variance): see Lowerer::initial_scales
 };
 
 struct Program {

@@ -27,7 +27,7 @@ struct Options {
     int max_size_variables = 3;   // distinct variables in any coordinate's size
     std::array<int, static_cast<int>(Prim::Count)> max_count{-1, -1, -1, 2, -1, -1, 0, -1, -1};
     int max_unfold_window = 30;
-    double min_unfold_ratio = 2.0;
+    double min_unfold_ratio = 1.0;   // main extent >= ratio * window (a window may span the whole extent)
     double max_flops = std::numeric_limits<double>::infinity();
     double min_flops = 0;
     double max_params = std::numeric_limits<double>::infinity();

@@ -1,9 +1,29 @@
-"""syno_automl: synthesize new neural operators (Syno) as an MLflow-tracked Optuna AutoML plugin."""
+"""syno_automl: synthesize new neural operators (Syno) as an MLflow-tracked Optuna AutoML plugin.
+
+The space (OperatorSpace, Operator) loads without torch or optuna; Placeholder/substitute (torch) and
+SynoSampler/suggest_operator (optuna) are imported on first use.
+"""
 from __future__ import annotations
+
+from typing import Any
 
 from syno_automl.errors import EmptySpaceError, OperatorFormatError, SpecError, SubstitutionError
 from syno_automl.space import Node, Operator, OperatorSpace
 
-__all__ = ["OperatorSpace", "Operator", "Node", "SpecError", "EmptySpaceError", "OperatorFormatError",
-           "SubstitutionError"]
+__all__ = ["OperatorSpace", "Operator", "Node", "Placeholder", "Substitution", "substitute", "SynoSampler",
+           "suggest_operator", "SpecError", "EmptySpaceError", "OperatorFormatError", "SubstitutionError"]
 __version__ = "0.1.0"
+
+_LAZY = {
+    "Placeholder": "syno_automl.placeholder", "Substitution": "syno_automl.placeholder",
+    "substitute": "syno_automl.placeholder",
+    "SynoSampler": "syno_automl.optuna", "suggest_operator": "syno_automl.optuna",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'syno_automl' has no attribute {name!r}")

@@ -10,13 +10,6 @@ from lightning_modules.models.resnet import BasicBlock
 from lightning_modules.models.resnext import ResNeXt29
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """One intra-op thread: on a busy 2-core machine, two threads make these small convolutions ~10x slower."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -13,13 +13,6 @@ from lightning_modules.tasks import NonFiniteLossError
 from lightning_modules.tasks.schedules import cosine_with_warmup
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """One intra-op thread: on a busy 2-core machine, two threads make these small models much slower."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def quiet_trainer(**kw: object) -> L.Trainer:

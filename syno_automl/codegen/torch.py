@@ -34,6 +34,8 @@ from __future__ import annotations
 import linecache
 import math
 import string
+import sys
+import types
 from typing import Any
 
 __all__ = ["program_to_source", "build_module", "count_flops", "normalize_program"]
@@ -500,7 +502,7 @@ def program_to_source(program: dict, class_name: str = "SynoOperator", header: s
         fan_in = w.get("fan_in")
         if fan_in is None:  # not expected from the native core; fall back to conv's convention
             fan_in = _prod(w["shape"][1:])
-        fan_in = max(int(fan_in), 1)
+        fan_in = max(float(fan_in), 1.0)
         std = math.sqrt(2.0 / fan_in)
         src.append(f"        torch.nn.init.normal_(self.w{k}, 0.0, {std!r})  # sqrt(2 / fan_in), fan_in = {fan_in}")
     src.append("")
@@ -524,6 +526,10 @@ def build_module(program: dict, class_name: str = "SynoOperator"):
     filename = f"<syno_automl.codegen.torch:{class_name}:{_counter}>"
     # register the text so that tracebacks / inspect / torch.compile can show the generated lines
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace: dict[str, Any] = {"__name__": f"syno_generated_{_counter}"}
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace[class_name]()
+    # a real module in sys.modules: torch.compile resolves the globals (torch, F) of a forward it inlines (the
+    # operator inside a bigger model) by importing the function's __module__
+    name = f"syno_generated_{_counter}"
+    namespace = types.ModuleType(name)
+    sys.modules[name] = namespace
+    exec(compile(source, filename, "exec"), namespace.__dict__)
+    return getattr(namespace, class_name)()

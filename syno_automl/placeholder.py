@@ -1,0 +1,631 @@
+"""Placeholders and automatic layer substitution (DESIGN §1-2).
+
+A :class:`Placeholder` is an ``nn.Module`` slot. Until an operator module is set it runs the layer it stands
+for (``referred_layer``), so a model with placeholders behaves exactly like the original one; once
+``set_operator(module)`` is called it runs the synthesized operator instead.
+
+Two ways to get placeholders into a model:
+
+* **Automatic** -- :func:`substitute` finds the ``nn.Conv2d`` or ``nn.Linear`` layers of a model, runs one real
+  forward pass on ``example_input`` (hooks record every layer's input/output sizes), wraps each layer that can
+  be substituted in a Placeholder, and builds the :class:`~syno_automl.space.OperatorSpace` with one mapping
+  per placeholder::
+
+      sub = substitute(model, nn.Conv2d, example_input=torch.randn(8, 3, 32, 32), flops_ratio=0.5)
+      op = sub.space.sample(1, seed=0)[0]
+      sub.apply(op)        # every placeholder now runs op, with its own weights
+      sub.restore()        # the original layers are back, untouched
+
+* **By hand**, as in the paper's README: put ``Placeholder({"H": 32, "W": 32})`` slots in a model, build the
+  space with :func:`space_for` and fill them with :func:`install`::
+
+      space = space_for(net, "[H, W]", "[H, W]", ["H: 2", "W: 2"], ["s_1=2: 2", "s_2=3: 2"])
+      install(net, space.sample(1)[0])
+
+Conventions (choices made here):
+
+* **Conv2d** layers map to the spec ``[N, C_in, H, W] -> [N, C_out, H, W]`` (default primary
+  ``["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"]``, coefficients ``["k=<k>: 2", "s=2: 2"]``). A layer is
+  substituted only if it keeps the spatial size: stride 1, dilation 1, zero padding equal to ``k // 2`` with a
+  square odd kernel ``k`` in ``kernel_sizes`` (default ``(3,)``, the paper's 3x3 convolutions; ``None``
+  accepts every odd square kernel, and each mapping then carries its own ``k``), ``groups == 1`` unless
+  ``groups=True`` (each mapping then carries ``g``, the layer's group count, if ``g`` is a coefficient).
+  ``N`` (the batch) is a free dim of the generated module: it works for any batch size.
+* **Linear** layers map to ``[N, C_in] -> [N, C_out]`` (default primary ``["N: 0", "C_in: 2", "C_out: 2"]``,
+  coefficients ``["k=3: 2", "s=2: 2"]``): all leading dims are flattened into ``N`` (``x.reshape(-1, C_in)``
+  and back), so GPT's QKV ``[B, T, d] -> [B, T, 3d]`` is an operator over tokens ``N = B*T``. Flattening keeps
+  tokens independent (an operator cannot mix time steps, which would break the causal mask) and keeps the
+  sequence length free at run time.
+* **Bias**: a replaced layer that had a bias gets a fresh learnable bias (zeros, one per output channel) added
+  after the operator (``bias=False`` drops it). The bias is not counted in FLOPs, as in the IR's convention.
+* **Unfold ratio**: for Conv2d, unless ``min_unfold_ratio`` is given, it is lowered from the native default
+  (2.0) to the smallest ``min(H, W) / k`` of the replaced layers when that is smaller, so that the conv-equivalent
+  operator (the layers being replaced) stays inside the space even with small feature maps (4x4 in ResNet-18
+  on CIFAR).
+* **FLOPs** follow the IR's convention (2 x multiply-accumulates; bias adds not counted). ``flops_ratio`` and
+  ``min_flops_ratio`` bound the operator's FLOPs *summed over all placeholders* relative to the replaced
+  layers' FLOPs summed (both at the example's batch size, so the ratio does not depend on it).
+* Layers whose weight is shared with another module (tied weights, e.g. GPT's LM head) are left alone, since
+  replacing them would silently untie the weights; a layer called more than once with different input sizes
+  or never called is left alone too. Every layer of the requested types that is not substituted is listed in
+  ``sub.skipped`` with its reason, including those excluded by ``where``.
+"""
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import torch
+from torch import nn
+
+from syno_automl import _native
+from syno_automl.errors import SubstitutionError
+from syno_automl.space import Operator, OperatorSpace
+
+__all__ = ["Placeholder", "Substitution", "substitute", "placeholders", "space_for", "install",
+           "layer_flops", "DEFAULTS"]
+
+#: default spec per layer kind: (input shape, output shape, primary, coefficients); "{k}" is the kernel size
+DEFAULTS: dict[str, tuple[str, str, list[str], list[str]]] = {
+    "conv2d": ("[N, C_in, H, W]", "[N, C_out, H, W]", ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"],
+               ["k={k}: 2", "s=2: 2"]),
+    "linear": ("[N, C_in]", "[N, C_out]", ["N: 0", "C_in: 2", "C_out: 2"], ["k=3: 2", "s=2: 2"]),
+}
+
+_SUPPORTED: dict[type, str] = {nn.Conv2d: "conv2d", nn.Linear: "linear"}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Placeholder
+# ----------------------------------------------------------------------------------------------------------
+
+class Placeholder(nn.Module):
+    """A slot for a synthesized operator.
+
+    Args:
+        mapping: values of the space's variables for this slot (e.g. ``{"H": 32, "W": 32}``).
+        referred_layer: the original layer, run while no operator is set (optional: a hand-placed slot may
+            have none, and then needs an operator before it can run).
+        kind: ``"conv2d"``, ``"linear"`` or None. ``"linear"`` flattens the leading dims into one (the
+            operator sees ``[N, C_in]``) and restores them; ``"conv2d"``/``"linear"`` add the bias on dim 1 /
+            the last dim.
+
+    While no operator is set, ``referred_layer`` is a registered submodule (its parameters are the model's).
+    ``set_operator(module)`` registers ``module`` as ``self.operator`` and *un-registers* the original layer
+    (still reachable as ``referred_layer``), so ``model.parameters()`` and ``state_dict()`` hold only the live
+    weights; ``reset()`` reverts that. ``input_shape``/``output_shape`` are the sizes recorded by
+    :func:`substitute`'s forward pass (or by :func:`record_shapes`).
+    """
+
+    def __init__(self, mapping: Mapping[str, int] | None = None, referred_layer: nn.Module | None = None, *,
+                 kind: str | None = None) -> None:
+        super().__init__()
+        if kind not in (None, "conv2d", "linear"):
+            raise ValueError(f"kind must be None, 'conv2d' or 'linear', got {kind!r}")
+        self.mapping: dict[str, int] = {str(k): int(v) for k, v in (mapping or {}).items()}
+        self.kind = kind
+        self.input_shape: tuple[int, ...] | None = None
+        self.output_shape: tuple[int, ...] | None = None
+        self.recording = False
+        self.operator: nn.Module | None = None
+        self.bias: nn.Parameter | None = None
+        self._register_original(referred_layer)
+
+    def _register_original(self, layer: nn.Module | None) -> None:
+        """``referred_layer`` as a registered submodule (its parameters count as the model's)."""
+        self.__dict__.pop("referred_layer", None)
+        if layer is None:
+            self._modules.pop("referred_layer", None)
+            object.__setattr__(self, "referred_layer", None)
+        else:
+            self._modules["referred_layer"] = layer
+
+    def _unregister_original(self) -> None:
+        """``referred_layer`` as a plain attribute: kept, but not part of parameters()/state_dict()."""
+        layer = self._modules.pop("referred_layer", None)
+        if layer is not None:
+            object.__setattr__(self, "referred_layer", layer)
+
+    @property
+    def has_operator(self) -> bool:
+        return self.operator is not None
+
+    def set_operator(self, module: nn.Module, bias: bool | None = None) -> "Placeholder":
+        """Runs ``module`` from now on. ``bias``: add a fresh zero bias per output channel (default: iff the
+        original layer had one). The module is moved to the original layer's device and dtype."""
+        ref = self.referred_layer
+        like = _first_tensor(ref) if ref is not None else None
+        if like is not None:
+            module = module.to(device=like.device, dtype=like.dtype)
+        if bias is None:
+            bias = ref is not None and getattr(ref, "bias", None) is not None
+        if bias and self.kind is None:
+            raise ValueError("a bias needs kind='conv2d' or 'linear' (to know the channel dim)")
+        self._unregister_original()  # the original weights are no longer part of the model
+        self.operator = module
+        if bias:
+            channels = self._out_channels()
+            self.bias = nn.Parameter(torch.zeros(channels, device=like.device if like is not None else None,
+                                                 dtype=like.dtype if like is not None else None))
+        else:
+            self.bias = None
+        return self
+
+    def reset(self) -> "Placeholder":
+        """Drops the operator (and its bias): the original layer runs again."""
+        device = None
+        if self.operator is not None:
+            t = _first_tensor(self.operator)
+            device = t.device if t is not None else None
+        self.operator = None
+        self.bias = None
+        ref = self.referred_layer
+        if ref is not None:
+            if device is not None:
+                t = _first_tensor(ref)
+                if t is not None and t.device != device:
+                    ref.to(device)
+            ref.train(self.training)  # model.train()/eval() did not reach it while unregistered
+            self._register_original(ref)
+        return self
+
+    def _out_channels(self) -> int:
+        if self.output_shape is not None:
+            return int(self.output_shape[1] if self.kind == "conv2d" else self.output_shape[-1])
+        key = "C_out"
+        if key in self.mapping:
+            return self.mapping[key]
+        ref = self.referred_layer
+        for attr in ("out_channels", "out_features"):
+            if ref is not None and hasattr(ref, attr):
+                return int(getattr(ref, attr))
+        raise ValueError("cannot tell the number of output channels for the bias")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.operator is None:
+            ref = self.referred_layer
+            if ref is None:
+                raise RuntimeError(f"Placeholder({self.mapping}) has no operator set and no original layer: "
+                                   f"call set_operator() (or install()/Substitution.apply()) first")
+            out = ref(x)
+        elif self.kind == "linear":
+            lead = x.shape[:-1]
+            out = self.operator(x.reshape(-1, x.shape[-1]))
+            out = out.reshape(*lead, out.shape[-1])
+            if self.bias is not None:
+                out = out + self.bias
+        else:
+            out = self.operator(x)
+            if self.bias is not None:
+                out = out + self.bias.view(-1, *([1] * (out.dim() - 2)))
+        if self.recording:
+            self.input_shape = tuple(x.shape)
+            self.output_shape = tuple(out.shape)
+        return out
+
+    def extra_repr(self) -> str:
+        state = "operator set" if self.operator is not None else (
+            "original layer" if self.referred_layer is not None else "empty")
+        return f"mapping={self.mapping}, kind={self.kind}, {state}"
+
+
+def _first_tensor(module: nn.Module) -> torch.Tensor | None:
+    for t in module.parameters():
+        return t
+    for t in module.buffers():
+        return t
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# hand-placed placeholders (the paper's README)
+# ----------------------------------------------------------------------------------------------------------
+
+def placeholders(model: nn.Module) -> list[tuple[str, Placeholder]]:
+    """The model's Placeholders (qualified name, module), in module order (= the space's mapping order)."""
+    return [(name, m) for name, m in model.named_modules() if isinstance(m, Placeholder)]
+
+
+def record_shapes(model: nn.Module, *example_args: Any, **example_kwargs: Any) -> Any:
+    """Runs one forward pass (no grad) recording every Placeholder's ``input_shape``/``output_shape``."""
+    phs = [p for _, p in placeholders(model)]
+    for p in phs:
+        p.recording = True
+    try:
+        with torch.no_grad():
+            return model(*example_args, **example_kwargs)
+    finally:
+        for p in phs:
+            p.recording = False
+
+
+def space_for(model: nn.Module, input_shape: str, output_shape: str, primary: Sequence[str] = (),
+              coefficients: Sequence[str] = (), **kw: Any) -> OperatorSpace:
+    """The OperatorSpace for a model's hand-placed Placeholders: one mapping per placeholder (its ``mapping``),
+    in module order. ``kw`` goes to :class:`OperatorSpace` (``max_depth``, budgets, ``seed``...)."""
+    phs = placeholders(model)
+    if not phs:
+        raise SubstitutionError("the model has no Placeholder")
+    return OperatorSpace(input_shape, output_shape, primary, coefficients, [p.mapping for _, p in phs], **kw)
+
+
+def install(model_or_placeholders: nn.Module | Sequence[Placeholder] | Sequence[tuple[str, Placeholder]],
+            op: Operator, *, bias: bool | None = None) -> list[nn.Module]:
+    """Sets ``op.to_module(i)`` (fresh weights each) in the i-th placeholder; returns the modules.
+
+    ``op.space`` must have one mapping per placeholder (as built by :func:`space_for`)."""
+    if isinstance(model_or_placeholders, nn.Module):
+        phs = [p for _, p in placeholders(model_or_placeholders)]
+    else:
+        phs = [p[1] if isinstance(p, tuple) else p for p in model_or_placeholders]
+    if op.space.num_mappings != len(phs):
+        raise SubstitutionError(f"the operator's space has {op.space.num_mappings} mappings for "
+                                f"{len(phs)} placeholders")
+    modules = []
+    for i, p in enumerate(phs):
+        module = op.to_module(i)
+        p.set_operator(module, bias=bias)
+        modules.append(module)
+    return modules
+
+
+# ----------------------------------------------------------------------------------------------------------
+# automatic substitution
+# ----------------------------------------------------------------------------------------------------------
+
+def layer_flops(layer: nn.Module, input_shape: Sequence[int], output_shape: Sequence[int]) -> int:
+    """FLOPs of a Conv2d / Linear layer (2 x multiply-accumulates, bias not counted)."""
+    if isinstance(layer, nn.Conv2d):
+        kh, kw = layer.kernel_size
+        return 2 * math.prod(output_shape) * (layer.in_channels // layer.groups) * kh * kw
+    if isinstance(layer, nn.Linear):
+        return 2 * math.prod(output_shape) * layer.in_features
+    raise SubstitutionError(f"no FLOPs formula for {type(layer).__name__}")
+
+
+@dataclass
+class Substitution:
+    """Result of :func:`substitute`.
+
+    Attributes:
+        model: the model (modified in place: the substituted layers are now Placeholders).
+        placeholders: ``[(qualified name, Placeholder)]``; placeholder i uses the space's mapping i.
+        skipped: ``[(qualified name, reason)]`` for every layer of the requested types left alone.
+        space: the OperatorSpace (one mapping per placeholder, budgets relative to ``baseline_flops``).
+        kind: ``"conv2d"`` or ``"linear"``.
+        layer_flops: FLOPs of each replaced layer (at the example's sizes); ``baseline_flops`` is their sum.
+    """
+
+    model: nn.Module
+    placeholders: list[tuple[str, Placeholder]]
+    skipped: list[tuple[str, str]]
+    space: OperatorSpace
+    kind: str
+    layer_flops: list[int]
+    _sites: dict[str, list[tuple[nn.Module, str]]] = field(default_factory=dict, repr=False)
+    _installed: bool = field(default=True, repr=False)
+    operator: Operator | None = field(default=None, repr=False)
+
+    @property
+    def baseline_flops(self) -> int:
+        return sum(self.layer_flops)
+
+    @property
+    def mappings(self) -> list[dict[str, int]]:
+        return [dict(p.mapping) for _, p in self.placeholders]
+
+    def operator_flops(self, op: Operator) -> int:
+        """The operator's FLOPs summed over all placeholders (what ``flops_ratio`` limits)."""
+        return sum(op.flops(self._mapping_for(op, i)) for i in range(len(self.placeholders)))
+
+    def flops_ratio(self, op: Operator) -> float:
+        return self.operator_flops(op) / self.baseline_flops if self.baseline_flops else math.inf
+
+    def operator_params(self, op: Operator) -> int:
+        return sum(op.params(self._mapping_for(op, i)) for i in range(len(self.placeholders)))
+
+    def _mapping_for(self, op: Operator, i: int) -> int | dict[str, int]:
+        if op.space is self.space:
+            return i
+        if op.space.signature() != self.space.signature():
+            raise SubstitutionError(f"operator {op.hash} was made in space {op.space.signature()}, not in this "
+                                    f"substitution's space {self.space.signature()}")
+        return self.space.mapping(i)
+
+    def apply(self, op: Operator, *, bias: bool | None = None) -> list[nn.Module]:
+        """Installs ``op`` in every placeholder (fresh weights per placeholder, on the original layer's
+        device/dtype); returns the operator modules. Re-inserts the placeholders if ``restore()`` was called."""
+        modules = [op.to_module(self._mapping_for(op, i)) for i in range(len(self.placeholders))]
+        self._reinsert()
+        for (_, p), module in zip(self.placeholders, modules):
+            p.set_operator(module, bias=bias)
+        self.operator = op
+        return modules
+
+    def reset(self) -> None:
+        """Every placeholder runs its original layer again (placeholders stay in the model)."""
+        for _, p in self.placeholders:
+            p.reset()
+        self.operator = None
+
+    def restore(self) -> nn.Module:
+        """Puts the original layers back in place of the placeholders; returns the model."""
+        self.reset()
+        for name, p in self.placeholders:
+            for parent, attr in self._sites[name]:
+                setattr(parent, attr, p.referred_layer)
+        self._installed = False
+        return self.model
+
+    def _reinsert(self) -> None:
+        if self._installed:
+            return
+        for name, p in self.placeholders:
+            p.reset()
+            for parent, attr in self._sites[name]:
+                setattr(parent, attr, p)
+        self._installed = True
+
+    def summary(self) -> str:
+        lines = [f"{len(self.placeholders)} {self.kind} layers substituted "
+                 f"({self.baseline_flops / 1e6:.2f} MFLOPs), {len(self.skipped)} left alone"]
+        for (name, p), f in zip(self.placeholders, self.layer_flops):
+            lines.append(f"  + {name}: {p.mapping} ({f / 1e6:.2f} MFLOPs)")
+        for name, reason in self.skipped:
+            lines.append(f"  - {name}: {reason}")
+        return "\n".join(lines)
+
+
+def _layer_types(layer_types: Any) -> tuple[type, ...]:
+    if isinstance(layer_types, type):
+        layer_types = (layer_types,)
+    try:
+        types = tuple(layer_types)
+    except TypeError:
+        raise SubstitutionError(f"layer_types must be a layer class or a tuple of them, got {layer_types!r}") \
+            from None
+    if not types:
+        raise SubstitutionError("no layer type given")
+    for t in types:
+        if not isinstance(t, type) or not issubclass(t, nn.Module):
+            raise SubstitutionError(f"{t!r} is not an nn.Module class")
+        if t not in _SUPPORTED:
+            raise SubstitutionError(f"unsupported layer type {t.__module__}.{t.__qualname__}: substitute() "
+                                    f"supports {', '.join('nn.' + s.__name__ for s in _SUPPORTED)}")
+    return types
+
+
+def _where(where: Any) -> Callable[[str, nn.Module], bool]:
+    if where is None:
+        return lambda name, module: True
+    if callable(where):
+        return lambda name, module: bool(where(name, module))
+    patterns = [where] if isinstance(where, str) else list(where)
+    if not all(isinstance(p, str) for p in patterns):
+        raise SubstitutionError("where must be a callable (name, module) -> bool, a glob or a list of globs")
+    return lambda name, module: any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def _spec_names(specs: Iterable[str]) -> set[str]:
+    return {_native.parse_spec(s)["name"] for s in specs}
+
+
+def _call(model: nn.Module, example_input: Any) -> Any:
+    if isinstance(example_input, Mapping):
+        return model(**example_input)
+    if isinstance(example_input, (tuple, list)):
+        return model(*example_input)
+    return model(example_input)
+
+
+def _conv_reason(layer: nn.Conv2d, in_shape: tuple[int, ...], out_shape: tuple[int, ...],
+                 kernel_sizes: Sequence[int] | None, groups: bool) -> str | None:
+    if len(in_shape) != 4:
+        return f"unbatched input {list(in_shape)} (expects [N, C, H, W])"
+    if layer.padding_mode != "zeros":
+        return f"padding_mode={layer.padding_mode!r} (only zero padding)"
+    if tuple(layer.stride) != (1, 1):
+        return f"stride {tuple(layer.stride)} != 1"
+    if tuple(layer.dilation) != (1, 1):
+        return f"dilation {tuple(layer.dilation)} != 1"
+    kh, kw = layer.kernel_size
+    if kh != kw or kh % 2 == 0:
+        return f"kernel {kh}x{kw} (only square odd kernels)"
+    pad = layer.padding
+    if isinstance(pad, str):
+        same = pad == "same" or (pad == "valid" and kh == 1)
+    else:
+        same = tuple(pad) == (kh // 2, kh // 2)
+    if not same:
+        return f"padding {pad} is not same padding ({kh // 2})"
+    if tuple(in_shape[2:]) != tuple(out_shape[2:]):
+        return f"output size {list(out_shape[2:])} differs from input size {list(in_shape[2:])}"
+    if kernel_sizes is not None and kh not in kernel_sizes:
+        return f"kernel {kh}x{kw} not in kernel_sizes={tuple(kernel_sizes)}"
+    if layer.groups != 1 and not groups:
+        kind = "depthwise" if layer.groups == layer.in_channels else "grouped"
+        return f"groups={layer.groups} ({kind}; pass groups=True to substitute grouped convolutions)"
+    return None
+
+
+def substitute(
+    model: nn.Module,
+    layer_types: type | Sequence[type],
+    example_input: Any,
+    *,
+    where: Callable[[str, nn.Module], bool] | str | Sequence[str] | None = None,
+    spec: tuple[str, str] | None = None,
+    primary: Sequence[str] | None = None,
+    coefficients: Sequence[str] | None = None,
+    max_depth: int = 8,
+    flops_ratio: float | None = None,
+    min_flops_ratio: float | None = None,
+    kernel_sizes: Sequence[int] | None = (3,),
+    groups: bool = False,
+    seed: int = 0,
+    **space_options: Any,
+) -> Substitution:
+    """Replaces the model's ``nn.Conv2d`` (or ``nn.Linear``) layers by Placeholders and builds their space.
+
+    Args:
+        model: modified in place (the substituted layers become Placeholders that still run the originals).
+        layer_types: ``nn.Conv2d``, ``nn.Linear`` or a tuple of them (the layers substituted must all be of
+            one kind: one space has one spec).
+        example_input: one batch for the model: a tensor, a tuple of positional args or a dict of kwargs.
+            One forward pass runs on it (no grad, eval mode, training flags restored) to record sizes.
+        where: which layers to consider: a predicate ``(qualified name, module) -> bool``, a glob on the
+            qualified name (``"*.qkv"``) or a list of globs.
+        spec: ``(input_shape, output_shape)`` replacing the default spec (same variable names).
+        primary, coefficients: variable specs; defaults in ``DEFAULTS`` (``k`` is the layers' kernel size).
+        max_depth: of the space.
+        flops_ratio / min_flops_ratio: bounds on the operator's FLOPs summed over all placeholders, relative
+            to the replaced layers' FLOPs summed (the space's ``max_flops`` / ``min_flops``).
+        kernel_sizes: Conv2d kernel sizes to substitute (None: every odd square kernel; each mapping then
+            holds its layer's ``k``).
+        groups: also substitute grouped/depthwise convolutions (each mapping holds its layer's ``g`` if
+            ``g`` is a coefficient).
+        seed: the space's default sampling seed.
+        space_options: other :class:`OperatorSpace` options (``max_params``, ``min_weights``...).
+
+    Raises:
+        SubstitutionError: unsupported layer type, no layer of the types found, nothing substitutable, or
+            layers of two kinds to substitute.
+    """
+    types = _layer_types(layer_types)
+    select = _where(where)
+    if example_input is None:
+        raise SubstitutionError("substitute() needs an example_input to record the layers' sizes")
+
+    if isinstance(model, types):
+        raise SubstitutionError("the model itself is a layer to substitute: wrap it in a container module")
+    # every (parent, attribute) holding each candidate layer (a module may be registered twice)
+    candidates: dict[int, tuple[str, nn.Module]] = {}
+    sites: dict[int, list[tuple[nn.Module, str]]] = {}
+    for parent_name, parent in model.named_modules(remove_duplicate=False):
+        for attr, child in parent._modules.items():
+            if child is None or not isinstance(child, types) or isinstance(child, Placeholder):
+                continue
+            name = f"{parent_name}.{attr}" if parent_name else attr
+            candidates.setdefault(id(child), (name, child))
+            sites.setdefault(id(child), [])
+            if (parent, attr) not in [(p, a) for p, a in sites[id(child)]]:
+                sites[id(child)].append((parent, attr))
+    if not candidates:
+        raise SubstitutionError(f"no {' / '.join(t.__name__ for t in types)} layer in the model")
+
+    # parameters used by more than one module (tied weights)
+    owners: dict[int, list[str]] = {}
+    for mname, module in model.named_modules():
+        for pname, param in module.named_parameters(recurse=False):
+            owners.setdefault(id(param), []).append(mname)
+
+    # one real forward pass recording sizes
+    records: dict[int, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {k: [] for k in candidates}
+
+    def hook(module: nn.Module, args: tuple, output: Any) -> None:
+        x = args[0] if args else None
+        if isinstance(x, torch.Tensor) and isinstance(output, torch.Tensor):
+            records[id(module)].append((tuple(x.shape), tuple(output.shape)))
+
+    handles = [layer.register_forward_hook(hook) for _, layer in candidates.values()]
+    modes = {m: m.training for m in model.modules()}
+    try:
+        model.eval()
+        with torch.no_grad():
+            _call(model, example_input)
+    finally:
+        for h in handles:
+            h.remove()
+        for m, mode in modes.items():
+            m.training = mode
+
+    chosen: list[tuple[int, str, nn.Module, tuple[int, ...], tuple[int, ...]]] = []
+    skipped: list[tuple[str, str]] = []
+    for key, (name, layer) in candidates.items():
+        layer_kind = "conv2d" if isinstance(layer, nn.Conv2d) else "linear"
+        reason = None
+        if not select(name, layer):
+            reason = "excluded by where"
+        elif not records[key]:
+            reason = "not called during the forward pass"
+        elif len(set(records[key])) > 1:
+            reason = f"called with different sizes {sorted(set(r[0] for r in records[key]))}"
+        else:
+            shared = sorted({o for p in layer.parameters() for o in owners.get(id(p), []) if o != name})
+            if shared:
+                reason = f"weight shared with {', '.join(shared)} (tied weights)"
+        if reason is None:
+            in_shape, out_shape = records[key][0]
+            if layer_kind == "conv2d":
+                reason = _conv_reason(layer, in_shape, out_shape, kernel_sizes, groups)
+            elif len(in_shape) == 0:
+                reason = "0-d input"
+        if reason is not None:
+            skipped.append((name, reason))
+        else:
+            chosen.append((key, name, layer, *records[key][0]))
+    if not chosen:
+        details = "; ".join(f"{n}: {r}" for n, r in skipped)
+        raise SubstitutionError(f"no layer can be substituted ({details})")
+    kinds = {("conv2d" if isinstance(layer, nn.Conv2d) else "linear") for _, _, layer, _, _ in chosen}
+    if len(kinds) > 1:
+        raise SubstitutionError("both Conv2d and Linear layers would be substituted, but one space has one spec: "
+                                "call substitute() once per layer type (or narrow it with where=...)")
+    kind = kinds.pop()
+
+    # the space
+    d_in, d_out, d_primary, d_coefficients = DEFAULTS[kind]
+    input_shape, output_shape = spec if spec is not None else (d_in, d_out)
+    if kind == "conv2d":
+        common_k = Counter(layer.kernel_size[0] for _, _, layer, _, _ in chosen).most_common(1)[0][0]
+        d_coefficients = [c.format(k=common_k) for c in d_coefficients]
+        if groups:
+            gs = [layer.groups for _, _, layer, _, _ in chosen if 1 < layer.groups < layer.in_channels]
+            if gs:
+                d_coefficients = d_coefficients + [f"g={Counter(gs).most_common(1)[0][0]}: 1"]
+    primary = list(d_primary if primary is None else primary)
+    coefficients = list(d_coefficients if coefficients is None else coefficients)
+    names = _spec_names(primary) | _spec_names(coefficients)
+
+    mappings, flops = [], []
+    for _, name, layer, in_shape, out_shape in chosen:
+        if kind == "conv2d":
+            full = {"N": in_shape[0], "C_in": in_shape[1], "C_out": out_shape[1], "H": in_shape[2],
+                    "W": in_shape[3], "k": layer.kernel_size[0], "g": layer.groups}
+        else:
+            full = {"N": math.prod(in_shape[:-1]), "C_in": in_shape[-1], "C_out": out_shape[-1]}
+        mappings.append({k: v for k, v in full.items() if k in names})
+        flops.append(layer_flops(layer, in_shape, out_shape))
+    baseline = sum(flops)
+    budgets: dict[str, float] = {}
+    if flops_ratio is not None:
+        budgets["max_flops"] = float(flops_ratio) * baseline
+    if min_flops_ratio is not None:
+        budgets["min_flops"] = float(min_flops_ratio) * baseline
+    if kind == "conv2d" and "min_unfold_ratio" not in space_options:
+        # the native default (2.0: an unfold's main dim at least twice its window, in every mapping) would shut
+        # the conv-equivalent operator out of the space as soon as one layer is small (ResNet-18's 4x4 stage
+        # on CIFAR): relax it just enough for the replaced layers' own k x k windows to fit
+        fit = min(min(in_shape[2], in_shape[3]) / layer.kernel_size[0] for _, _, layer, in_shape, _ in chosen)
+        if fit < 2.0:
+            space_options = {**space_options, "min_unfold_ratio": fit}
+    for k in budgets:
+        if k in space_options:
+            raise SubstitutionError(f"give either {k} or the ratio, not both")
+    space = OperatorSpace(input_shape, output_shape, primary, coefficients, mappings, max_depth=max_depth,
+                          seed=seed, **budgets, **space_options)
+
+    # wrap the layers (only now: a failure above leaves the model untouched)
+    phs: list[tuple[str, Placeholder]] = []
+    site_map: dict[str, list[tuple[nn.Module, str]]] = {}
+    for (key, name, layer, in_shape, out_shape), mapping in zip(chosen, mappings):
+        p = Placeholder(mapping, layer, kind=kind)
+        p.input_shape, p.output_shape = in_shape, out_shape
+        for parent, attr in sites[key]:
+            setattr(parent, attr, p)
+        phs.append((name, p))
+        site_map[name] = sites[key]
+    return Substitution(model, phs, skipped, space, kind, flops, site_map)

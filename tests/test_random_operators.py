@@ -1,0 +1,242 @@
+"""Random operators: the generated PyTorch module agrees with the reference evaluator of the oracle.
+
+For 240 operators sampled (several seeds) across four specs -- conv2d, matmul, 1-D and pooling-shaped --
+``op.to_module()`` (float64) must equal ``tests/reference_eval.evaluate_reference(program, x, weights)``, which
+evaluates the bottom-up index expressions of ``program["expr"]`` directly (docs/architecture.md §1).
+
+FLOPs. ``op.flops()`` follows the IR's rule (§2): each contract step costs 2·Π|letters| (all dims of T after
+the rename, of the weight and of the output), each reduce step numel(T). We re-derive both parts from the
+program's steps and check their sum is ``op.flops()`` exactly. ``torch.utils.flop_counter.FlopCounterMode``
+counts only matrix products (mm/bmm/conv...), so on the generated module it does NOT count:
+
+* reductions (``t.sum``/``t.mean``: the reduce steps) -- nor the sums that ``torch.einsum`` does on a letter
+  found in one operand only and not in the output;
+* contractions with no summed letter shared by both operands (an outer product, or a share without a
+  reduction, e.g. ``'abc,bc->abc'``): ``torch.einsum`` evaluates them as an elementwise ``mul``;
+* broadcast (expanded) dims that the generator keeps out of the einsum (replaced by a constant factor).
+
+So we assert, per operator, FlopCounter == Σ over contract steps with a shared summed letter of 2·Π|letters
+kept by einsum| (exact, tolerance 0), FlopCounter ≤ the contraction part of ``op.flops()``, and equality with
+the contraction part where no contract step falls in the three cases above.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference_eval import evaluate_reference  # noqa: E402
+
+from syno_automl import OperatorSpace  # noqa: E402
+
+SPECS = {
+    "conv2d": ("[N, C_in, H, W]", "[N, C_out, H, W]", ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"],
+               ["k=3: 2", "s=2: 2"], {"N": 2, "C_in": 4, "C_out": 4, "H": 6, "W": 6}, {}),
+    "matmul": ("[N, C_in]", "[N, C_out]", ["N: 0", "C_in: 2", "C_out: 2"], ["k=3: 2", "s=2: 2"],
+               {"N": 3, "C_in": 8, "C_out": 4}, {}),
+    "conv1d": ("[N, C, L]", "[N, C, L]", ["N: 0", "C: 2", "L: 2"], ["k=3: 2", "s=2: 2"],
+               {"N": 2, "C": 4, "L": 8}, {}),
+    "pool": ("[N, C, H, W]", "[N, C, s^-1*H, s^-1*W]", ["N: 0", "C: 2", "H: 2", "W: 2"], ["k=3: 2", "s=2: 2"],
+             {"N": 2, "C": 4, "H": 8, "W": 8}, {"min_weights": 0}),
+}
+SEEDS = (11, 12, 13)
+PER_SEED = 25  # 4 specs x 3 seeds x 25 samples, ~230 distinct operators
+
+
+def make_space(name: str) -> OperatorSpace:
+    inp, out, primary, coefficients, mapping, options = SPECS[name]
+    return OperatorSpace(inp, out, primary, coefficients, [mapping], max_depth=8, **options)
+
+
+_cache: dict[str, list] = {}
+
+
+def operators(name: str) -> list:
+    if name not in _cache:
+        space = make_space(name)
+        ops = {}
+        for seed in SEEDS:
+            for op in space.sample(PER_SEED, seed=seed):
+                ops.setdefault(op.hash, op)
+        _cache[name] = list(ops.values())
+    return _cache[name]
+
+
+# --------------------------------------------------------------------------------------------------------
+# FLOPs re-derived from the program's steps
+# --------------------------------------------------------------------------------------------------------
+
+def flops_parts(program: dict) -> dict:
+    """Walks the steps on T's logical dims (and which are broadcast, as the generator keeps them).
+
+    Returns the IR cost of the contract steps and of the reduce steps, and what FlopCounterMode should see:
+    per contract step, 2·Π|letters einsum multiplies| when einsum lowers it to a matrix product, else 0."""
+    sizes = {int(k): int(v) for k, v in program["sizes"].items()}
+    dims = [int(d) for d in program["input"]["dims"]]
+    virtual: set[int] = set()
+    contract, reduce, counted = [], [], []
+    exact = True  # every contract step is a matrix product over all its letters
+    for st in program["steps"]:
+        op = st["op"]
+        if op in ("split", "unfold"):
+            src, dst = st["src"], list(st["dst"])
+            i = dims.index(src)
+            dims[i:i + 1] = dst
+            if src in virtual:
+                virtual.discard(src)
+                if op == "split":
+                    virtual.update(dst)  # a split broadcast dim stays broadcast; unfold materializes it
+        elif op == "merge":
+            (a, b), d = st["src"], st["dst"]
+            both = a in virtual and b in virtual
+            virtual -= {a, b}
+            dims.remove(b)
+            dims[dims.index(a)] = d
+            if both:
+                virtual.add(d)
+        elif op in ("shift", "stride"):
+            dims[dims.index(st["src"])] = st["dst"]
+            if st["src"] in virtual:
+                virtual.discard(st["src"])
+                virtual.add(st["dst"])
+        elif op == "expand":
+            dims.append(st["dst"])
+            virtual.add(st["dst"])
+        elif op == "reduce":
+            reduce.append(math.prod(sizes[d] for d in dims))
+            dims.remove(st["src"])
+            virtual.discard(st["src"])
+        elif op == "contract":
+            ren = {int(k): int(v) for k, v in st["rename"].items()}
+            dims = [ren.get(d, d) for d in dims]
+            virtual = {ren.get(d, d) for d in virtual}
+            w = [int(d) for d in program["weights"][st["weight"]]["dims"]]
+            out = [int(d) for d in st["out"]]
+            contract.append(2 * math.prod(sizes[d] for d in set(dims) | set(w) | set(out)))
+            phys = [d for d in dims if d not in virtual]
+            summed_shared = (set(phys) & set(w)) - set(out)
+            one_sided = (set(phys) ^ set(w)) - set(out)  # einsum sums these first (aten::sum)
+            if virtual or one_sided or not summed_shared:
+                exact = False
+            if summed_shared:
+                kept = (set(phys) | set(w)) - one_sided
+                counted.append(2 * math.prod(sizes[d] for d in kept))
+            else:
+                counted.append(0)  # einsum -> elementwise mul
+            virtual = {d for d in out if d in virtual and d not in w}
+            dims = out
+    return {"contract": sum(contract), "reduce": sum(reduce), "counted": sum(counted), "exact": exact}
+
+
+# --------------------------------------------------------------------------------------------------------
+# tests
+# --------------------------------------------------------------------------------------------------------
+
+def test_enough_operators():
+    total = sum(len(operators(name)) for name in SPECS)
+    assert total >= 200, total
+    for name in SPECS:
+        assert len(operators(name)) >= 40, (name, len(operators(name)))
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_module_matches_reference(name):
+    """float64 module output == the oracle on random inputs and weights, for every sampled operator."""
+    gen = torch.Generator().manual_seed(0)
+    failures = []
+    for op in operators(name):
+        program = op.program(0)
+        module = op.to_module(0).double()
+        with torch.no_grad():
+            for p in module.parameters():
+                p.copy_(torch.randn(p.shape, generator=gen, dtype=torch.float64))
+        x = torch.randn(program["input"]["shape"], generator=gen, dtype=torch.float64)
+        with torch.no_grad():
+            got = module(x).numpy()
+        want = evaluate_reference(program, x, list(module.parameters()))
+        assert got.shape == tuple(program["output"]["shape"]), (op.hash, got.shape)
+        if not np.allclose(got, want, rtol=1e-10, atol=1e-10):
+            failures.append((op.hash, float(np.abs(got - want).max()), str(op)))
+    assert not failures, failures[:3]
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_flops(name):
+    for op in operators(name):
+        program = op.program(0)
+        parts = flops_parts(program)
+        assert parts["contract"] + parts["reduce"] == op.flops(0) == program["flops"], op.hash
+        module = op.to_module(0).double()
+        x = torch.randn(program["input"]["shape"], dtype=torch.float64)
+        with FlopCounterMode(display=False) as counter, torch.no_grad():
+            module(x)
+        counted = counter.get_total_flops()
+        assert counted == parts["counted"], (op.hash, counted, parts, str(op))
+        assert counted <= parts["contract"], op.hash
+        if parts["exact"]:
+            assert counted == parts["contract"], op.hash
+
+
+def test_flops_exact_cases_exist():
+    """Some sampled operators are pure matrix products, where FlopCounter == the whole contraction part."""
+    exact = sum(flops_parts(op.program(0))["exact"] for name in SPECS for op in operators(name))
+    assert exact >= 5, exact
+
+
+def test_flops_known_conv2d_exact():
+    """The conv-equivalent operator: FlopCounter counts exactly op.flops() minus the (absent) reductions."""
+    from syno_automl import known
+
+    space = make_space("conv2d")
+    op = known.conv2d(space)
+    program = op.program(0)
+    parts = flops_parts(program)
+    assert parts["exact"] and parts["reduce"] == 0
+    module = op.to_module(0)
+    x = torch.randn(program["input"]["shape"])
+    with FlopCounterMode(display=False) as counter:
+        module(x)
+    m = SPECS["conv2d"][4]
+    assert counter.get_total_flops() == op.flops(0) == 2 * m["N"] * m["C_out"] * m["H"] * m["W"] * m["C_in"] * 9
+
+    space = make_space("matmul")
+    op = known.linear(space)
+    with FlopCounterMode(display=False) as counter:
+        op.to_module(0)(torch.randn(op.program(0)["input"]["shape"]))
+    m = SPECS["matmul"][4]
+    assert counter.get_total_flops() == op.flops(0) == 2 * m["N"] * m["C_in"] * m["C_out"]
+
+
+@pytest.mark.parametrize("name", ["conv2d", "matmul", "conv1d"])
+def test_batch_is_free(name):
+    """The batch dim (N: 0) is free at run time: other batch sizes agree with the oracle at its own N."""
+    op = operators(name)[0]
+    module = op.to_module(0).double()
+    mapping = dict(SPECS[name][4])
+    for n in (1, 5):
+        program = op.program({**mapping, "N": n})
+        x = torch.randn(program["input"]["shape"], dtype=torch.float64)
+        with torch.no_grad():
+            got = module(x).numpy()
+        np.testing.assert_allclose(got, evaluate_reference(program, x, list(module.parameters())), rtol=1e-10,
+                                   atol=1e-10)
+
+
+def test_torch_export_sample():
+    """torch.export works (dynamic batch) on a sample of operators of every spec."""
+    for name in SPECS:
+        for op in operators(name)[:3]:
+            program = op.program(0)
+            module = op.to_module(0)
+            x = torch.randn(program["input"]["shape"])
+            batch = torch.export.Dim("batch", min=1, max=256)
+            ep = torch.export.export(module, (x,), dynamic_shapes={"x": {0: batch}})
+            x2 = torch.randn([3, *program["input"]["shape"][1:]])
+            torch.testing.assert_close(ep.module()(x2), module(x2), rtol=1e-5, atol=1e-5)

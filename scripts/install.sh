@@ -19,7 +19,8 @@ fi
 
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 . .venv/bin/activate
-pip install -q -U pip 2>&1 | grep -v "is ignored" || true
-pip install -q torch==2.13.0 2>&1 | grep -v "is ignored" || true
-pip install -q ".[test,tvm]" 2>&1 | grep -v "is ignored" || true
-python -c "import syno_automl._native, torch, lightning, optuna, mlflow; print('[install] ok: torch', torch.__version__)"
+quiet() { "$@" 2>&1 | { grep -v "is ignored" || true; }; }   # a pip failure still fails (pipefail)
+quiet pip install -q -U pip
+quiet pip install -q torch==2.13.0
+quiet pip install -q ".[test,tvm]"
+(cd / && python -c "import syno_automl._native, torch, lightning, optuna, mlflow; print('[install] ok: torch', torch.__version__)")

@@ -41,6 +41,9 @@ const std::array<Rule, RuleCount> kRules = {{
      "MERGE(MERGE(x)_lhs) is MERGE(MERGE(x)_rhs) with other blocks: keep the right-leaning chain"},
     {"merge-of-reduction", Prim::Merge, true,
      "MERGE of a reduction is two reductions"},
+    {"merge-large-block-above-unfold", Prim::Merge, false,
+     "approximate (paper Fig. 3c): MERGE(b) of an UNFOLD with window k <= b equals UNFOLDs of both halves "
+     "at almost every point"},
     {"shift-of-reduction", Prim::Shift, true,
      "a cyclic SHIFT of a summed coordinate does not change the sum"},
     {"shift-chain", Prim::Shift, false,

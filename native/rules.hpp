@@ -27,6 +27,7 @@ enum RuleId : int {
     MergeAboveSplit,
     MergeChainsRight,
     MergeOfReduction,
+    MergeLargeBlockAboveUnfold,
     // SHIFT
     ShiftOfReduction,
     ShiftChain,

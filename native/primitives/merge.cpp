@@ -12,6 +12,14 @@ void generate_merge(const Space& space, const NodePtr& node, std::vector<NodePtr
         if (rules.check(ShareLhsViewedBelow, d->is(DimKind::ShareL))) continue;
         if (rules.check(ViewsCommuteWithContraction, commutes_with_latest_contraction(*node, {d}))) continue;
         for (const Size& block : space.enumerate_divisors(*node, d->size)) {
+            bool approximately_redundant = false;
+            if (d->is(DimKind::Unfold)) {
+                approximately_redundant = true;  // the window is small against the block in every mapping
+                for (size_t v = 0; v < space.ctx.valuations.size(); ++v)
+                    approximately_redundant &= space.ctx.approx(d->b->size, static_cast<int>(v)) <=
+                                               space.ctx.approx(block, static_cast<int>(v));
+            }
+            if (space.options.canonical_rules && rules.check(MergeLargeBlockAboveUnfold, approximately_redundant)) continue;
             Size major = d->size / block;
             std::array<int8_t, kMaxVariables> usage{};
             for (int i = 0; i < space.ctx.count(); ++i)

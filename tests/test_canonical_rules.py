@@ -46,7 +46,7 @@ RULES = [
      "MERGE [s^-1*C_out, s] -> C_out"),
     ("merge-large-block-above-unfold", {}, ["REDUCE C_in", "REDUCE k", "CONTRACTION share [C_in, k] outer [C_out]",
                                             "UNFOLD H -> [H, k]"], "MERGE [s, s^-1*H] -> H",
-     ["REDUCE C_in", "REDUCE k", "CONTRACTION share [C_in, k] outer [C_out]"], "MERGE [s, s^-1*H] -> H"),
+     ["REDUCE C_in", "REDUCE k"], "MERGE [s, s^-1*H] -> H"),
     ("shift-of-reduction", {}, ["REDUCE C_in"], "SHIFT C_in", ["REDUCE C_in"], "SHIFT H"),
     ("shift-chain", {}, ["REDUCE C_in", "SHIFT H"], "SHIFT H", ["REDUCE C_in", "SHIFT H"], "SHIFT W"),
     ("shift-on-unordered", {"out": "[N, C_out: unordered, H, W]"}, ["REDUCE C_in"], "SHIFT C_out",

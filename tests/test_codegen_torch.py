@@ -234,7 +234,7 @@ def two_contract_program(N=2, C_in=4, R=2, C_out=3, L=5, k=3):
 def broadcast_program(N=2, C_in=3, C_out=4, K=2):
     """Expanded (broadcast) dims: kept virtual through a contraction, a mean-reduce and a shift.
 
-    out[n, k, o] = 2 * sum_c x[n, c] * w0[o, c]   (the 2: dim 7 (size 2) is expanded then summed by the einsum)
+    out[n, k, o] = 2 * sum_c x[n, c] * w0[o, c]   (the 2: dim 7 (size 2) is expanded then summed by the contraction)
     """
     sizes = {0: N, 1: C_in, 2: C_out, 3: C_in, 4: C_out, 5: K, 6: 3, 7: 2, 8: K}
     steps = [
@@ -398,14 +398,15 @@ def test_weight_init_is_kaiming_normal():
 
 
 def test_broadcast_dims_stay_virtual():
-    """The expanded C_out dim is only consumed by the einsum: it must not be materialized before it."""
+    """The expanded C_out dim is only consumed by the contraction: it must not be materialized before it."""
     src = program_to_source(broadcast_program())
     lines = [ln.strip() for ln in src.splitlines() if ln.strip().startswith("t =")]
-    einsum = [ln for ln in lines if "einsum" in ln]
-    assert len(einsum) == 1 and "'ab,cb->ac'" in einsum[0] and "* 2" in einsum[0]
-    # only the final output needs the broadcast dim 8 stored (one expand, after the einsum)
+    products = [ln for ln in lines if "torch.mm(" in ln or "torch.bmm(" in ln]
+    # T [0, 3] (2 and 7 broadcast) @ w0 [4, 3]^T: a plain mm, the broadcast dim 7 (size 2) summed as a factor
+    assert len(products) == 1 and products[0].startswith("t = torch.mm(") and "* 2" in products[0]
+    # only the final output needs the broadcast dim 8 stored (one expand, after the product)
     expands = [i for i, ln in enumerate(lines) if ".expand(" in ln]
-    assert len(expands) == 1 and expands[0] > lines.index(einsum[0])
+    assert len(expands) == 1 and expands[0] > lines.index(products[0])
     assert not any(".mean(" in ln or ".sum(" in ln or "roll" in ln for ln in lines)
 
 
@@ -420,11 +421,15 @@ def test_shift_direction():
     assert evaluate_reference(prog, x).tolist() == [1.0, 2.0, 3.0, 4.0, 0.0]
 
 
-def test_einsum_letters_up_to_52_dims():
-    """One contraction over 52 distinct dims (26 of T, 26 of the weight) uses a-z and A-Z."""
-    t_dims, w_dims = list(range(26)), list(range(100, 126))
+def test_contract_many_dims_and_one_sided_sums():
+    """Contract steps are lowered without torch.einsum, so there is no 52-letter limit: one contraction over 53
+    distinct dims (27 of T, 26 of the weight). T's dims 1..26 and all the weight's dims are summed from one
+    operand only (not in out, not in the other operand): they are summed first (the IR itself sums bare
+    reductions before contract steps, so sampled operators have none; the generator still handles them)."""
+    t_dims, w_dims = list(range(27)), list(range(100, 126))
     sizes = {d: 1 for d in t_dims + w_dims}
     sizes[0] = 2
+    sizes[1] = 2
     sizes[100] = 3
     sizes[200] = 2
     sizes[201] = 3
@@ -432,19 +437,79 @@ def test_einsum_letters_up_to_52_dims():
              {"op": "expand", "dst": 201}]
     prog = program(t_dims, [200, 201], sizes, steps, expr=None, weights=[(w_dims, 1)], free_dims=(), flops=None)
     src = program_to_source(prog)
-    assert "abcdefghijklmnopqrstuvwxyz,ABCDEFGHIJKLMNOPQRSTUVWXYZ->a" in src
+    assert "einsum" not in src
+    assert "# summed from T only" in src and "self.w0.sum(" in src
     module = build_module(prog)
     x = torch.randn(prog["input"]["shape"])
     out = module(x)
     expected = x.reshape(2, -1).sum(1, keepdim=True) * module.w0.detach().sum()
     torch.testing.assert_close(out, expected.expand(2, 3))
-    assert count_flops(prog) == 2 * 2 * 3
-    # one more dim in the same contraction cannot be lettered
-    prog2 = copy.deepcopy(prog)
-    prog2["input"] = {"dims": t_dims + [26], "shape": prog["input"]["shape"] + [1]}
-    prog2["sizes"][26] = 1
-    with pytest.raises(ValueError, match="52"):
-        program_to_source(prog2)
+    assert count_flops(prog) == 2 * 2 * 2 * 3
+
+
+def test_contract_with_shared_batch_letters_uses_bmm():
+    """Regression: einsum('abcde,efcdb->acdef') with T [2, 128, 16, 32, 64] and w [64, 2, 16, 32, 128] took
+    20-30 s forward in torch.einsum (a bmm path that got operands with batch stride 1 and cloned them per batch)
+    against 0.05 s for a contiguous bmm. The generator emits permute -> reshape -> contiguous -> torch.bmm ->
+    reshape -> permute instead: B = {c, d, e} (in T, w and out), M = {a}, N = {f}, K = {b}. Checked on the
+    source at the full shape, numerically (against torch.einsum and the oracle) at a small one."""
+
+    def make(a, b, c, d, e, f):
+        sizes = {0: a, 1: b, 2: c, 3: d, 4: e, 5: f}
+        steps = [{"op": "contract", "weight": 0, "rename": {}, "out": [0, 2, 3, 4, 5]}]
+        expr = {"iterators": [a, c, d, e, f], "reductions": [b], "mean": [False],
+                "input": [it(0), red(0), it(1), it(2), it(3)], "weights": [[it(3), it(4), it(1), it(2), red(0)]]}
+        return program([0, 1, 2, 3, 4], [0, 2, 3, 4, 5], sizes, steps, expr, weights=[([4, 5, 2, 3, 1], b)],
+                       flops=2 * a * b * c * d * e * f)
+
+    src = program_to_source(make(2, 128, 16, 32, 64, 2))
+    assert "einsum" not in src
+    products = [ln.strip() for ln in src.splitlines() if "torch.bmm(" in ln]
+    assert len(products) == 1 and ".reshape(32768, -1, 128).contiguous()" in products[0], products
+
+    torch.manual_seed(7)
+    prog = make(3, 8, 2, 3, 4, 2)
+    module = build_module(prog).double()
+    x = torch.randn(prog["input"]["shape"], dtype=torch.float64, requires_grad=True)
+    out = module(x)
+    ref = torch.einsum("abcde,efcdb->acdef", x, module.w0)
+    assert out.shape == ref.shape
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.detach().numpy(), evaluate_reference(prog, x.detach(), [module.w0.detach()]),
+                               rtol=1e-10, atol=1e-12)
+    g = torch.randn_like(ref)
+    got = torch.autograd.grad(out, [x, module.w0], g)
+    want = torch.autograd.grad(ref, [x, module.w0], g)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    # the batch (dim 0, the M group) stays free
+    x5 = torch.randn([5] + prog["input"]["shape"][1:], dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(module(x5), torch.einsum("abcde,efcdb->acdef", x5, module.w0))
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        module(x5)
+    assert counter.get_total_flops() == count_flops(make(5, 8, 2, 3, 4, 2)) == 2 * 5 * 8 * 2 * 3 * 4 * 2
+
+
+def test_contract_with_two_free_dims():
+    """Two run-time sized dims in the M group: their sizes are read from t.shape for the reshape back."""
+    sizes = {0: 2, 1: 3, 2: 4, 3: 5}
+    steps = [{"op": "contract", "weight": 0, "rename": {}, "out": [1, 3, 0]}]
+    prog = program([0, 1, 2], [1, 3, 0], sizes, steps, expr=None, weights=[([3, 2], 4)], free_dims=(0, 1),
+                   flops=2 * 2 * 3 * 4 * 5)
+    src = program_to_source(prog)
+    assert "size_0 = t.shape[0]" in src and "size_1 = t.shape[1]" in src
+    module = build_module(prog)
+    for shape in ((2, 3, 4), (5, 1, 4), (1, 7, 4)):
+        x = torch.randn(shape)
+        with torch.no_grad():
+            torch.testing.assert_close(module(x), torch.einsum("abc,dc->bda", x, module.w0))
+    dyn = {"x": {0: torch.export.Dim("a", min=1, max=64), 1: torch.export.Dim("b", min=1, max=64)}}
+    ep = torch.export.export(module, (torch.randn(2, 3, 4),), dynamic_shapes=dyn)
+    x = torch.randn(6, 5, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(ep.module()(x), module(x))
 
 
 def test_invalid_programs_are_rejected():
@@ -522,10 +587,12 @@ def test_torch_compile_conv():
 
 
 def test_flop_counter_matches_count_flops():
-    """torch.utils.flop_counter counts only matmul-like ops (mm/bmm/addmm/conv/attention): the einsum of a
-    contract step lowers to a bmm of exactly 2 * prod(letter sizes) FLOPs, so it agrees with count_flops on a
-    program without reduce steps. It does NOT count reductions (sum/mean: count_flops charges numel(T)),
-    elementwise ops (the `* factor` of a broadcast sum) or views/pads/rolls (0 in both)."""
+    """torch.utils.flop_counter counts only matmul-like ops (mm/bmm/addmm/conv/attention): a contract step with
+    a summed letter (K group not empty) is one torch.mm/bmm (or F.conv2d, for the unfold-unfold-contract
+    pattern) of exactly 2 * prod(letter sizes) FLOPs (even with an empty M or N group: a matrix-vector bmm is
+    counted the same), so it agrees with count_flops on a program without reduce steps. It does NOT count
+    reductions (sum/mean: count_flops charges numel(T)), elementwise ops (the broadcast `*` of a contract step
+    that sums nothing, the `* factor` of a broadcast sum) or views/pads/rolls (0 in both)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     prog, module, _ = _conv_module_and_ref()
@@ -539,6 +606,35 @@ def test_flop_counter_matches_count_flops():
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         module(torch.randn(prog["input"]["shape"]))
     assert counter.get_total_flops() == count_flops(prog)
+
+    prog = depthwise_program()  # F.conv2d(..., groups=C): counted as 2 * N * C * H * W * 9 as well
+    module = build_module(prog)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        module(torch.randn(prog["input"]["shape"]))
+    assert counter.get_total_flops() == count_flops(prog) == prog["flops"]
+
+    # B = {1}, M = {0}, K = {2}, N empty: a matrix-vector bmm [3, N, 4] @ [3, 4, 1], counted all the same
+    sizes = {0: 2, 1: 3, 2: 4}
+    steps = [{"op": "contract", "weight": 0, "rename": {}, "out": [0, 1]}]
+    prog = program([0, 1, 2], [0, 1], sizes, steps, expr=None, weights=[([1, 2], 4)], flops=2 * 2 * 3 * 4)
+    module = build_module(prog)
+    x = torch.randn(2, 3, 4)
+    assert "torch.bmm(" in program_to_source(prog)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        out = module(x)
+    torch.testing.assert_close(out, (x * module.w0.detach()).sum(2))
+    assert counter.get_total_flops() == count_flops(prog) == prog["flops"]
+
+    # a contract step that sums nothing (K empty) is a broadcast elementwise product: not counted
+    sizes = {0: 2, 1: 3, 2: 4}
+    steps = [{"op": "contract", "weight": 0, "rename": {}, "out": [0, 1, 2]}]
+    prog = program([0, 1], [0, 1, 2], sizes, steps, expr=None, weights=[([1, 2], 1)], flops=2 * 2 * 3 * 4)
+    module = build_module(prog)
+    x = torch.randn(2, 3)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        out = module(x)
+    torch.testing.assert_close(out, x[:, :, None] * module.w0.detach())
+    assert counter.get_total_flops() == 0 and count_flops(prog) == prog["flops"]
 
     prog = avgpool_program()  # only reductions: uncounted by FlopCounterMode
     with FlopCounterMode(display=False) as counter, torch.no_grad():
@@ -574,3 +670,109 @@ def test_split_of_a_free_dim():
     np.testing.assert_allclose(module(x).numpy(), evaluate_reference(prog, x), rtol=1e-12)
     x = torch.randn(10, 3)
     torch.testing.assert_close(module(x), x.reshape(5, 2, 3).mean(1))
+
+
+# --------------------------------------------------------------------------------------------------------
+# lowering of contract steps: torch.mm/bmm (no einsum), F.conv2d for the unfold-unfold-contract pattern
+# --------------------------------------------------------------------------------------------------------
+
+def _interpret(prog: dict, x: torch.Tensor, weights) -> torch.Tensor:
+    """A direct reading of §2 for unfold/contract-only programs (pad + unfold, then torch.einsum)."""
+    dims, t = list(prog["input"]["dims"]), x
+    for st in prog["steps"]:
+        if st["op"] == "unfold":
+            p, k = dims.index(st["src"]), st["window"]
+            padding = [0, 0] * (t.dim() - 1 - p) + [k // 2, k // 2]
+            t = F.pad(t, padding).unfold(p, k, 1).movedim(-1, p + 1)
+            dims[p:p + 1] = st["dst"]
+        else:
+            assert st["op"] == "contract"
+            dims = [st["rename"].get(d, d) for d in dims]
+            letters = {d: chr(ord("a") + i) for i, d in enumerate(dict.fromkeys(
+                dims + prog["weights"][st["weight"]]["dims"] + st["out"]))}
+            eq = ("".join(letters[d] for d in dims) + ","
+                  + "".join(letters[d] for d in prog["weights"][st["weight"]]["dims"]) + "->"
+                  + "".join(letters[d] for d in st["out"]))
+            t = torch.einsum(eq, t, weights[st["weight"]])
+            dims = list(st["out"])
+    return t.permute([dims.index(d) for d in prog["output"]["dims"]])
+
+
+def _conv_pattern_program(rng: np.random.Generator) -> dict:
+    """unfold, unfold, contract in random layouts: batch n (free), optional extra M dim e, groups g (B),
+    input channels c (K), output channels o (N), windows of size 1, 3 or 5, either unfold order, renames."""
+    n, h, w, e, g, c, o = 0, 1, 2, 3, 4, 5, 6
+    sizes = {n: 2, h: 5, w: 4, e: 2, g: 2, c: 3, o: 3}
+    pre = [n, h, w] + [d for d in (e, g, c) if rng.random() < 0.6]
+    pre = [pre[i] for i in rng.permutation(len(pre))]
+    kh, kw = (int(v) for v in rng.choice([1, 3, 5], 2))
+    sizes.update({10: 5, 11: kh, 12: 4, 13: kw, 21: kh, 22: kw, 25: 3})
+    unfolds = [{"op": "unfold", "src": h, "dst": [10, 11], "window": kh},
+               {"op": "unfold", "src": w, "dst": [12, 13], "window": kw}]
+    if rng.random() < 0.5:
+        unfolds.reverse()
+    rename = {11: 21, 13: 22}
+    wc = c
+    if c in pre and rng.random() < 0.5:
+        rename[c] = wc = 25
+    wd = [d for d in (g, wc) if d in pre or d == wc and c in pre] + [21, 22] + ([o] if rng.random() < 0.7 else [])
+    wd = [wd[i] for i in rng.permutation(len(wd))]
+    out = [n, 10, 12] + [d for d in (e, g) if d in pre] + [d for d in wd if d == o]
+    out = [out[i] for i in rng.permutation(len(out))]
+    contract = {"op": "contract", "weight": 0, "rename": rename, "out": out}
+    return program(pre, out, sizes, unfolds + [contract], expr=None, weights=[(wd, 1)], flops=None)
+
+
+def test_conv_pattern_lowers_to_conv2d_and_matches():
+    """unfold + unfold + contract summing both windows = F.conv2d on the tensor before the unfolds (groups for B
+    letters, any layout, either unfold order): the same function as pad/unfold/einsum (float64, 1e-12), also
+    with another batch size; the hand-written conv2d/depthwise/grouped programs take this path too."""
+    for make in (conv2d_program, depthwise_program, grouped_program):
+        src = program_to_source(make())
+        assert "F.conv2d(" in src and "torch.mm(" not in src and "torch.bmm(" not in src
+    rng = np.random.default_rng(0)
+    groups_seen = set()
+    for _ in range(40):
+        prog = _conv_pattern_program(rng)
+        src = program_to_source(prog)
+        assert "F.conv2d(" in src and "einsum" not in src, src
+        groups_seen.add("groups=" in src)
+        module = build_module(prog).double()
+        for batch in (2, 3):
+            shape = [batch if d == 0 else s for d, s in zip(prog["input"]["dims"], prog["input"]["shape"])]
+            x = torch.randn(shape, dtype=torch.float64)
+            with torch.no_grad():
+                got, want = module(x), _interpret(prog, x, [module.w0])
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert groups_seen == {True, False}
+
+
+def test_conv_pattern_not_taken_when_a_window_is_kept():
+    """A window dim kept in the output (not summed) is not a convolution: mm/bmm, same function."""
+    prog = conv2d_program()
+    prog["steps"][2] = {"op": "contract", "weight": 0, "rename": {1: 10, 5: 11}, "out": [0, 9, 4, 6, 7]}
+    prog["weights"][0] = {"dims": [9, 10, 11], "shape": [4, 3, 3], "fan_in": 9}
+    prog["output"] = {"dims": [0, 9, 4, 6, 7], "shape": [2, 4, 6, 6, 3]}
+    src = program_to_source(prog)
+    assert "F.conv2d" not in src and "torch.mm(" in src
+    module = build_module(prog).double()
+    x = torch.randn(prog["input"]["shape"], dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(module(x), _interpret(prog, x, [module.w0]), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("make", [two_contract_program, shift_stride_program, broadcast_program],
+                         ids=lambda f: f.__name__)
+def test_torch_compile_mm_lowering(make):
+    """torch.compile (fullgraph) of the mm/bmm lowering, forward and gradients, against eager."""
+    torch.manual_seed(8)
+    prog = make()
+    module = build_module(prog)
+    compiled = torch.compile(module, fullgraph=True)
+    x = torch.randn(prog["input"]["shape"], requires_grad=True)
+    out, ref = compiled(x), module(x)
+    torch.testing.assert_close(out, ref, rtol=RTOL, atol=ATOL)
+    g = torch.randn_like(out)
+    params = list(module.parameters())
+    for a, b in zip(torch.autograd.grad(out, [x, *params], g), torch.autograd.grad(ref, [x, *params], g)):
+        torch.testing.assert_close(a, b, rtol=RTOL, atol=ATOL)

@@ -6,17 +6,23 @@ evaluates the bottom-up index expressions of ``program["expr"]`` directly (docs/
 
 FLOPs. ``op.flops()`` follows the IR's rule (§2): each contract step costs 2·Π|letters| (all dims of T after
 the rename, of the weight and of the output), each reduce step numel(T). We re-derive both parts from the
-program's steps and check their sum is ``op.flops()`` exactly. ``torch.utils.flop_counter.FlopCounterMode``
-counts only matrix products (mm/bmm/conv...), so on the generated module it does NOT count:
+program's steps and check their sum is ``op.flops()`` exactly. The generator lowers each contract step with a
+summed letter (K = letters of both T and the weight, not in the output) to one ``torch.mm``/``torch.bmm`` over
+the letters B (T & w & out), M (T & out), N (w & out), K -- or, for unfold + unfold + contract summing both
+windows, one ``F.conv2d`` (groups = B): ``torch.utils.flop_counter.FlopCounterMode`` counts either as
+2·Π|those letters| (also when M or N is empty: k ≥ 1 is enough). FlopCounter counts only matrix
+products (mm/bmm/conv...), so on the generated module it does NOT count:
 
-* reductions (``t.sum``/``t.mean``: the reduce steps) -- nor the sums that ``torch.einsum`` does on a letter
-  found in one operand only and not in the output;
+* reductions (``t.sum``/``t.mean``: the reduce steps) -- nor the sums of a letter found in one operand only and
+  not in the output, which the generator does first (``t.sum`` / ``w.sum``; the IR sums bare reductions before
+  contract steps, so the sampled operators have none);
 * contractions with no summed letter shared by both operands (an outer product, or a share without a
-  reduction, e.g. ``'abc,bc->abc'``): ``torch.einsum`` evaluates them as an elementwise ``mul``;
-* broadcast (expanded) dims that the generator keeps out of the einsum (replaced by a constant factor).
+  reduction, e.g. ``'abc,bc->abc'``): the generator emits a broadcast elementwise ``*`` (faster than a bmm
+  with k = 1);
+* broadcast (expanded) dims that the generator keeps out of the product (replaced by a constant factor).
 
 So we assert, per operator, FlopCounter == Σ over contract steps with a shared summed letter of 2·Π|letters
-kept by einsum| (exact, tolerance 0), FlopCounter ≤ the contraction part of ``op.flops()``, and equality with
+of the mm/bmm| (exact, tolerance 0), FlopCounter ≤ the contraction part of ``op.flops()``, and equality with
 the contraction part where no contract step falls in the three cases above.
 """
 
@@ -77,7 +83,8 @@ def flops_parts(program: dict) -> dict:
     """Walks the steps on T's logical dims (and which are broadcast, as the generator keeps them).
 
     Returns the IR cost of the contract steps and of the reduce steps, and what FlopCounterMode should see:
-    per contract step, 2·Π|letters einsum multiplies| when einsum lowers it to a matrix product, else 0."""
+    per contract step, 2·Π|letters of the mm/bmm/conv2d| when the generator emits one (a summed letter shared
+    by both operands), else 0 (a broadcast elementwise product)."""
     sizes = {int(k): int(v) for k, v in program["sizes"].items()}
     dims = [int(d) for d in program["input"]["dims"]]
     virtual: set[int] = set()
@@ -122,14 +129,14 @@ def flops_parts(program: dict) -> dict:
             contract.append(2 * math.prod(sizes[d] for d in set(dims) | set(w) | set(out)))
             phys = [d for d in dims if d not in virtual]
             summed_shared = (set(phys) & set(w)) - set(out)
-            one_sided = (set(phys) ^ set(w)) - set(out)  # einsum sums these first (aten::sum)
+            one_sided = (set(phys) ^ set(w)) - set(out)  # summed first (t.sum / w.sum)
             if virtual or one_sided or not summed_shared:
                 exact = False
             if summed_shared:
                 kept = (set(phys) | set(w)) - one_sided
                 counted.append(2 * math.prod(sizes[d] for d in kept))
             else:
-                counted.append(0)  # einsum -> elementwise mul
+                counted.append(0)  # broadcast elementwise *
             virtual = {d for d in out if d in virtual and d not in w}
             dims = out
     return {"contract": sum(contract), "reduce": sum(reduce), "counted": sum(counted), "exact": exact}

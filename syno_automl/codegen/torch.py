@@ -16,12 +16,26 @@ Lowering of each step (``p`` is the position of the dim in the *materialized* te
   sits right after the main dim: ``out[m, w] = in[m + w - k//2]`` (0 outside)
 * ``expand``   -> nothing at first: the dim is *virtual* (broadcast, not stored). It stays virtual through
   shift/stride/split (a broadcast dim is invariant under them) and through contractions (it is simply left
-  out of T's einsum operand; a virtual dim summed by the einsum and not provided by the weight becomes a
+  out of T's operand; a virtual dim summed by the contraction and not provided by the weight becomes a
   constant factor). It is materialized (``unsqueeze`` + ``expand``, still a view) only when a merge with a
   stored dim, an unfold (zero padding makes it non-constant) or the final output needs it.
 * ``reduce``   -> ``t.sum(p)`` / ``t.mean(p)`` (on a virtual dim: ``* n`` / nothing)
-* ``contract`` -> ``torch.einsum`` with letters assigned per dim id (a-z, A-Z: at most 52 distinct dims in
-  one contraction)
+* ``contract`` -> never ``torch.einsum`` (for some shapes its bmm path gets operands with batch stride 1 and
+  clones them per batch: seconds instead of milliseconds). Letters (dims after the rename; T's virtual dims
+  left out) form four groups: B = T & w & out (batch), M = T & out - w, N = w & out - T, K = T & w - out
+  (summed). A letter summed from one operand only is summed first (``t.sum`` / ``w.sum``; the IR sums bare
+  reductions before contract steps, so normally there is none). With K empty the step is a broadcast
+  elementwise product (``t.permute(..)[.., None, ..] * w.permute(..)[None, ..]``, laid out in out's order);
+  otherwise T is ``permute``d to (B, M, K) or (B, K, M) (none when already so), ``reshape``d to 3-D (2-D
+  without B) and made ``contiguous``, the weight likewise to (B, K, N) or (B, N, K), and one ``torch.bmm``
+  (``torch.mm``) yields (B, M, N) -- or (B, N, M) = W @ T when that is out's order -- which is ``reshape``d to
+  its dims and ``permute``d to out. A transposed operand is passed as a ``transpose(-2, -1)`` view (BLAS takes
+  either inner layout). Free dims can only be in M (weights have none): M's size is ``-1`` in the reshapes
+  (with several free dims in M, their run-time sizes are read from ``t.shape`` first).
+  unfold + unfold + contract (adjacent steps) where the contraction sums both windows against the weight and
+  keeps both main dims (the conv pattern) -> one ``F.conv2d`` on the tensor *before* the unfolds (the unfolds'
+  k//2 zero padding is conv2d's ``padding``; B letters are conv ``groups``, K input channels, N output
+  channels, M the conv batch): no im2col copy. Same function (the float summation order differs).
 * end          -> materialize what is still virtual, ``permute`` to ``output.dims``
 
 Dims listed in ``program.get("free_dims", [])`` may have any size at run time (e.g. the batch dim): the
@@ -33,14 +47,11 @@ from __future__ import annotations
 
 import linecache
 import math
-import string
 import sys
 import types
 from typing import Any
 
 __all__ = ["program_to_source", "build_module", "count_flops", "normalize_program"]
-
-_LETTERS = string.ascii_lowercase + string.ascii_uppercase  # 52 einsum letters
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -175,19 +186,6 @@ def count_flops(program: dict) -> int:
 # ----------------------------------------------------------------------------------------------------------
 # code generation
 # ----------------------------------------------------------------------------------------------------------
-
-def _einsum_letters(dim_lists: list[list[int]]) -> dict[int, str]:
-    """Assign a distinct letter (a-z, A-Z) to each dim id, in order of first appearance."""
-    letters: dict[int, str] = {}
-    for lst in dim_lists:
-        for d in lst:
-            if d not in letters:
-                if len(letters) >= len(_LETTERS):
-                    raise ValueError(f"a contraction over more than {len(_LETTERS)} distinct dims cannot be "
-                                     f"written as one torch.einsum")
-                letters[d] = _LETTERS[len(letters)]
-    return letters
-
 
 class _Gen:
     """Walks the steps, tracking T's logical dims (``dims``) and which of them are virtual (broadcast,
@@ -391,6 +389,14 @@ class _Gen:
         self.virtual.discard(d)
 
     def op_contract(self, st: dict) -> None:
+        k, out_phys, factor, still_virtual = self._contract_prologue(st)
+        self._contract(k, self.p["weights"][k]["dims"], out_phys, factor)
+        self.dims = list(st["out"])
+        self.virtual = set(still_virtual)
+
+    def _contract_prologue(self, st: dict):
+        """Validate a contract step and rename T's dims; return (k, out without T's broadcast dims that stay
+        broadcast, the constant factor of T's summed broadcast dims, the dims that stay broadcast)."""
         k, ren, out = st["weight"], st["rename"], st["out"]
         weights = self.p["weights"]
         if not 0 <= k < len(weights):
@@ -402,30 +408,200 @@ class _Gen:
             raise ValueError(f"contract: rename {ren} makes T's dims {new_dims} collide")
         self.virtual = {ren.get(d, d) for d in self.virtual}
         self.dims = new_dims
-        wdims = weights[k]["dims"]
+        wdims = list(weights[k]["dims"])
         if len(set(wdims)) != len(wdims) or len(set(out)) != len(out):
             raise ValueError("contract: duplicate dims in weight or out")
         for d in wdims:
             if d in self.free:
                 raise ValueError(f"weight {k} has free (run-time sized) dim {d}")
-        tphys = self.phys()
         tvirt = [d for d in self.dims if d in self.virtual]
         for d in out:
             if d not in self.dims and d not in wdims:
                 raise ValueError(f"contract: out dim {d} is in neither T {self.dims} nor w{k} {wdims}")
-        # a broadcast dim of T that the weight does not provide stays broadcast in the result
+        # a broadcast dim of T that the weight does not provide stays broadcast in the result; one that is
+        # summed (not in out) and not provided by the weight is a constant factor; one that the weight provides
+        # is simply left out of T's operand (T is constant along it)
         still_virtual = [d for d in out if d in self.virtual and d not in wdims]
         out_phys = [d for d in out if d not in still_virtual]
         factor = _prod(_size(self.sizes, d) for d in tvirt if d not in wdims and d not in out)
-        letters = _einsum_letters([tphys, wdims, out_phys, tvirt])
-        eq = ("".join(letters[d] for d in tphys) + "," + "".join(letters[d] for d in wdims) + "->"
-              + "".join(letters[d] for d in out_phys))
-        line = f"t = torch.einsum('{eq}', t, self.w{k})"
-        if factor != 1:
-            line += f" * {factor}  # sum over broadcast dims"
-        self.emit(line)
-        self.dims = list(out)
+        return k, out_phys, factor, still_virtual
+
+    def conv_steps(self, u1: dict, u2: dict, c: dict) -> bool:
+        """unfold, unfold, contract -> one ``F.conv2d`` on the tensor before the unfolds, when the contraction
+        sums exactly both windows against the weight and keeps both main dims (the conv pattern: the unfolds'
+        k//2 zero padding both sides is conv2d's ``padding``, stride 1). Other letters: B (in T, w and out) are
+        conv groups, K (summed) input channels per group, N output channels per group, M the conv's batch.
+        Returns False (and emits nothing) when the steps do not have that form."""
+        s1, s2 = u1["src"], u2["src"]
+        pre = self.phys()
+        if s1 not in pre or s2 not in pre or s1 == s2 or s1 in self.free or s2 in self.free:
+            return False
+        snapshot = (list(self.dims), set(self.virtual), len(self.lines))
+
+        def restore() -> bool:
+            self.dims, self.virtual = snapshot[0], snapshot[1]
+            del self.lines[snapshot[2]:]
+            return False
+
+        try:
+            self.op_unfold(u1)
+            self.op_unfold(u2)
+            k, out, factor, still_virtual = self._contract_prologue(c)
+        except ValueError:  # the ordinary path reports it
+            return restore()
+        ren = c["rename"]
+        r = lambda d: ren.get(d, d)  # noqa: E731
+        wdims = list(self.p["weights"][k]["dims"])
+        tphys = self.phys()
+        wset, oset, tset = set(wdims), set(out), set(tphys)
+        if any(d not in wset and d not in oset for d in tphys) or any(d not in tset and d not in oset for d in wdims):
+            return restore()  # a letter summed from one operand only: not this pattern
+        # the two spatial dims in T's order before the unfolds: (source, main, window, k)
+        sp = sorted([(s1, r(u1["dst"][0]), r(u1["dst"][1]), int(u1["window"])),
+                     (s2, r(u2["dst"][0]), r(u2["dst"][1]), int(u2["window"]))], key=lambda u: pre.index(u[0]))
+        if any(m not in oset or m in wset or w not in wset or w in oset for _, m, w, _ in sp):
+            return restore()
+        other = [d for d in pre if d not in (s1, s2)]  # T's other dims before the unfolds (renamed: r(d))
+        bat = [d for d in other if r(d) in wset and r(d) in oset]
+        mm = [d for d in other if r(d) in oset and r(d) not in wset]
+        kk = [d for d in other if r(d) in wset and r(d) not in oset]
+        nn = [d for d in out if d in wset and d not in tset]
+        free_m = [d for d in mm if d in self.free]
+        if len(free_m) > 1:
+            return restore()
+        del self.lines[snapshot[2]:]
+
+        def size(ds: list[int]) -> str:
+            return "-1" if any(d in self.free for d in ds) else str(_prod(_size(self.sizes, d) for d in ds))
+
+        for st in (u1, u2, c):
+            self.emit(f"# {_step_text(st)}")
+        order = mm + bat + kk + [sp[0][0], sp[1][0]]
+        xv = _permuted("t", pre, order)
+        if not (len(mm) == 1 and len(bat + kk) == 1):
+            spatial = f"{_size(self.sizes, sp[0][0])}, {_size(self.sizes, sp[1][0])}"
+            xv += f".reshape({size(mm)}, {size(bat + kk)}, {spatial})"
+        w_order = [r(d) for d in bat] + nn + [r(d) for d in kk] + [sp[0][2], sp[1][2]]
+        wv = _permuted(f"self.w{k}", wdims, w_order)
+        if not (len(bat) + len(nn) == 1 and len(kk) == 1):
+            wv += f".reshape({size(bat + nn)}, {size(kk)}, {sp[0][3]}, {sp[1][3]})"
+        groups = _prod(_size(self.sizes, d) for d in bat)
+        args = f"padding=({sp[0][3] // 2}, {sp[1][3] // 2})" + (f", groups={groups}" if groups != 1 else "")
+        fac = f" * {factor}  # sum over broadcast dims" if factor != 1 else ""
+        self.emit(f"t = F.conv2d({xv}, {wv}, {args}){fac}  # batch {[r(d) for d in mm]} groups "
+                  f"{[r(d) for d in bat]} in {[r(d) for d in kk]} out {nn} kernel {[sp[0][2], sp[1][2]]}")
+        res = [r(d) for d in mm + bat] + nn + [sp[0][1], sp[1][1]]
+        if not (len(mm) == 1 and len(bat) + len(nn) == 1):
+            sizes = ["-1" if d in self.free else str(_size(self.sizes, d)) for d in res]
+            self.emit(f"t = t.reshape({', '.join(sizes)})")
+        if res != out:
+            self.emit(f"t = t.permute({', '.join(str(res.index(d)) for d in out)})")
+        self.dims = list(c["out"])
         self.virtual = set(still_virtual)
+        self.emit(f"# T dims {self.describe()}")
+        return True
+
+    def _contract(self, k: int, wdims: list[int], out: list[int], factor: int) -> None:
+        """Emit ``t = einsum(t, w_k) -> out`` (T's stored dims, w_k's dims, ``out`` without T's broadcast dims)
+        as explicit view/copy ops and one ``torch.bmm`` / ``torch.mm`` (or a broadcast ``*`` when nothing is
+        summed), never ``torch.einsum`` (whose bmm path may get operands with batch stride 1 and clone them per
+        batch). Letters: B = T & W & out (batch), M = T & out - W, N = W & out - T, K = T & W - out (summed)."""
+        tphys = self.phys()
+        wset, oset = set(wdims), set(out)
+        # a letter summed from one operand only is summed first. The IR sums bare reductions (REDUCE steps) before
+        # contract steps, so normally there is none; kept for generality (and weights' dims not in T).
+        t_only = [d for d in tphys if d not in wset and d not in oset]
+        if t_only:
+            self.emit(f"t = t.sum({_tuple(self.ppos(d) for d in t_only)})  # summed from T only: {t_only}")
+            tphys = [d for d in tphys if d not in t_only]
+        tset = set(tphys)
+        w = f"self.w{k}"
+        w_only = [d for d in wdims if d not in tset and d not in oset]
+        if w_only:
+            w = f"{w}.sum({_tuple(wdims.index(d) for d in w_only)})"
+            wdims = [d for d in wdims if d not in w_only]
+        bat = [d for d in out if d in tset and d in wset]   # B, M, N in out order
+        mm = [d for d in out if d in tset and d not in wset]
+        nn = [d for d in out if d in wset and d not in tset]
+        kk = [d for d in tphys if d in wset and d not in oset]  # K in T's order (T is the big operand)
+        fac = f" * {factor}" if factor != 1 else ""
+        fac_note = "  # sum over broadcast dims" if factor != 1 else ""
+        if not kk:
+            # nothing summed over both operands: a broadcast product, laid out in out's order
+            tv = _permuted("t", tphys, [d for d in out if d in tset])
+            wv = _permuted(w, wdims, [d for d in out if d in wset])
+            tv += _unsqueezed(out, tset)
+            wv += _unsqueezed(out, set(wdims))
+            self.emit(f"t = {tv} * {wv}{fac}  # no summed letter: B {bat} M {mm} N {nn}{fac_note}")
+            return
+        # T's side: use T's stored order as is when it is already B M K or B K M (a view if t is contiguous)
+        b_t = [d for d in tphys if d in bat]
+        m_t = [d for d in tphys if d in mm]
+        if tphys == b_t + m_t + kk:
+            bat, mm, t_layout = b_t, m_t, "MK"
+        elif tphys == b_t + kk + m_t:
+            bat, mm, t_layout = b_t, m_t, "KM"
+        else:
+            t_layout = "MK"  # B and M in out's order: the result then often needs no permute
+        t_order = bat + (mm + kk if t_layout == "MK" else kk + mm)
+        # W's side (small): as stored when it is B K N or B N K, else permuted to B K N
+        if wdims == bat + kk + nn:
+            w_layout = "KN"
+        elif wdims == bat + nn + kk:
+            w_layout = "NK"
+        else:
+            w_layout = "KN"
+        w_order = bat + (kk + nn if w_layout == "KN" else nn + kk)
+        # the product: [B, M, N] = T @ W, or [B, N, M] = W @ T when that is out's order
+        swap = bat + nn + mm == out and bat + mm + nn != out
+        res = bat + (nn + mm if swap else mm + nn)
+
+        free_m = [d for d in mm if d in self.free]
+        if len(free_m) > 1:  # several run-time sized dims: keep their sizes for the reshape back
+            for d in free_m:
+                self.emit(f"size_{d} = t.shape[{tphys.index(d)}]")
+
+        def group(ds: list[int]) -> str:
+            if any(d in self.free for d in ds):
+                return "-1"
+            return str(_prod(_size(self.sizes, d) for d in ds))
+
+        nb = [group(bat)] if bat else []
+        t_shape = nb + [group(mm if t_layout == "MK" else kk), group(kk if t_layout == "MK" else mm)]
+        w_shape = nb + [group(kk if w_layout == "KN" else nn), group(nn if w_layout == "KN" else kk)]
+        t_groups = ([bat] if bat else []) + ([mm, kk] if t_layout == "MK" else [kk, mm])
+        w_groups = ([bat] if bat else []) + ([kk, nn] if w_layout == "KN" else [nn, kk])
+        # contiguous operands (batch stride largest, one inner stride 1): a transposed view is fine for bmm
+        tv = _permuted("t", tphys, t_order)
+        if any(len(g) != 1 for g in t_groups):
+            tv += f".reshape({', '.join(t_shape)})"
+        tv += ".contiguous()"
+        wv = _permuted(w, wdims, w_order)
+        if any(len(g) != 1 for g in w_groups):
+            wv += f".reshape({', '.join(w_shape)})"
+        if w_order != wdims:
+            wv += ".contiguous()"
+        # operands of the product: left [B, M, K] / right [B, K, N] (or W left, T right when swapped)
+        t_need = "KM" if swap else "MK"
+        w_need = "NK" if swap else "KN"
+        if t_layout != t_need:
+            tv += ".transpose(-2, -1)"
+        if w_layout != w_need:
+            wv += ".transpose(-2, -1)"
+        fn = "torch.bmm" if bat else "torch.mm"
+        args = f"{wv}, {tv}" if swap else f"{tv}, {wv}"
+        self.emit(f"t = {fn}({args}){fac}  # B {bat} M {mm} N {nn} K {kk}{fac_note}")
+        sizes = []
+        for d in res:
+            if d in self.free:
+                sizes.append("-1" if len(free_m) == 1 else f"size_{d}")
+            else:
+                sizes.append(str(_size(self.sizes, d)))
+        groups = ([bat] if bat else []) + ([nn, mm] if swap else [mm, nn])
+        if any(len(g) != 1 for g in groups):
+            self.emit(f"t = t.reshape({', '.join(sizes)})" if sizes else "t = t.reshape(())")
+        if res != out:
+            self.emit(f"t = t.permute({', '.join(str(res.index(d)) for d in out)})")
 
     def finish(self) -> None:
         out = self.p["output"]["dims"]
@@ -435,6 +611,28 @@ class _Gen:
         phys = self.phys()
         if phys != out:
             self.emit(f"t = t.permute({', '.join(str(phys.index(d)) for d in out)})")
+
+
+def _tuple(values) -> str:
+    values = [str(v) for v in values]
+    return "(" + ", ".join(values) + ("," if len(values) == 1 else "") + ")"
+
+
+def _permuted(expr: str, dims: list[int], order: list[int]) -> str:
+    """``expr`` (a tensor with dims ``dims``) permuted to ``order`` (nothing when it is already)."""
+    if order == dims:
+        return expr
+    return f"{expr}.permute({', '.join(str(dims.index(d)) for d in order)})"
+
+
+def _unsqueezed(out: list[int], have: set[int]) -> str:
+    """Indexing that inserts size-1 dims where ``out`` has a dim not in ``have`` (so it broadcasts to out)."""
+    if all(d in have for d in out):
+        return ""
+    idx = [":" if d in have else "None" for d in out]
+    while idx and idx[-1] == ":":
+        idx.pop()
+    return "[" + ", ".join(idx) + "]"
 
 
 def _step_text(st: dict) -> str:
@@ -468,8 +666,14 @@ def program_to_source(program: dict, class_name: str = "SynoOperator", header: s
         raise ValueError(f"class name {class_name!r} is not an identifier")
     p = normalize_program(program)
     gen = _Gen(p)
-    for st in p["steps"]:
-        gen.step(st)
+    steps = p["steps"]
+    i = 0
+    while i < len(steps):
+        if [st["op"] for st in steps[i:i + 3]] == ["unfold", "unfold", "contract"] and gen.conv_steps(*steps[i:i + 3]):
+            i += 3
+            continue
+        gen.step(steps[i])
+        i += 1
     gen.finish()
 
     src: list[str] = []

@@ -18,6 +18,11 @@ Tuning: MetaSchedule (``tvm.s_tir.meta_schedule``), with
 
 * an in-process builder (MetaSchedule's LocalBuilder spawns a fresh process pool per batch and every
   worker re-imports ``tvm.s_tir.tensor_intrin``: 30-60 s each on this machine);
+* a runner chosen by :func:`make_runner`: MetaSchedule's ``LocalRunner`` (default: a worker process, a
+  crashing candidate only fails its trial), an in-process runner (``runner="inprocess"``: no worker start,
+  export or linking per candidate; not crash-proof), or ``RPCRunner`` for ``rpc:`` targets. Every candidate
+  is measured with :data:`MS_EVALUATOR`; a search that runs out of new candidates (a small design space)
+  stops at once instead of retrying;
 * a JSON database under ``work_dir`` (``database_workload.json``, ``database_tuning_record.json``), shared by
   all workloads: when it already holds ``>= trials`` records for the same workload and target, nothing is
   re-tuned (``Latency.reused``), otherwise only the missing trials are run;
@@ -31,6 +36,11 @@ present), ``"rpc:KEY@host:port"`` (a board behind a TVM RPC tracker: the kernel 
 
 Nothing here raises on a tuning/build/timing failure: the returned :class:`Latency` has
 ``median_ms=None`` and the reason in ``note``.
+
+:func:`measure_operator` is the high-level entry: an operator and the layer it replaces (inferred from the
+shapes: conv2d NCHW or dense), every target, the metrics named as MLflow logs them (``latency_ms.<device>``,
+``speedup.<device>``, ``latency_ms.inductor-<device>``, ``speedup.inductor-<device>``) plus the reasons for
+missing values. Whole models (the paper's Fig. 5) are in :mod:`syno_automl.e2e`.
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ import contextlib
 import dataclasses
 import importlib
 import importlib.util
+import itertools
 import json
 import logging
 import math
@@ -65,6 +76,9 @@ __all__ = [
     "compare",
     "speedup",
     "time_torch",
+    "device_name",
+    "infer_baseline",
+    "measure_operator",
     "DEFAULT_WORK_DIR",
 ]
 
@@ -156,6 +170,34 @@ def parse_target(spec: Any) -> _TargetSpec:
     return _TargetSpec(str(spec), "local")
 
 
+def tracker_unreachable(spec: _TargetSpec, timeout: float = 10.0) -> str:
+    """'' when the RPC tracker of ``spec`` accepts a TCP connection, else why not (TVM's own client retries
+    for a minute before giving up)."""
+    import socket
+
+    try:
+        with socket.create_connection((spec.host, spec.port), timeout=timeout):
+            return ""
+    except OSError as exc:
+        return f"RPC tracker {spec.host}:{spec.port} unreachable ({exc})"
+
+
+def device_name(target: Any) -> str:
+    """The ``<device>`` of the metric names: ``"llvm"``, ``"cuda"``, ``"rpc-KEY"`` for ``rpc:KEY@host:port``;
+    a Target / JSON dict gives its kind."""
+    spec = parse_target(target)
+    if spec.kind == "rpc":
+        return f"rpc-{spec.key}"
+    if isinstance(target, str) and not target.strip().startswith("{"):
+        return target.strip()
+    try:
+        from syno_automl.codegen.tvm import make_target
+
+        return str(make_target(target).kind.name)
+    except Exception:
+        return spec.name
+
+
 def _ensure_tensor_intrin(kind: str) -> None:
     """Register only the tensor intrinsics the target can use.
 
@@ -196,6 +238,8 @@ def _ensure_tensor_intrin(kind: str) -> None:
 # --------------------------------------------------------------------------------------------------
 
 _MS_CLASSES: dict[str, Any] = {}
+_INPROC_ARTIFACTS: dict[str, Any] = {}  # InProcessBuilder(in_memory=True) -> InProcessRunner
+_INPROC_IDS = itertools.count()
 
 
 def _ms_classes():
@@ -207,9 +251,20 @@ def _ms_classes():
     from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
     from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
+    from tvm.s_tir.meta_schedule.runner import PyRunner
+    from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture, default_alloc_argument
+    from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
+
     @derived_object
     class InProcessBuilder(PyBuilder):
-        """Compiles every candidate in this process (0.03-0.3 s each) and exports it as a tar for the runner."""
+        """Compiles every candidate in this process (0.03-0.3 s each). ``in_memory=False``: exports it as a tar
+        for a runner in another process (LocalRunner, RPCRunner); ``in_memory=True``: keeps the runtime
+        module in this process under a key (a path in an empty temporary folder), for
+        :class:`InProcessRunner` (no export, no linking)."""
+
+        def __init__(self, in_memory: bool = False):
+            super().__init__()
+            self.in_memory = in_memory
 
         def build(self, build_inputs):
             from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
@@ -220,6 +275,12 @@ def _ms_classes():
                 try:
                     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(bi.mod)
                     rt_mod = tvm.compile(mod, target=bi.target).mod
+                    if self.in_memory:
+                        # a real (empty) folder: the task scheduler removes dirname(artifact) after the run
+                        key = os.path.join(tempfile.mkdtemp(prefix="syno_ms_"), f"inproc-{next(_INPROC_IDS)}")
+                        _INPROC_ARTIFACTS[key] = rt_mod
+                        results.append(BuilderResult(key, None))
+                        continue
                     path = os.path.join(tempfile.mkdtemp(prefix="syno_ms_"), "kernel." + tar.output_format)
                     rt_mod.export_library(path, fcompile=tar)
                     results.append(BuilderResult(path, None))
@@ -228,26 +289,67 @@ def _ms_classes():
             return results
 
     @derived_object
+    class InProcessRunner(PyRunner):
+        """Times the candidates of :class:`InProcessBuilder` (``in_memory=True``) in this process, as
+        MetaSchedule's LocalRunner does in its worker (random inputs, ``time_evaluator`` with the evaluator
+        config), without a worker process, export or linking: about 1-2 s less per candidate here. A
+        candidate that crashes takes the process down: run under ``isolate=True`` to be shielded."""
+
+        def __init__(self, evaluator_config=None, alloc_repeat: int = 1):
+            super().__init__()
+            from tvm.s_tir.meta_schedule.runner import EvaluatorConfig
+
+            self.evaluator_config = EvaluatorConfig._normalized(evaluator_config)
+            self.alloc_repeat = alloc_repeat
+
+        def run(self, runner_inputs):
+            futures = []
+            for ri in runner_inputs:
+                rt_mod = _INPROC_ARTIFACTS.pop(str(ri.artifact_path), None)
+                try:
+                    if rt_mod is None:
+                        raise RuntimeError(f"no in-process artifact {ri.artifact_path!r}")
+                    dev = tvm.runtime.device(str(ri.device_type), 0)
+                    args = default_alloc_argument(dev, tuple(a.as_json() for a in ri.args_info), self.alloc_repeat)
+                    costs = run_evaluator_common(rt_mod, dev, self.evaluator_config, args)
+                    futures.append(LocalRunnerFuture(res=costs, error_message=None))
+                except Exception as exc:
+                    futures.append(LocalRunnerFuture(res=None, error_message=f"InProcessRunner: {type(exc).__name__}: "
+                                                                             f"{exc}"))
+            return futures
+
+    @derived_object
     class TuningMonitor(PyMeasureCallback):
         """Keeps the first build/run errors (for the note) and terminates the task once the wall-clock
-        deadline has passed (checked after each measured batch)."""
+        deadline has passed (checked after each measured batch).
+
+        A task whose search comes back with no new candidate (its design space is exhausted: small injective
+        kernels after a trial or two) is terminated at once: MetaSchedule would otherwise keep asking, a few
+        seconds each time, until its retry limit."""
 
         def __init__(self, deadline: float):
             super().__init__()
             self.deadline = deadline
             self.hit = False
+            self.exhausted = 0
             self.errors: list[str] = []
 
         def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+            if len(measure_candidates) == 0 and not task_scheduler.tasks_[task_id].is_terminated:
+                self.exhausted += 1
+                task_scheduler.terminate_task(task_id)
             for br, rr in zip(builder_results, runner_results):
                 msg = br.error_msg or (rr.error_msg if rr is not None else None)
                 if msg and len(self.errors) < 3:
                     self.errors.append(" ".join(str(msg).split())[:300])
             if time.time() >= self.deadline:
                 self.hit = True
-                task_scheduler.terminate_task(task_id)
+                # every task still open (a Relax model has several), the current one included
+                for i, rec in enumerate(task_scheduler.tasks_):
+                    if not rec.is_terminated:
+                        task_scheduler.terminate_task(i)
 
-    _MS_CLASSES.update(InProcessBuilder=InProcessBuilder, TuningMonitor=TuningMonitor)
+    _MS_CLASSES.update(InProcessBuilder=InProcessBuilder, InProcessRunner=InProcessRunner, TuningMonitor=TuningMonitor)
     return _MS_CLASSES
 
 
@@ -300,7 +402,37 @@ def _ms_logging():
                 lg.addHandler(h)
 
 
-def _tune(mod, tgt, trials: int, work_dir: str, seconds: float | None, runner, seed: int) -> dict[str, Any]:
+MS_EVALUATOR = {"number": 3, "repeat": 1, "min_repeat_ms": 20}  # how MetaSchedule measures each candidate
+
+
+def make_runner(spec: _TargetSpec, kind: str | None = None, rpc_session_timeout: float = 120.0):
+    """The MetaSchedule runner for a target: ``(runner, in_memory)``.
+
+    RPC targets: ``RPCRunner`` through the tracker. Local targets: ``kind`` (default: ``$SYNO_MS_RUNNER``,
+    else ``"local"``) is ``"local"`` (MetaSchedule's ``LocalRunner``: a worker process loads each exported
+    candidate, so a candidate that crashes only fails its trial) or ``"inprocess"`` (:class:`InProcessRunner`,
+    paired with an in-memory :class:`InProcessBuilder`: no worker, export or linking, 1-2 s less per
+    candidate, which matters for models made of many small kernels; but a crashing candidate, e.g. one
+    calling a missing extern symbol, takes the process down: use it under ``isolate=True``)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    evaluator = ms.runner.EvaluatorConfig(**MS_EVALUATOR)
+    if spec.kind == "rpc":
+        return ms.runner.RPCRunner(
+            rpc_config=ms.runner.RPCConfig(tracker_host=spec.host, tracker_port=spec.port, tracker_key=spec.key,
+                                           session_timeout_sec=int(rpc_session_timeout)),
+            evaluator_config=evaluator,
+        ), False
+    kind = kind or os.environ.get("SYNO_MS_RUNNER") or "local"
+    if kind == "inprocess":
+        return _ms_classes()["InProcessRunner"](evaluator), True
+    if kind == "local":
+        return ms.runner.LocalRunner(timeout_sec=60, evaluator_config=evaluator), False
+    raise ValueError(f"unknown runner {kind!r}: 'inprocess' or 'local'")
+
+
+def _tune(mod, tgt, trials: int, work_dir: str, seconds: float | None, runner, seed: int,
+          in_memory: bool = False) -> dict[str, Any]:
     """Tune ``mod`` into the JSON database; returns the best schedule's module and bookkeeping."""
     from tvm.s_tir import meta_schedule as ms
 
@@ -324,7 +456,7 @@ def _tune(mod, tgt, trials: int, work_dir: str, seconds: float | None, runner, s
                 work_dir=work_dir,
                 max_trials_global=trials - have,
                 num_trials_per_iter=per_iter,
-                builder=classes["InProcessBuilder"](),
+                builder=classes["InProcessBuilder"](in_memory),
                 runner=runner,
                 database=db,
                 cost_model="xgb",
@@ -335,6 +467,7 @@ def _tune(mod, tgt, trials: int, work_dir: str, seconds: float | None, runner, s
             )
         info["deadline_hit"] = bool(monitor.hit)
         info["errors"] = list(monitor.errors)
+        _INPROC_ARTIFACTS.clear()  # candidates built but never run (a terminated task)
         db = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")  # re-read from disk
     recs = _records_for(db, mod, tgt)
     info["new_trials"] = max(0, len(recs) - have)
@@ -418,6 +551,7 @@ def tune_and_time(
     isolate: bool = False,
     isolate_grace_s: float = 120.0,
     rpc_session_timeout: float = 120.0,
+    runner: str | None = None,
 ) -> Latency:
     """Tune (``trials > 0``) and time a program dict / PrimFunc / IRModule / ``(inputs, out)`` TE pair.
 
@@ -425,6 +559,8 @@ def tune_and_time(
     ``seconds``: tuning time budget (soft, checked after each batch; hard when ``isolate=True``).
     ``build_target``: what to compile for when ``target`` is ``rpc:...`` (default: the host llvm target).
     ``isolate``: run in a child process, killed after ``seconds + isolate_grace_s`` (no limit without ``seconds``).
+    ``runner``: how candidates are measured on a local target, ``"local"`` (default: a worker process) or
+    ``"inprocess"`` (faster, not crash-proof; see :func:`make_runner`).
     Never raises: a failure gives ``median_ms=None`` with the reason in ``note``."""
     name = target if isinstance(target, str) else str(target)
     try:
@@ -434,8 +570,10 @@ def tune_and_time(
         return Latency.failed(str(target), f"target: {exc}")
     if isolate:
         return _run_isolated(
-            program_or_primfunc, target, trials, work_dir, seconds, protocol, build_target, seed, isolate_grace_s
+            program_or_primfunc, target, trials, work_dir, seconds, protocol, build_target, seed, isolate_grace_s,
+            runner,
         )
+    runner_kind = runner
     stage = "lower"
     tuned_trials, tuning_s, reused, notes = 0, None, False, []
     try:
@@ -447,6 +585,9 @@ def tune_and_time(
         stage = "target"
         if spec.kind == "rpc":
             tgt = make_target(build_target if build_target is not None else "llvm")
+            why = tracker_unreachable(spec)
+            if why:
+                return Latency.failed(name, f"target: {why}")
         else:
             tgt = make_target(target)
             if tgt.kind.name == "cuda" and not tvm.cuda(0).exist:
@@ -456,24 +597,12 @@ def tune_and_time(
             stage = "tune"
             from tvm.s_tir import meta_schedule as ms
 
-            evaluator = ms.runner.EvaluatorConfig(number=3, repeat=1, min_repeat_ms=20)
-            if spec.kind == "rpc":
-                runner = ms.runner.RPCRunner(
-                    rpc_config=ms.runner.RPCConfig(
-                        tracker_host=spec.host,
-                        tracker_port=spec.port,
-                        tracker_key=spec.key,
-                        session_timeout_sec=int(rpc_session_timeout),
-                    ),
-                    evaluator_config=evaluator,
-                )
-            else:
-                runner = ms.runner.LocalRunner(timeout_sec=60, evaluator_config=evaluator)
+            runner, in_memory = make_runner(spec, runner_kind, rpc_session_timeout)
             wd = work_dir or DEFAULT_WORK_DIR
             if spec.kind == "rpc":  # records measured on a board stay apart from the host's (same Target)
                 wd = os.path.join(wd, "rpc-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in spec.key))
             try:
-                info = _tune(mod, tgt, int(trials), wd, seconds, runner, seed)
+                info = _tune(mod, tgt, int(trials), wd, seconds, runner, seed, in_memory)
             finally:
                 _close_runner(runner)
             tuned_trials, tuning_s, reused = info["records"], info["tuning_s"], info["reused"]
@@ -546,7 +675,8 @@ def _time_remote(exe, func, tgt, spec: _TargetSpec, protocol: TimingProtocol, ti
 # --------------------------------------------------------------------------------------------------
 
 
-def _run_isolated(obj, target, trials, work_dir, seconds, protocol, build_target, seed, grace) -> Latency:
+def _run_isolated(obj, target, trials, work_dir, seconds, protocol, build_target, seed, grace,
+                  runner=None) -> Latency:
     name = target if isinstance(target, str) else str(target)
     try:
         import tvm
@@ -563,6 +693,7 @@ def _run_isolated(obj, target, trials, work_dir, seconds, protocol, build_target
             "protocol": dataclasses.asdict(protocol),
             "build_target": bt_payload,
             "seed": seed,
+            "runner": runner,
         }
     except Exception as exc:
         return Latency.failed(name, f"lower: {type(exc).__name__}: {exc}")
@@ -609,6 +740,7 @@ def _child_main(job_path: str, out_path: str) -> None:
         protocol=TimingProtocol(**job["protocol"]),
         build_target=job["build_target"],
         seed=job["seed"],
+        runner=job.get("runner"),
     )
     with open(out_path, "w") as f:
         json.dump(lat.to_dict(), f)
@@ -671,6 +803,263 @@ def compare(operator, baseline, target: Any = "llvm", trials: int = 0, work_dir:
     op = tune_and_time(operator, target, trials, work_dir, seconds, **kwargs)
     base = tune_and_time(baseline, target, trials, work_dir, seconds, **kwargs)
     return {"operator": op, "baseline": base, "speedup": speedup(base, op)}
+
+
+# --------------------------------------------------------------------------------------------------
+# one operator, every device: the metrics as MLflow logs them
+# --------------------------------------------------------------------------------------------------
+
+
+def infer_baseline(program: Mapping[str, Any], kernel_size: int | None = None) -> dict[str, Any] | None:
+    """The layer an operator of this program's shapes replaces, or None when there is no obvious one.
+
+    * ``[N, C_in, H, W] -> [N, C_out, H', W']`` with ``H' = ceil(H / s)``, ``W' = ceil(W / s)`` (same ``s``):
+      conv2d NCHW, ``k x k`` (``kernel_size``, default 3), zero padding ``k // 2``, stride ``s``, no bias;
+    * ``[N, C_in] -> [N, C_out]``: dense (``x @ w.T``, torch's Linear without bias).
+
+    Returns ``{"kind": "conv2d", "N":, "C_in":, "C_out":, "H":, "W":, "k":, "stride":}`` or
+    ``{"kind": "dense", "N":, "C_in":, "C_out":}``."""
+    i, o = [int(v) for v in program["input"]["shape"]], [int(v) for v in program["output"]["shape"]]
+    if len(i) == 4 and len(o) == 4 and i[0] == o[0]:
+        N, C_in, H, W = i
+        _, C_out, Ho, Wo = o
+        k = int(kernel_size or 3)
+        for s in range(1, max(H, W) + 1):
+            if -(-H // s) == Ho and -(-W // s) == Wo:
+                return {"kind": "conv2d", "N": N, "C_in": C_in, "C_out": C_out, "H": H, "W": W, "k": k, "stride": s}
+        return None
+    if len(i) == 2 and len(o) == 2 and i[0] == o[0]:
+        return {"kind": "dense", "N": i[0], "C_in": i[1], "C_out": o[1]}
+    return None
+
+
+def _baseline_kernel(desc: Mapping[str, Any]):
+    if desc["kind"] == "conv2d":
+        return conv2d_nchw_te(desc["N"], desc["C_in"], desc["C_out"], desc["H"], desc["W"], desc["k"],
+                              stride=desc["stride"])
+    return dense_te(desc["N"], desc["C_in"], desc["C_out"])
+
+
+def _baseline_module(desc: Mapping[str, Any]):
+    from torch import nn
+
+    if desc["kind"] == "conv2d":
+        return nn.Conv2d(desc["C_in"], desc["C_out"], desc["k"], stride=desc["stride"], padding=desc["k"] // 2,
+                         bias=False)
+    return nn.Linear(desc["C_in"], desc["C_out"], bias=False)
+
+
+def _describe(desc: Mapping[str, Any]) -> str:
+    if desc["kind"] == "conv2d":
+        return (f"conv2d {desc['C_in']}->{desc['C_out']} {desc['H']}x{desc['W']} k={desc['k']} "
+                f"s={desc['stride']} N={desc['N']}")
+    return f"dense {desc['C_in']}->{desc['C_out']} N={desc['N']}"
+
+
+def _torch_device(target: Any) -> tuple[str | None, str]:
+    """(torch device for the Inductor timing of this target, or None; the reason when None)."""
+    spec = parse_target(target)
+    if spec.kind == "rpc":
+        return None, "inductor: not available on a remote (RPC) board"
+    try:
+        from syno_automl.codegen.tvm import make_target
+
+        kind = make_target(target).kind.name
+    except Exception as exc:
+        return None, f"inductor: target: {exc}"
+    if kind in ("llvm", "c"):
+        return "cpu", ""
+    if kind == "cuda":
+        import torch
+
+        return ("cuda", "") if torch.cuda.is_available() else (None, "inductor: no CUDA device for torch")
+    return None, f"inductor: no torch device for target kind {kind}"
+
+
+def measure_operator(
+    op,
+    mapping: Any = None,
+    *,
+    baseline: Any = "auto",
+    torch_baseline: Any = None,
+    targets: Sequence[Any] = ("llvm",),
+    trials: int = 0,
+    work_dir: str | None = None,
+    seconds: float | None = None,
+    inductor: bool = True,
+    kernel_size: int | None = None,
+    protocol: TimingProtocol = PROTOCOL,
+    isolate: bool = False,
+    seed: int = 0,
+    runner: str | None = None,
+    details: bool = False,
+) -> dict[str, Any]:
+    """Tuned latency of an operator and of the layer it replaces, on every target, as MLflow metrics.
+
+    ``op``: an :class:`~syno_automl.space.Operator` (lowered with ``op.program(mapping)``) or a program dict.
+    ``baseline``: ``"auto"`` (inferred from the program's shapes, :func:`infer_baseline`: conv2d NCHW of the
+    same shape for conv specs, dense for linear specs), ``"conv2d"``, ``"dense"`` (the same, but it must
+    match), ``None`` (no speedups), or an explicit kernel: a PrimFunc / IRModule / ``(inputs, out)`` TE pair /
+    program dict, or a callable ``program -> kernel``. ``torch_baseline``: the torch module (or callable
+    ``program -> module``) timed under Inductor against ``op.to_module(mapping)``; built automatically for
+    conv2d/dense baselines. ``kernel_size``: ``k`` of the conv baseline (default: the mapping's ``k``, else 3).
+
+    Every kernel (operator and baseline, each target) is tuned with ``trials`` MetaSchedule trials (and the
+    ``seconds`` tuning budget) and timed with ``protocol``: see :func:`tune_and_time` (also for ``isolate``
+    and ``runner``).
+
+    Returns, for each target with ``<device>`` = :func:`device_name` (``llvm``, ``cuda``, ``rpc-KEY``)::
+
+        {"latency_ms.<device>": float | None,            # the operator, TVM-tuned
+         "speedup.<device>": float | None,               # baseline / operator, same budget and protocol
+         "latency_ms.inductor-<device>": float | None,   # the operator's torch module under torch.compile
+         "speedup.inductor-<device>": float | None,      # torch baseline / operator, both under torch.compile
+         "notes": {metric name: why it is missing, ...}} # only for missing values
+    (the inductor keys only with ``inductor=True``), plus ``"details": {name: Latency.to_dict()}`` with
+    ``details=True`` (names ``operator.<device>``, ``baseline.<device>``, ``operator.inductor-<device>``,
+    ``baseline.inductor-<device>``). Never raises for a tuning/build/timing failure."""
+    result: dict[str, Any] = {}
+    notes: dict[str, str] = {}
+    info: dict[str, Any] = {}
+    module = None
+    try:
+        if isinstance(op, Mapping):
+            program = json.loads(json.dumps(op))
+        else:
+            program = op.program(mapping)
+            if kernel_size is None:
+                try:
+                    full = op.space.mapping(mapping) if isinstance(mapping, int) else (
+                        {**op.space.mapping(0), **dict(mapping)} if mapping is not None else op.space.mapping(0))
+                    kernel_size = full.get("k")
+                except Exception:
+                    kernel_size = None
+    except Exception as exc:
+        reason = f"lower: {type(exc).__name__}: {exc}"
+        for t in targets:
+            dev = _safe_device_name(t)
+            keys = [f"latency_ms.{dev}", f"speedup.{dev}"]
+            if inductor:
+                keys += [f"latency_ms.inductor-{dev}", f"speedup.inductor-{dev}"]
+            for key in keys:
+                result[key] = None
+                notes[key] = reason
+        result["notes"] = notes
+        return result
+
+    # the baseline kernel (TVM) and module (torch)
+    base_kernel, base_reason, desc = None, "", None
+    try:
+        if baseline is None:
+            base_reason = "no baseline asked"
+        elif isinstance(baseline, str):
+            desc = infer_baseline(program, kernel_size)
+            if baseline not in ("auto", "conv2d", "dense"):
+                raise ValueError(f"unknown baseline {baseline!r} (auto, conv2d, dense, None, a kernel or a callable)")
+            if desc is None or (baseline != "auto" and desc["kind"] != baseline):
+                raise ValueError(f"no {'' if baseline == 'auto' else baseline + ' '}baseline for "
+                                 f"{program['input']['shape']} -> {program['output']['shape']}")
+            base_kernel = _baseline_kernel(desc)
+            info["baseline"] = _describe(desc)
+        elif callable(baseline) and not _is_kernel(baseline):
+            base_kernel = baseline(program)
+        else:
+            base_kernel = baseline
+    except Exception as exc:
+        base_reason = f"baseline: {type(exc).__name__}: {exc}"
+    base_module, module_reason = None, ""
+    if inductor:
+        try:
+            if torch_baseline is not None:
+                import torch
+
+                base_module = torch_baseline if isinstance(torch_baseline, torch.nn.Module) else torch_baseline(program)
+            elif desc is not None:
+                base_module = _baseline_module(desc)
+            else:
+                module_reason = base_reason or "inductor: no torch baseline for an explicit kernel baseline"
+        except Exception as exc:
+            module_reason = f"inductor baseline: {type(exc).__name__}: {exc}"
+
+    torch_cache: dict[str, tuple[Latency, Latency | None]] = {}
+    for t in targets:
+        dev = _safe_device_name(t)
+        lat_key, sp_key = f"latency_ms.{dev}", f"speedup.{dev}"
+        op_lat = tune_and_time(program, t, trials, work_dir, seconds, protocol=protocol, isolate=isolate, seed=seed,
+                               runner=runner)
+        result[lat_key] = op_lat.median_ms
+        if not op_lat.ok:
+            notes[lat_key] = op_lat.note
+        info[f"operator.{dev}"] = op_lat.to_dict()
+        base_lat = None
+        if base_kernel is not None:
+            base_lat = tune_and_time(base_kernel, t, trials, work_dir, seconds, protocol=protocol, isolate=isolate,
+                                     seed=seed, runner=runner)
+            info[f"baseline.{dev}"] = base_lat.to_dict()
+        result[sp_key] = speedup(base_lat, op_lat) if base_lat is not None else None
+        if result[sp_key] is None:
+            notes[sp_key] = base_reason or (f"baseline: {base_lat.note}" if base_lat is not None and not base_lat.ok
+                                            else f"operator: {op_lat.note}")
+        if not inductor:
+            continue
+        ind_lat_key, ind_sp_key = f"latency_ms.inductor-{dev}", f"speedup.inductor-{dev}"
+        tdev, why = _torch_device(t)
+        if tdev is None:
+            result[ind_lat_key] = result[ind_sp_key] = None
+            notes[ind_lat_key] = notes[ind_sp_key] = why
+            continue
+        if tdev not in torch_cache:
+            import torch
+
+            x = torch.randn(*program["input"]["shape"], device=tdev, generator=None)
+            try:
+                if module is None:
+                    module = op.to_module(mapping) if not isinstance(op, Mapping) else _module_from_program(program)
+                ind_op = time_torch(module.to(tdev).eval(), (x,), compile=True, protocol=protocol)
+            except Exception as exc:
+                ind_op = Latency.failed(f"inductor-{tdev}", f"module: {type(exc).__name__}: {exc}")
+            ind_base = None
+            if base_module is not None:
+                ind_base = time_torch(base_module.to(tdev).eval(), (x,), compile=True, protocol=protocol)
+            torch_cache[tdev] = (ind_op, ind_base)
+        ind_op, ind_base = torch_cache[tdev]
+        result[ind_lat_key] = ind_op.median_ms
+        if not ind_op.ok:
+            notes[ind_lat_key] = ind_op.note
+        result[ind_sp_key] = speedup(ind_base, ind_op) if ind_base is not None else None
+        if result[ind_sp_key] is None:
+            notes[ind_sp_key] = module_reason or (f"baseline: {ind_base.note}" if ind_base is not None
+                                                  and not ind_base.ok else f"operator: {ind_op.note}")
+        info[f"operator.inductor-{dev}"] = ind_op.to_dict()
+        if ind_base is not None:
+            info[f"baseline.inductor-{dev}"] = ind_base.to_dict()
+    result["notes"] = notes
+    if details:
+        result["details"] = info
+    return result
+
+
+def _safe_device_name(target: Any) -> str:
+    try:
+        return device_name(target)
+    except Exception:
+        return str(target)
+
+
+def _is_kernel(obj: Any) -> bool:
+    """A PrimFunc / IRModule (callable objects in TVM, but kernels here, not factories)."""
+    try:
+        import tvm
+
+        return isinstance(obj, (tvm.IRModule, tvm.tirx.PrimFunc))
+    except Exception:
+        return False
+
+
+def _module_from_program(program: Mapping[str, Any]):
+    from syno_automl.codegen.torch import build_module
+
+    return build_module(program)
 
 
 # --------------------------------------------------------------------------------------------------

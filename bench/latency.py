@@ -1,0 +1,167 @@
+"""Tuned latency of cheaper operators on the seven ResNet-34 3x3 layer shapes (the paper's Fig. 9), batch 1.
+
+    PYTHONPATH=. python bench/latency.py [--trials 8] [--target llvm|cuda|rpc:KEY@host:port] [--samples 20]
+                                         [--pick flops|untuned] [--min-ratio 0.1] [--max-ratio 0.5]
+                                         [--layers 0,1,...] [--runner inprocess|local] [--work-dir DIR] [--quick]
+
+Layers (C_in -> C_out at H x W, 3x3, stride 1, zero padding 1 -- the spec ``[N, C_in, H, W] -> [N, C_out, H, W]``
+of the search, so the stage-entry layers 64->128, 128->256, 256->512 are taken at the output resolution):
+64x56², 64->128 28², 128x28², 128->256 14², 256x14², 256->512 7², 512x7².
+
+Operators, each compiled from its kernel IR (``syno_automl.codegen.tvm``) and tuned with the SAME MetaSchedule
+budget (``--trials`` per kernel) on the same target, timed with ``syno_automl.latency.PROTOCOL``:
+
+* ``conv2d``: the baseline, a TE conv2d NCHW (``latency.conv2d_nchw_te``);
+* ``gconv g=2`` / ``gconv g=4``: ``known.grouped_conv2d`` (weights [g, C_out/g, C_in/g, 3, 3]);
+* two sampled operators: ``--samples`` operators sampled (seed ``--seed``) from one space over the seven
+  layers with FLOPs between ``--min-ratio`` and ``--max-ratio`` of the convolutions' (summed over the layers;
+  the floor keeps out degenerate near-zero-FLOPs operators), the two with the fewest FLOPs (``--pick flops``)
+  or the fastest untuned on the 128x28² layer (``--pick untuned``).
+  Depthwise-separable convolution is two operators (depthwise then pointwise), not one, so it is left out.
+
+Prints a table of latency (ms) and speedup over conv2d per layer, and the geometric-mean speedup of each
+operator. The default budget (8 trials per kernel) keeps the whole run around 20 minutes on 2 shared cores;
+such budgets leave kernels far from tuned (the baseline conv2d too), so figures from it are a smoke test of
+the pipeline. Real runs use hundreds to a few thousand trials per kernel (``--trials 1000``), and the database
+under ``--work-dir`` makes re-runs free. Nothing is asserted: this prints figures.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from syno_automl import OperatorSpace, known  # noqa: E402
+from syno_automl import latency as lat  # noqa: E402
+
+LAYERS = [(64, 64, 56), (64, 128, 28), (128, 128, 28), (128, 256, 14), (256, 256, 14), (256, 512, 7), (512, 512, 7)]
+PRIMARY = ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"]
+SPEC = ("[N, C_in, H, W]", "[N, C_out, H, W]")
+
+
+def layer_name(c_in: int, c_out: int, h: int) -> str:
+    return f"{c_in}x{h}²" if c_in == c_out else f"{c_in}->{c_out} {h}²"
+
+
+def mapping(c_in: int, c_out: int, h: int) -> dict[str, int]:
+    return {"N": 1, "C_in": c_in, "C_out": c_out, "H": h, "W": h}
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def pick_sampled(layers, args, protocol) -> list[tuple[str, object]]:
+    maps = [mapping(*layer) for layer in layers]
+    conv_space = OperatorSpace(*SPEC, PRIMARY, ["k=3: 2", "s=2: 2"], maps, max_depth=args.depth)
+    base = known.conv2d(conv_space).total_flops()
+    space = OperatorSpace(*SPEC, PRIMARY, ["k=3: 2", "s=2: 2"], maps, max_depth=args.depth,
+                          max_flops=args.max_ratio * base, min_flops=args.min_ratio * base)
+    ops = space.sample(args.samples, seed=args.seed, time_limit=120)
+    log(f"sampled {len(ops)} operators with FLOPs ratio in [{args.min_ratio}, {args.max_ratio}] "
+        f"({space.last_report.stop_reason}, {space.last_report.seconds:.1f} s)")
+    if args.pick == "untuned":
+        probe = next((i for i, layer in enumerate(layers) if layer == (128, 128, 28)), len(layers) // 2)
+        scored = []
+        for op in ops:
+            r = lat.tune_and_time(op.program(probe), args.target, trials=0, protocol=protocol)
+            scored.append((r.median_ms if r.ok else math.inf, op))
+        chosen = [op for _, op in sorted(scored, key=lambda t: t[0])[:2]]
+    else:
+        chosen = sorted(ops, key=lambda op: (op.total_flops(), op.hash))[:2]
+    out = []
+    for op in chosen:
+        ratio = op.total_flops() / base
+        log(f"  {op.hash}: FLOPs ratio {ratio:.3f}, {int(op.total_params())} params: {' | '.join(op.primitives)}")
+        out.append((f"{op.hash[:8]} ({ratio:.2f})", op))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=8,
+                    help="MetaSchedule trials per kernel (default 8; real runs: 1000+)")
+    ap.add_argument("--target", default="llvm", help="llvm (default), cuda, rpc:KEY@host:port")
+    ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--pick", choices=["flops", "untuned"], default="flops")
+    ap.add_argument("--min-ratio", type=float, default=0.1)
+    ap.add_argument("--max-ratio", type=float, default=0.5)
+    ap.add_argument("--layers", default="", help="comma-separated layer indices 0-6 (default: all)")
+    ap.add_argument("--runner", choices=["inprocess", "local"], default="inprocess",
+                    help="MetaSchedule runner (inprocess: no worker process per kernel; local: crash-proof)")
+    ap.add_argument("--seconds", type=float, default=None, help="tuning time budget per kernel")
+    ap.add_argument("--work-dir", default=os.path.join(lat.DEFAULT_WORK_DIR, "bench"))
+    ap.add_argument("--quick", action="store_true", help="a shorter timing protocol (repeat 5, min_repeat_ms 10)")
+    args = ap.parse_args()
+
+    layers = [LAYERS[int(i)] for i in args.layers.split(",")] if args.layers else list(LAYERS)
+    protocol = lat.TimingProtocol(warmup=1, number=3, repeat=5, min_repeat_ms=10) if args.quick else lat.PROTOCOL
+    t_start = time.time()
+    import tvm  # noqa: F401  (import cost out of the first measurement)
+
+    gspace = OperatorSpace(*SPEC, PRIMARY, ["k=3: 2", "g=2: 2"], [mapping(*layer) for layer in layers],
+                           max_depth=args.depth)
+    gconv = known.grouped_conv2d(gspace)
+    sampled = pick_sampled(layers, args, protocol)
+
+    columns = ["conv2d", "gconv g=2", "gconv g=4"] + [name for name, _ in sampled]
+    results: dict[tuple[int, str], lat.Latency] = {}
+    for i, (c_in, c_out, h) in enumerate(layers):
+        kernels = {
+            "conv2d": lat.conv2d_nchw_te(1, c_in, c_out, h, h, 3),
+            "gconv g=2": gconv.program({**mapping(c_in, c_out, h), "g": 2}),
+            "gconv g=4": gconv.program({**mapping(c_in, c_out, h), "g": 4}),
+        }
+        for name, op in sampled:
+            kernels[name] = op.program(i)
+        for name, kernel in kernels.items():
+            t0 = time.time()
+            r = lat.tune_and_time(kernel, args.target, args.trials, args.work_dir, args.seconds, protocol=protocol,
+                                  runner=args.runner)
+            results[i, name] = r
+            shown = f"{r.median_ms:.3f} ms" if r.ok else f"missing ({r.note})"
+            log(f"[{time.time() - t_start:6.0f} s] {layer_name(c_in, c_out, h):>14} {name:>18}: {shown} "
+                f"({time.time() - t0:.0f} s; {r.note})")
+
+    # the table
+    width = 18
+    print()
+    print(f"Tuned latency on {args.target}, batch 1, {args.trials} MetaSchedule trials per kernel, "
+          f"protocol {protocol}; ms (speedup over conv2d)")
+    print(f"{'layer':>14} | " + " | ".join(f"{c:>{width}}" for c in columns))
+    print("-" * (17 + (width + 3) * len(columns)))
+    speedups: dict[str, list[float]] = {c: [] for c in columns}
+    for i, layer in enumerate(layers):
+        base = results[i, "conv2d"]
+        cells = []
+        for c in columns:
+            r = results[i, c]
+            if not r.ok:
+                cells.append(f"{'n/a':>{width}}")
+                continue
+            sp = lat.speedup(base, r)
+            if sp is not None:
+                speedups[c].append(sp)
+            cells.append(f"{r.median_ms:>9.3f} ({sp:4.2f}x)" if sp is not None else f"{r.median_ms:>{width}.3f}")
+        print(f"{layer_name(*layer):>14} | " + " | ".join(f"{cell:>{width}}" for cell in cells))
+    print("-" * (17 + (width + 3) * len(columns)))
+    geo = []
+    for c in columns:
+        vals = speedups[c]
+        geo.append(f"{math.exp(sum(map(math.log, vals)) / len(vals)):.2f}x" if vals else "n/a")
+    print(f"{'geomean':>14} | " + " | ".join(f"{g:>{width}}" for g in geo))
+    print(f"\ntotal wall time {time.time() - t_start:.0f} s; tuning records in {args.work_dir}")
+    missing = [(layer_name(*layers[i]), c, r.note) for (i, c), r in results.items() if not r.ok]
+    for name, c, note in missing:
+        print(f"missing: {name} {c}: {note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,282 @@
+"""Lightning callbacks: put a trial's operator into the model, and prune trials that learn too slowly.
+
+Both work in a user's own Trainer:
+
+    trainer = L.Trainer(max_epochs=10, callbacks=[SynoSubstitution(trial, layer=nn.Conv2d, flops_ratio=0.5),
+                                                   SynoPruning(trial, monitor="val_acc", milestones={1: 0.2})])
+    trainer.fit(task, datamodule)
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping, Sequence
+
+import lightning as L
+import optuna
+import torch
+from torch import nn
+
+from syno_automl.optuna import BASELINE_ATTR, suggest_operator
+from syno_automl.placeholder import Substitution, substitute
+from syno_automl.space import Operator
+
+__all__ = ["SynoSubstitution", "SynoPruning", "TrainingTimeLimit", "OperatorBuildError", "BudgetExceededError",
+           "TrainingTooSlowError", "example_batch", "match_output_scale"]
+
+
+class OperatorBuildError(RuntimeError):
+    """The operator's PyTorch module could not be built or run on the model's layers."""
+
+
+class BudgetExceededError(ValueError):
+    """The operator needs more FLOPs than the budget allows relative to the layers it replaces."""
+
+
+class TrainingTooSlowError(TimeoutError):
+    """Training would take (or took) longer than the trial's time limit."""
+
+
+def example_batch(trainer: L.Trainer, pl_module: L.LightningModule) -> Any:
+    """One input batch for a forward pass: the datamodule's first training batch (its first element when the
+    batch is an (inputs, targets) pair), else ``pl_module.example_input_array``."""
+    datamodule = getattr(trainer, "datamodule", None)
+    if datamodule is not None:
+        batch = next(iter(datamodule.train_dataloader()))
+        return batch[0] if isinstance(batch, (tuple, list)) else batch
+    example = getattr(pl_module, "example_input_array", None)
+    if example is not None:
+        return example
+    raise ValueError("SynoSubstitution needs example_input=..., a datamodule passed to fit(), or "
+                     "pl_module.example_input_array to record the layers' sizes")
+
+
+def _placeholder_inputs(sub: Substitution, module: nn.Module, example: Any) -> list[torch.Tensor | None]:
+    """Each placeholder's input during one forward pass of `module` (eval mode, no grad)."""
+    seen: list[torch.Tensor | None] = [None] * len(sub.placeholders)
+    hooks = [ph.register_forward_pre_hook(lambda m, args, i=i: seen.__setitem__(i, args[0].detach()))
+             for i, (_, ph) in enumerate(sub.placeholders)]
+    was_training = module.training
+    try:
+        module.eval()
+        with torch.no_grad():
+            _call(module, example)
+    finally:
+        module.train(was_training)
+        for h in hooks:
+            h.remove()
+    return seen
+
+
+def match_output_scale(sub: Substitution, modules: Sequence[nn.Module], inputs: Sequence[torch.Tensor | None]) -> None:
+    """Rescales each operator module's weights so that its initial output has the standard deviation of the
+    layer it replaces on the same input (each of K weights by ratio ** (1/K)). Operators then start on an
+    equal footing with the original layer: with BatchNorm after a layer, SGD's effective learning rate
+    depends on the weights' scale, and a 2.5x larger initial scale trains several times slower."""
+    with torch.no_grad():
+        for (_, ph), module, x in zip(sub.placeholders, modules, inputs):
+            weights = [p for p in module.parameters() if p.requires_grad]
+            if x is None or not weights or ph.referred_layer is None:
+                continue
+            ref = ph.referred_layer(x).float().std()
+            out = module(x.reshape(-1, x.shape[-1]) if ph.kind == "linear" else x).float().std()
+            if not (torch.isfinite(ref) and torch.isfinite(out)) or ref <= 0 or out <= 0:
+                continue
+            factor = float(ref / out) ** (1.0 / len(weights))
+            for p in weights:
+                p.mul_(factor)
+
+
+class SynoSubstitution(L.Callback):
+    """Replaces the model's `layer` layers by the operator in ``setup``, before the optimizer is created.
+
+    Args:
+        trial_or_operator: an Optuna trial of a SynoSampler study (its operator is taken with
+            ``suggest_operator``; a baseline trial keeps the original layers), an Operator, or None (baseline).
+        layer: the layer type substituted (``nn.Conv2d`` or ``nn.Linear``).
+        example_input: one input batch; default: the datamodule's first training batch.
+        flops_ratio: if given, the operator's FLOPs over the replaced layers' must not exceed it
+            (BudgetExceededError otherwise).
+        match_scale: rescale the operator's initial weights so that its output matches the replaced layer's
+            output scale on the example batch (see match_output_scale); False keeps the code generator's init.
+        substitute_options: passed to ``placeholder.substitute`` (``where``, ``max_depth``, ``kernel_sizes``...);
+            they must describe the same space as the one the operator comes from.
+
+    After setup, ``substitution`` (the Substitution), ``operator``, ``flops``, ``params``, ``baseline_flops``
+    and ``flops_ratio_used`` describe what was done; a trial also gets them as user attrs.
+
+    Example:
+        >>> cb = SynoSubstitution(None, layer=nn.Conv2d)   # baseline: measures, replaces nothing
+        >>> cb.operator is None
+        True
+    """
+
+    def __init__(self, trial_or_operator: optuna.trial.Trial | Operator | None, layer: type = nn.Conv2d, *,
+                 example_input: Any = None, flops_ratio: float | None = None, match_scale: bool = True,
+                 **substitute_options: Any) -> None:
+        super().__init__()
+        self.trial = trial_or_operator if isinstance(trial_or_operator, optuna.trial.Trial) else None
+        self.operator: Operator | None = trial_or_operator if isinstance(trial_or_operator, Operator) else None
+        if trial_or_operator is not None and self.trial is None and self.operator is None:
+            raise TypeError(f"SynoSubstitution needs an optuna Trial, an Operator or None, got "
+                            f"{type(trial_or_operator).__name__}")
+        self.layer = layer
+        self.example_input = example_input
+        self.max_flops_ratio = flops_ratio
+        self.match_scale = match_scale
+        self.substitute_options = substitute_options
+        self.substitution: Substitution | None = None
+        self.flops: int | None = None
+        self.params: int | None = None
+        self.baseline_flops: int | None = None
+        self.flops_ratio_used: float | None = None
+        self._done_for: int | None = None
+
+    def _is_baseline(self) -> bool:
+        return self.trial is not None and bool(self.trial.user_attrs.get(BASELINE_ATTR))
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self._done_for == id(pl_module):
+            return  # fit then validate/test with the same module: substitute once
+        if self.trial is not None and not self._is_baseline():
+            self.operator = suggest_operator(self.trial)
+        example = self.example_input if self.example_input is not None else example_batch(trainer, pl_module)
+        example = example.to(pl_module.device) if isinstance(example, torch.Tensor) else example
+        sub = substitute(pl_module, self.layer, example, **self.substitute_options)
+        self.substitution = sub
+        self.baseline_flops = sub.baseline_flops
+        if self.operator is None:
+            self.flops, self.flops_ratio_used = sub.baseline_flops, 1.0
+            self.params = sum(p.numel() for _, ph in sub.placeholders for p in ph.referred_layer.parameters())
+            sub.restore()
+        else:
+            op = self.operator
+            try:
+                self.flops = sub.operator_flops(op)
+                self.params = sub.operator_params(op)
+            except Exception as e:
+                sub.restore()
+                raise OperatorBuildError(f"operator {op.hash}: cannot size it for the model's layers: {e}") from e
+            self.flops_ratio_used = self.flops / sub.baseline_flops if sub.baseline_flops else math.inf
+            if self.max_flops_ratio is not None and self.flops_ratio_used > self.max_flops_ratio * (1 + 1e-9):
+                sub.restore()
+                raise BudgetExceededError(f"operator {op.hash} needs {self.flops_ratio_used:.3f}x the FLOPs of the "
+                                          f"replaced layers, above the budget {self.max_flops_ratio}x")
+            try:
+                inputs = _placeholder_inputs(sub, pl_module, example) if self.match_scale else []
+                modules = sub.apply(op)
+                if self.match_scale:
+                    match_output_scale(sub, modules, inputs)
+                with torch.no_grad():  # fail here, with the operator named, rather than in the first step
+                    was_training = pl_module.training
+                    pl_module.eval()
+                    _call(pl_module, example)
+                    pl_module.train(was_training)
+            except Exception as e:
+                sub.restore()
+                raise OperatorBuildError(f"operator {op.hash} failed to build or run: {type(e).__name__}: {e}") \
+                    from e
+        self._done_for = id(pl_module)
+        if self.trial is not None:
+            for key, value in (("syno.flops", self.flops), ("syno.params", self.params),
+                               ("syno.baseline_flops", self.baseline_flops),
+                               ("syno.flops_ratio", self.flops_ratio_used)):
+                self.trial.set_user_attr(key, value)
+
+
+def _call(module: nn.Module, example: Any) -> Any:
+    if isinstance(example, Mapping):
+        return module(**example)
+    if isinstance(example, (tuple, list)):
+        return module(*example)
+    return module(example)
+
+
+class SynoPruning(L.Callback):
+    """Reports ``monitor`` to the trial after every validation epoch and prunes the trial when it falls
+    below an accuracy milestone (``{epoch: min_value}``, epochs counted from 1, as the original's early
+    termination) or when the study's pruner says so.
+
+    For a minimized monitor (a loss) pass ``mode="min"``: a milestone is then a maximum. Multi-objective
+    studies cannot report intermediate values; only the milestones apply there.
+
+    Example:
+        >>> SynoPruning(None, milestones={1: 0.2, 3: 0.5}).milestones
+        {1: 0.2, 3: 0.5}
+    """
+
+    def __init__(self, trial: optuna.trial.Trial | None, monitor: str = "val_acc",
+                 milestones: Mapping[int, float] | None = None, mode: str = "max",
+                 use_pruner: bool = True) -> None:
+        super().__init__()
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+        self.trial = trial
+        self.monitor = monitor
+        self.milestones = {int(k): float(v) for k, v in (milestones or {}).items()}
+        if any(k < 1 for k in self.milestones):
+            raise ValueError(f"milestone epochs count from 1, got {sorted(self.milestones)}")
+        self.mode = mode
+        self.use_pruner = use_pruner
+        self.history: list[float] = []
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        value = trainer.callback_metrics.get(self.monitor)
+        if value is None:
+            raise KeyError(f"SynoPruning monitors {self.monitor!r} but the module logged only "
+                           f"{sorted(trainer.callback_metrics)}")
+        value = float(value)
+        epoch = trainer.current_epoch + 1
+        self.history.append(value)
+        if self.trial is not None and len(self.trial.study.directions) == 1:
+            self.trial.report(value, step=epoch)
+        threshold = self.milestones.get(epoch)
+        if threshold is not None and (value < threshold if self.mode == "max" else value > threshold):
+            sign = "<" if self.mode == "max" else ">"
+            raise optuna.TrialPruned(f"{self.monitor}={value:.4f} {sign} {threshold} at epoch {epoch} (milestone)")
+        if (self.trial is not None and self.use_pruner and len(self.trial.study.directions) == 1
+                and self.trial.should_prune()):
+            raise optuna.TrialPruned(f"{self.monitor}={value:.4f} at epoch {epoch}: pruned by the study's pruner")
+
+
+class TrainingTimeLimit(L.Callback):
+    """Fails training that cannot finish within `seconds`: after `probe_steps` steps the total time is projected
+    from the steps done (an operator 100x slower than the layer it replaces is rejected in seconds, not after
+    the limit), and training is stopped at the limit anyway. Raises TrainingTooSlowError.
+
+    Example:
+        >>> TrainingTimeLimit(60).seconds
+        60.0
+    """
+
+    def __init__(self, seconds: float, probe_steps: int = 2) -> None:
+        super().__init__()
+        if not seconds > 0:
+            raise ValueError(f"the time limit must be positive, got {seconds}")
+        self.seconds = float(seconds)
+        self.probe_steps = probe_steps
+        self._start: float | None = None
+        self._steps = 0
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        import time
+
+        self._start, self._steps = time.monotonic(), 0
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        import time
+
+        if self._start is None:
+            return
+        self._steps += 1
+        elapsed = time.monotonic() - self._start
+        total = trainer.estimated_stepping_batches
+        if self._steps == self.probe_steps and math.isfinite(total):
+            projected = elapsed / self._steps * total
+            if projected > self.seconds:
+                raise TrainingTooSlowError(f"training would take about {projected:.0f} s ({elapsed / self._steps:.2f} s "
+                                           f"per step), over the {self.seconds:.0f} s limit")
+        if elapsed > self.seconds:
+            raise TrainingTooSlowError(f"training stopped at the {self.seconds:.0f} s limit after {self._steps} steps")

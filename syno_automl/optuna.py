@@ -1,0 +1,308 @@
+"""SynoSampler: an Optuna sampler proposing Syno operators by MCTS, with state rebuilt from the study's trials.
+
+The operator of a trial is chosen in `before_trial` and stored on it: system attr ``syno:operator`` (the JSON),
+user attrs ``syno.hash`` and ``syno.operator`` (the same JSON, readable: it lists the primitives). The objective
+reads it with `suggest_operator(trial)`. Any number of processes may share one storage: every decision rebuilds
+(incrementally) the search tree from the trials, RUNNING trials count as virtual loss, and an operator held by
+any other trial is never proposed again (a write-then-check protocol resolves simultaneous picks).
+
+Example:
+    >>> import optuna
+    >>> from syno_automl import OperatorSpace
+    >>> space = OperatorSpace("[N, C_in]", "[N, C_out]", primary=["N: 0", "C_in: 2", "C_out: 2"],
+    ...                       coefficients=["k=2: 1"], mappings=[{"N": 4, "C_in": 8, "C_out": 8}], max_depth=4)
+    >>> study = optuna.create_study(direction="maximize", sampler=SynoSampler(space, seed=0))
+    >>> study.optimize(lambda trial: 1.0 / (1 + suggest_operator(trial).depth), n_trials=3)
+    >>> len({t.user_attrs["syno.hash"] for t in study.trials})
+    3
+"""
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+from typing import Any, Sequence
+
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.study import Study, StudyDirection
+from optuna.trial import FrozenTrial, Trial, TrialState
+
+from syno_automl.errors import EmptySpaceError, OperatorFormatError
+from syno_automl.search.mcts import MCTS, Observation, SearchExhaustedError
+from syno_automl.search.reward import Reward
+from syno_automl.space import Operator, OperatorSpace
+
+__all__ = ["SynoSampler", "suggest_operator", "operator_json_of", "Reward", "OPERATOR_ATTR", "BASELINE_ATTR",
+           "HASH_ATTR", "OPERATOR_USER_ATTR"]
+
+OPERATOR_ATTR = "syno:operator"      # system attr: the operator JSON (what suggest_operator reads)
+LEAF_ATTR = "syno:leaf"              # system attr: steps of the operator's path inside the MCTS tree
+SOURCE_ATTR = "syno:source"          # system attr: "mcts" | "fallback" | "enqueued"
+ERROR_ATTR = "syno:error"            # system attr: why no operator could be given to this trial
+HASH_ATTR = "syno.hash"              # user attr
+OPERATOR_USER_ATTR = "syno.operator"  # user attr: the JSON (enqueue_trial({}, user_attrs={...: json}) to pick it)
+BASELINE_ATTR = "syno.baseline"      # user attr: True on the trial that evaluates the original layers
+_RETRY_HISTORY = "retry_history"     # written by optuna.storages.RetryHeartbeatStaleTrialCallback
+_MAX_CONFLICTS = 16
+_log = logging.getLogger(__name__)
+
+
+def operator_json_of(trial: FrozenTrial) -> str | None:
+    """The operator JSON held by a trial: assigned (system attr) or requested by enqueue_trial (user attr)."""
+    text = trial.system_attrs.get(OPERATOR_ATTR)
+    if text is None:
+        text = trial.user_attrs.get(OPERATOR_USER_ATTR)
+    return text if isinstance(text, str) else None
+
+
+def _path_and_hash(text: str) -> tuple[tuple[str, ...], str] | None:
+    try:
+        data = json.loads(text)
+        return tuple(data["path"]), str(data["hash"])
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+class SynoSampler(BaseSampler):
+    """Proposes one operator of `space` per trial by MCTS; other parameters go to `independent_sampler`.
+
+    Args:
+        space: the OperatorSpace searched (e.g. ``substitute(model, nn.Conv2d, x).space``).
+        seed: makes the proposals reproducible: they depend on (seed, trial number, the study's trials).
+        exploration: the UCB1-tuned constant.
+        reward: maps a finished trial to [0, 1]; default: accuracy in [0, 1] with power 2 for a maximized
+            objective, a loss in [0, 10] for a minimized one. Failed and pruned trials get its low constants.
+        independent_sampler: samples the objective's other parameters (RandomSampler by default).
+        widening, widening_power: progressive widening, ceil(widening * N ** widening_power) children.
+        virtual_loss: visits with reward 0 that each RUNNING trial adds along its path.
+
+    Example:
+        >>> sampler = SynoSampler(OperatorSpace("[N, C_in]", "[N, C_out]", primary=["N: 0", "C_in: 2",
+        ...     "C_out: 2"], coefficients=["k=2: 1"], mappings=[{"N": 4, "C_in": 8, "C_out": 8}], max_depth=4), seed=1)
+        >>> study = optuna.create_study(direction="maximize", sampler=sampler)
+        >>> study.enqueue_trial({}, user_attrs={BASELINE_ATTR: True})   # the original layer: no operator
+        >>> trial = study.ask(); BASELINE_ATTR in trial.user_attrs
+        True
+    """
+
+    def __init__(self, space: OperatorSpace, *, seed: int | None = None, exploration: float = 1.0,
+                 reward: Reward | None = None, independent_sampler: BaseSampler | None = None,
+                 widening: float = 1.0, widening_power: float = 0.5, virtual_loss: int = 1) -> None:
+        if not isinstance(space, OperatorSpace):
+            raise TypeError(f"SynoSampler needs an OperatorSpace, got {type(space).__name__}")
+        if reward is not None and not isinstance(reward, Reward):
+            raise TypeError(f"reward must be a syno_automl Reward, got {type(reward).__name__}")
+        self.space = space
+        self.seed = secrets.randbits(32) if seed is None else int(seed)
+        self.reward = reward
+        self._tree_options = dict(exploration=exploration, widening=widening, widening_power=widening_power,
+                                  virtual_loss=virtual_loss)
+        self._independent = independent_sampler or RandomSampler(seed=self.seed)
+        self._lock = threading.RLock()
+        self._operators: dict[str, Operator] = {}
+        self._reset(None)
+        MCTS(space, seed=self.seed, **self._tree_options)  # validates the options now, not at the first trial
+
+    def _reset(self, key: Any) -> None:
+        self._study_key = key
+        self._tree = MCTS(self.space, seed=self.seed, **self._tree_options)
+        self._seen: dict[int, Observation | None] = {}  # finished trial number -> observation added (or None)
+        self._finished_hashes: dict[int, str] = {}
+
+    # -- Optuna's sampler interface ---------------------------------------------------------------------
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        return {}
+
+    def sample_relative(self, study: Study, trial: FrozenTrial,
+                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        return {}
+
+    def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
+        return self._independent.sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
+                    values: Sequence[float] | None) -> None:
+        self._independent.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        # Proposals depend on (seed, trial number) only, so threads sharing this sampler need no new seed.
+        self._independent.reseed_rng()
+
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        """Assigns the trial's operator. Never raises for a search problem: suggest_operator reports it."""
+        if trial.user_attrs.get(BASELINE_ATTR) or OPERATOR_ATTR in trial.system_attrs:
+            return  # the baseline, or a retried trial (its system attrs were copied from the failed one)
+        requested = trial.user_attrs.get(OPERATOR_USER_ATTR)
+        with self._lock:
+            try:
+                if requested is not None:
+                    self._assign_requested(study, trial, requested)
+                else:
+                    self._assign_fresh(study, trial)
+            except Exception as e:  # raising here would leave a RUNNING trial with no heartbeat behind
+                _log.warning("SynoSampler: no operator for trial %d: %s: %s", trial.number, type(e).__name__, e)
+                try:
+                    self._fail_assignment(study, trial, e)
+                except Exception:
+                    pass  # the trial fails in suggest_operator ("has no operator")
+
+    # -- assignment -----------------------------------------------------------------------------------
+    def _set_system(self, study: Study, trial: FrozenTrial, key: str, value: Any) -> None:
+        study._storage.set_trial_system_attr(trial._trial_id, key, value)
+        trial.system_attrs[key] = value  # keep the Trial's cached copy in step with the storage
+
+    def _set_user(self, study: Study, trial: FrozenTrial, key: str, value: Any) -> None:
+        study._storage.set_trial_user_attr(trial._trial_id, key, value)
+        trial.user_attrs[key] = value
+
+    def _fail_assignment(self, study: Study, trial: FrozenTrial, error: Exception) -> None:
+        self._set_system(study, trial, ERROR_ATTR, {"type": type(error).__name__, "message": str(error)})
+
+    def _assign_requested(self, study: Study, trial: FrozenTrial, text: Any) -> None:
+        try:
+            if not isinstance(text, str):
+                raise OperatorFormatError(f"user attr {OPERATOR_USER_ATTR!r} must be operator JSON text")
+            op = self._load(text)
+        except OperatorFormatError as e:
+            self._fail_assignment(study, trial, e)
+            return
+        self._set_system(study, trial, SOURCE_ATTR, "enqueued")
+        self._set_system(study, trial, OPERATOR_ATTR, op.to_json())
+        self._set_user(study, trial, HASH_ATTR, op.hash)
+
+    def _assign_fresh(self, study: Study, trial: FrozenTrial) -> None:
+        running, taken = self._sync(study)
+        for _ in range(_MAX_CONFLICTS):
+            try:
+                proposal = self._tree.propose(trial.number, running, taken)
+            except SearchExhaustedError as e:
+                self._fail_assignment(study, trial, e)
+                return
+            op = proposal.operator
+            self._operators[op.hash] = op
+            self._set_system(study, trial, LEAF_ATTR, proposal.leaf)
+            self._set_system(study, trial, SOURCE_ATTR, "fallback" if proposal.fallback else "mcts")
+            self._set_system(study, trial, OPERATOR_ATTR, op.to_json())
+            # Write, then check: of two trials that picked the same operator at once, the one that reads
+            # last sees the other and picks again, so no two trials keep the same one.
+            if not self._held_elsewhere(study, trial, op.hash):
+                break
+            taken.add(op.hash)
+        self._set_user(study, trial, HASH_ATTR, op.hash)
+        self._set_user(study, trial, OPERATOR_USER_ATTR, op.to_json())
+
+    def _held_elsewhere(self, study: Study, trial: FrozenTrial, op_hash: str) -> bool:
+        for other in study._storage.get_all_trials(study._study_id, deepcopy=False):
+            if other.number != trial.number:
+                text = operator_json_of(other)
+                if text is not None and (_path_and_hash(text) or ((), ""))[1] == op_hash:
+                    return True
+        return False
+
+    # -- the tree, rebuilt from the trials --------------------------------------------------------------
+    def _reward_of(self, study: Study, trial: FrozenTrial) -> float:
+        reward = self.reward
+        if reward is None:
+            index = 0
+            direction = study.directions[0] if study.directions else StudyDirection.MAXIMIZE
+            reward = Reward.for_direction("maximize" if direction == StudyDirection.MAXIMIZE else "minimize")
+        else:
+            index = reward.objective
+        if trial.state == TrialState.PRUNED:
+            return reward.pruned
+        if trial.state != TrialState.COMPLETE or not trial.values or index >= len(trial.values):
+            return reward.failed
+        return reward(trial.values[index])
+
+    def _sync(self, study: Study) -> tuple[list[Observation], set[str]]:
+        """Brings the tree up to date with the study; returns (running observations, taken hashes)."""
+        key = (study._study_id, study.study_name, id(study._storage))
+        if key != self._study_key:
+            self._reset(key)
+        trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
+        retried = {n for t in trials for n in t.system_attrs.get(_RETRY_HISTORY, ())}
+        running: list[Observation] = []
+        taken: set[str] = set()
+        for t in trials:
+            known = self._finished_hashes.get(t.number)
+            if known is not None:
+                taken.add(known)
+                seen = self._seen.get(t.number)
+                if seen is not None and t.state == TrialState.FAIL and t.number in retried:
+                    self._tree.remove(seen)  # a crashed worker's trial, now retried: not the operator's fault
+                    self._seen[t.number] = None
+                continue
+            text = operator_json_of(t)
+            parsed = _path_and_hash(text) if text is not None else None
+            if parsed is None:
+                continue
+            path, op_hash = parsed
+            taken.add(op_hash)
+            leaf = t.system_attrs.get(LEAF_ATTR)
+            leaf = leaf if isinstance(leaf, int) else None
+            if t.state == TrialState.RUNNING:
+                running.append(Observation(path, None, leaf))
+            elif t.state.is_finished():
+                self._finished_hashes[t.number] = op_hash
+                observation = None
+                if not (t.state == TrialState.FAIL and t.number in retried):
+                    observation = Observation(path, self._reward_of(study, t), leaf)
+                    self._tree.add(observation)
+                self._seen[t.number] = observation
+        return running, taken
+
+    # -- operators -------------------------------------------------------------------------------------
+    def _load(self, text: str) -> Operator:
+        parsed = _path_and_hash(text)
+        if parsed is not None and parsed[1] in self._operators:
+            return self._operators[parsed[1]]
+        op = Operator.from_json(self.space, text)
+        self._operators[op.hash] = op
+        return op
+
+    def operator_of(self, trial: Trial | FrozenTrial) -> Operator:
+        """The operator assigned to `trial` (see suggest_operator)."""
+        if isinstance(trial, Trial):
+            system = trial.storage.get_trial_system_attrs(trial._trial_id)
+            user = trial.storage.get_trial(trial._trial_id).user_attrs
+        else:
+            system, user = trial.system_attrs, trial.user_attrs
+        if user.get(BASELINE_ATTR):
+            raise ValueError(f"trial {trial.number} evaluates the baseline (the original layers): no operator")
+        error = system.get(ERROR_ATTR)
+        if isinstance(error, dict):
+            cls = SearchExhaustedError if error.get("type") == "SearchExhaustedError" else (
+                OperatorFormatError if error.get("type") == "OperatorFormatError" else EmptySpaceError)
+            raise cls(f"trial {trial.number}: {error.get('message')}")
+        text = system.get(OPERATOR_ATTR)
+        if not isinstance(text, str):
+            raise RuntimeError(f"trial {trial.number} has no operator: was it created by a SynoSampler's study?")
+        return self._load(text)
+
+
+def suggest_operator(trial: Trial, space: OperatorSpace | None = None) -> Operator:
+    """The operator chosen for `trial` by its study's SynoSampler (and its FLOPs recorded as a constraint).
+
+    The constraint ``flops`` is ``total_flops / max_flops - 1`` (feasible when <= 0) when the space has a
+    FLOPs budget. Raises SearchExhaustedError / OperatorFormatError when no operator could be assigned.
+    """
+    sampler = trial.study.sampler
+    if not isinstance(sampler, SynoSampler):
+        if space is None:
+            raise TypeError("suggest_operator needs the study's sampler to be a SynoSampler "
+                            f"(got {type(sampler).__name__}), or an explicit space=")
+        system = trial.storage.get_trial_system_attrs(trial._trial_id)
+        text = system.get(OPERATOR_ATTR) or trial.user_attrs.get(OPERATOR_USER_ATTR)
+        if not isinstance(text, str):
+            raise RuntimeError(f"trial {trial.number} has no operator")
+        op = Operator.from_json(space, text)
+    else:
+        op = sampler.operator_of(trial)
+    max_flops = op.space.budgets.get("max_flops")
+    if max_flops and "constraints:flops" not in trial.storage.get_trial_system_attrs(trial._trial_id):
+        trial.set_constraint("flops", op.total_flops() / max_flops - 1.0)
+    return op

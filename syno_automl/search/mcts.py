@@ -1,0 +1,320 @@
+"""Monte-Carlo tree search over an OperatorSpace: pure statistics, no Optuna and no storage.
+
+The tree is keyed by node keys and rebuilt from observations, one per evaluated operator: its path (child keys
+from the root), its reward in [0, 1] and `leaf`, how many steps of the path were inside the tree when it was
+proposed. Running evaluations are passed to `propose` and count as virtual loss (a visit with reward 0).
+
+Selection is UCB1-tuned with progressive widening: a node visited N times may have ceil(widening * N**power)
+visited children; the next child to reveal comes from a fixed seeded order. The first child outside the tree is
+the leaf, and a rollout completes it to an operator with `space.sample(1, seed=derived, prefix=leaf)` (then 4,
+16 completions while those found are taken). Operators in `taken` (evaluated, running or queued) are never
+proposed.
+
+Everything is deterministic for (seed, decision number, observations, running, taken): sums are kept in
+fixed point, so the order observations arrive in does not matter; rollouts depend on (seed, leaf) only and are
+memoized, and what a decision learns (dead ends, fully taken subtrees) is re-derived by every decision from
+those memoized facts, so a long-lived tree and one rebuilt from scratch propose the same operator.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import time
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from syno_automl.errors import EmptySpaceError
+from syno_automl.space import Node, Operator, OperatorSpace
+
+__all__ = ["MCTS", "Observation", "Proposal", "SearchExhaustedError", "derive_seed"]
+
+_SCALE = 1 << 32  # rewards in fixed point: integer sums are exact and order-independent
+_ROOT = ""
+
+
+class SearchExhaustedError(EmptySpaceError):
+    """Every operator of the space has been evaluated (or is being evaluated): nothing is left to propose."""
+
+
+def derive_seed(*parts: object) -> int:
+    """A 63-bit seed from any printable parts (stable across processes and platforms)."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & ((1 << 63) - 1)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One evaluated (or, with ``reward=None``, running) operator.
+
+    Example:
+        >>> Observation(("a", "b", "c"), 0.5, leaf=2).tree_path
+        ('a', 'b')
+    """
+
+    path: tuple[str, ...]
+    reward: float | None
+    leaf: int | None = None  # steps of `path` inside the tree; None: the whole path (a seeded operator)
+
+    @property
+    def tree_path(self) -> tuple[str, ...]:
+        return tuple(self.path if self.leaf is None else self.path[: self.leaf])
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """What `MCTS.propose` chose, and how much work it took."""
+
+    operator: Operator
+    leaf: int          # steps of operator.path inside the tree (store it with the observation)
+    restarts: int      # walks that ended in an exhausted subtree before this one
+    rollouts: int      # space.sample calls
+    fallback: bool     # True when the tree was exhausted and a global sample was used
+
+
+@dataclass(frozen=True)
+class NodeStats:
+    visits: int
+    mean: float
+
+
+class MCTS:
+    """UCT tree over `space`, fed with observations, proposing operators not yet taken.
+
+    Example:
+        >>> from syno_automl import OperatorSpace
+        >>> space = OperatorSpace("[N, C_in]", "[N, C_out]", primary=["N: 0", "C_in: 2", "C_out: 2"],
+        ...                       mappings=[{"N": 4, "C_in": 8, "C_out": 8}], max_depth=4)
+        >>> tree = MCTS(space, seed=0)
+        >>> first = tree.propose(decision=0)
+        >>> tree.add(Observation(tuple(first.operator.path), 0.8, first.leaf))
+        >>> second = tree.propose(decision=1, taken={first.operator.hash})
+        >>> second.operator.hash != first.operator.hash
+        True
+    """
+
+    def __init__(self, space: OperatorSpace, *, seed: int = 0, exploration: float = 1.0, widening: float = 1.0,
+                 widening_power: float = 0.5, virtual_loss: int = 1, max_restarts: int = 2048,
+                 max_rollout: int = 16, max_sample_calls: int = 128, rollout_attempts: int = 48,
+                 max_sample_seconds: float = 60.0) -> None:
+        if exploration < 0 or not math.isfinite(exploration):
+            raise ValueError(f"exploration must be a finite number >= 0, got {exploration}")
+        if widening <= 0 or not 0 < widening_power <= 1:
+            raise ValueError(f"progressive widening needs widening > 0 and 0 < widening_power <= 1, got "
+                             f"{widening}, {widening_power}")
+        if virtual_loss < 0:
+            raise ValueError(f"virtual_loss must be >= 0 visits, got {virtual_loss}")
+        self.space = space
+        self.seed = seed
+        self.exploration = exploration
+        self.widening = widening
+        self.widening_power = widening_power
+        self.virtual_loss = virtual_loss
+        self.max_restarts = max_restarts
+        self.max_rollout = max_rollout
+        self.max_sample_calls = max_sample_calls
+        self.rollout_attempts = rollout_attempts
+        self.max_sample_seconds = max_sample_seconds
+        self._n: dict[str, int] = {}
+        self._sum: dict[str, int] = {}
+        self._sq: dict[str, int] = {}
+        self._edges: dict[tuple[str, str], int] = {}
+        self._observations = 0
+        self._root: Node | None = None
+        self._kids: dict[str, list[Node]] = {}
+        self._deadline = math.inf
+        self._samples: dict[tuple[str, int], tuple[list[Operator], bool]] = {}  # (leaf, count) -> completions
+
+    # -- observations ----------------------------------------------------------------------------------
+    def add(self, observation: Observation) -> None:
+        """Back-propagates a finished evaluation along the in-tree part of its path."""
+        self._update(observation, +1)
+
+    def remove(self, observation: Observation) -> None:
+        """Exactly undoes `add` (e.g. a failure that turned out to be a worker crash, later retried)."""
+        self._update(observation, -1)
+
+    def _update(self, observation: Observation, sign: int) -> None:
+        if observation.reward is None:
+            raise ValueError("a running evaluation is not an observation: pass it to propose(running=...)")
+        reward = float(observation.reward)
+        if not 0.0 <= reward <= 1.0:
+            raise ValueError(f"rewards must be in [0, 1], got {reward}")
+        fixed, fixed_sq = round(reward * _SCALE), round(reward * reward * _SCALE)
+        keys = (_ROOT, *observation.tree_path)
+        for key in keys:
+            n = self._n.get(key, 0) + sign
+            if n < 0:
+                raise ValueError(f"removing an observation that was never added (node {key or 'root'})")
+            self._n[key] = n
+            self._sum[key] = self._sum.get(key, 0) + sign * fixed
+            self._sq[key] = self._sq.get(key, 0) + sign * fixed_sq
+        for edge in zip(keys, keys[1:]):
+            self._edges[edge] = self._edges.get(edge, 0) + sign
+        self._observations += sign
+
+    def __len__(self) -> int:
+        return self._observations
+
+    def stats(self, path: Sequence[str] = ()) -> NodeStats:
+        """Visits and mean reward of the node at `path` (the root for an empty path)."""
+        key = path[-1] if path else _ROOT
+        n = self._n.get(key, 0)
+        return NodeStats(n, self._sum.get(key, 0) / (n * _SCALE) if n else 0.0)
+
+    # -- proposing -------------------------------------------------------------------------------------
+    def propose(self, decision: int, running: Iterable[Observation] = (), taken: Iterable[str] = ()) -> Proposal:
+        """The operator to evaluate next: deterministic for (seed, decision, observations, running, taken).
+
+        Raises SearchExhaustedError when every operator is taken.
+        """
+        taken = set(taken)
+        v_nodes: dict[str, int] = {}
+        v_edges: dict[tuple[str, str], int] = {}
+        for obs in running:
+            keys = (_ROOT, *obs.tree_path)
+            for key in keys:
+                v_nodes[key] = v_nodes.get(key, 0) + self.virtual_loss
+            for edge in zip(keys, keys[1:]):
+                v_edges[edge] = v_edges.get(edge, 0) + self.virtual_loss
+        blocked: set[str] = set()
+        calls = [0]
+        self._deadline = time.monotonic() + self.max_sample_seconds
+        restart = 0
+        for restart in range(self.max_restarts + 1):
+            rng = random.Random(derive_seed(self.seed, "select", decision))  # the same stream on every restart
+            leaf, depth = self._walk(rng, v_nodes, v_edges, taken, blocked)
+            if leaf is None:  # the walk ended in a node with nothing left below it
+                if depth == 0:
+                    break  # the root itself
+                continue
+            if calls[0] >= self.max_sample_calls:
+                break
+            operator = self._rollout(leaf, taken, calls)
+            if operator is not None:
+                return Proposal(operator, depth, restart, calls[0], fallback=False)
+            blocked.add(leaf.key)
+        operator = self._fallback(decision, taken, calls)
+        return Proposal(operator, 0, restart, calls[0], fallback=True)
+
+    def _root_node(self) -> Node:
+        if self._root is None:
+            self._root = self.space.root()
+        return self._root
+
+    def _children(self, key: str, node: Node) -> list[Node]:
+        """Children in this tree's fixed reveal order (seeded, so progressive widening is reproducible)."""
+        kids = self._kids.get(key)
+        if kids is None:
+            kids = sorted(node.children(), key=lambda c: derive_seed(self.seed, "order", key, c.key))
+            self._kids[key] = kids
+        return kids
+
+    def _walk(self, rng: random.Random, v_nodes: dict[str, int], v_edges: dict[tuple[str, str], int],
+              taken: set[str], blocked: set[str]) -> tuple[Node | None, int]:
+        """Descends from the root to the first node outside the tree: (leaf, its depth).
+
+        A node found with nothing left below it is added to `blocked` and (None, its depth) returned.
+        """
+        key, node, depth = _ROOT, self._root_node(), 0
+        while True:
+            if node.is_final:  # a final inside the tree (a seeded operator's path) is a leaf when not taken
+                if node.key not in taken:
+                    return node, depth
+                blocked.add(key)
+                return None, depth
+            candidates = [c for c in self._children(key, node)
+                          if c.key not in blocked and not (c.is_final and c.key in taken)]
+            if not candidates:
+                blocked.add(key)
+                return None, depth
+            visits = self._n.get(key, 0) + v_nodes.get(key, 0)
+            visited = [c for c in candidates
+                       if self._edges.get((key, c.key), 0) + v_edges.get((key, c.key), 0) > 0]
+            allowed = max(1, math.ceil(self.widening * visits ** self.widening_power)) if visits else 1
+            if len(visited) < allowed and len(visited) < len(candidates):
+                child = next(c for c in candidates
+                             if self._edges.get((key, c.key), 0) + v_edges.get((key, c.key), 0) == 0)
+                if self._n.get(child.key, 0) + v_nodes.get(child.key, 0) == 0:
+                    return child, depth + 1  # expansion: the first node outside the tree
+                # else: a transposition already in the tree through another parent; keep descending
+            else:
+                child = self._best(rng, key, visits, visited, v_nodes, v_edges)
+            key, node, depth = child.key, child, depth + 1
+
+    def _best(self, rng: random.Random, key: str, visits: int, visited: list[Node], v_nodes: dict[str, int],
+              v_edges: dict[tuple[str, str], int]) -> Node:
+        """UCB1-tuned: mean + c * sqrt(ln N / n * min(1/4, var + sqrt(2 ln N / n))); ties broken by `rng`."""
+        log_n = math.log(max(visits, 1))
+        best: list[Node] = []
+        best_score = -math.inf
+        for child in visited:
+            n_edge = self._edges.get((key, child.key), 0) + v_edges.get((key, child.key), 0)
+            n_node = self._n.get(child.key, 0) + v_nodes.get(child.key, 0)
+            mean = self._sum.get(child.key, 0) / (n_node * _SCALE) if n_node else 0.0
+            var = max(0.0, self._sq.get(child.key, 0) / (n_node * _SCALE) - mean * mean) if n_node else 0.25
+            score = mean + self.exploration * math.sqrt(
+                log_n / n_edge * min(0.25, var + math.sqrt(2.0 * log_n / n_edge)))
+            if score > best_score:
+                best, best_score = [child], score
+            elif score == best_score:
+                best.append(child)
+        return best[0] if len(best) == 1 else best[rng.randrange(len(best))]
+
+    def _sample(self, count: int, seed: int, prefix: Node | None, attempts: int) -> tuple[list[Operator], bool]:
+        """(operators, whether the prefix's completions were exhausted); no completion at all -> ([], True)."""
+        try:
+            ops = self.space.sample(count, seed=seed, prefix=prefix, max_attempts=attempts, time_limit=600.0)
+        except EmptySpaceError:
+            return [], True
+        return ops, self.space.last_report.stop_reason == "exhausted"
+
+    def _completions_of(self, leaf: Node, count: int) -> tuple[list[Operator], bool]:
+        """`count` random completions of `leaf`: a pure function of (seed, leaf, count), hence memoized."""
+        memo_key = (leaf.key, count)
+        found = self._samples.get(memo_key)
+        if found is None:
+            if time.monotonic() > self._deadline:  # rare: a decision that keeps hitting new hard subtrees
+                return [], False
+            seed = derive_seed(self.seed, "rollout", leaf.key, count)
+            found = self._sample(count, seed, leaf, self.rollout_attempts * min(count, 4))
+            self._samples[memo_key] = found
+        return found
+
+    def _rollout(self, leaf: Node, taken: set[str], calls: list[int]) -> Operator | None:
+        """A completion of `leaf` that is not taken, or None (nothing left below it, or too hard to complete).
+
+        `calls` counts logical sample requests (memoized or not), so the per-decision limit is reached at the
+        same point by a long-lived tree and by one rebuilt from scratch.
+        """
+        if leaf.is_final:
+            return None if leaf.key in taken else leaf.to_operator()
+        count = 1
+        while calls[0] < self.max_sample_calls:
+            calls[0] += 1
+            ops, exhausted = self._completions_of(leaf, count)
+            fresh = [op for op in ops if op.hash not in taken]
+            if fresh:
+                return fresh[0]
+            if exhausted or not ops or count >= self.max_rollout:
+                return None  # all taken, none at all, or completions too rare to find
+            count = min(4 * count, self.max_rollout)
+        return None
+
+    def _fallback(self, decision: int, taken: set[str], calls: list[int]) -> Operator:
+        """The tree is exhausted (or its subtrees too hard to complete): sample the whole space."""
+        count = 4
+        while True:
+            calls[0] += 1
+            seed = derive_seed(self.seed, "fallback", decision, count)
+            ops, exhausted = self._sample(count, seed, None, max(1000, 100 * count))
+            fresh = [op for op in ops if op.hash not in taken]
+            if fresh:
+                return fresh[0]
+            if exhausted:
+                raise SearchExhaustedError(
+                    f"all {len(ops)} operators of the space are evaluated or being evaluated")
+            if count >= 256:
+                raise SearchExhaustedError(
+                    f"no operator left to propose: {len(ops)} operators sampled from the space were all taken")
+            count *= 4

@@ -1,0 +1,61 @@
+"""Optuna storages for a search: an RDB URL (SQLite, PostgreSQL, MySQL) or a journal file.
+
+RDB storages get a heartbeat: a worker killed mid-trial has its trial failed after `grace_period` seconds
+and re-queued with the same operator (optuna's RetryHeartbeatStaleTrialCallback copies the system attrs that
+hold it). Journal files (``journal:PATH`` or a path ending in ``.log``/``.journal``) have no heartbeat in Optuna.
+
+Example:
+    >>> storage = make_storage("sqlite:///syno.db", heartbeat_interval=10)   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import warnings
+
+import optuna
+from optuna.storages import BaseStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+__all__ = ["make_storage", "is_journal", "describe_storage"]
+
+
+def is_journal(url: str) -> bool:
+    return url.startswith("journal:") or url.endswith((".log", ".journal"))
+
+
+def describe_storage(storage: BaseStorage | str) -> str:
+    if isinstance(storage, str):
+        return storage
+    if isinstance(storage, RDBStorage):
+        return storage.url
+    return type(storage).__name__
+
+
+def make_storage(url: str, *, heartbeat_interval: int | None = 10, grace_period: int | None = None,
+                 max_retry: int | None = 3) -> BaseStorage:
+    """An Optuna storage for `url`. Heartbeat and retry apply to RDB storages only.
+
+    Raises ValueError with one clear line for a URL that is neither a journal file nor an SQLAlchemy URL.
+    """
+    if is_journal(url):
+        path = url[len("journal:"):] if url.startswith("journal:") else url
+        if not path:
+            raise ValueError("journal storage needs a file path: journal:PATH")
+        return JournalStorage(JournalFileBackend(path))
+    if "://" not in url:
+        raise ValueError(f"storage {url!r} is neither an SQLAlchemy URL (sqlite:///syno.db, "
+                         f"postgresql://user@host/db) nor a journal file (journal:PATH)")
+    engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    heartbeat = {}
+    if heartbeat_interval:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            callback = RetryHeartbeatStaleTrialCallback(max_retry=max_retry)
+        heartbeat = dict(heartbeat_interval=heartbeat_interval,
+                         grace_period=grace_period or 3 * heartbeat_interval,
+                         heartbeat_stale_trial_callback=callback)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return RDBStorage(url, engine_kwargs=engine_kwargs, **heartbeat)
+    except ImportError as e:
+        raise ValueError(f"storage {url!r} needs a database driver that is not installed: {e}") from None

@@ -1,0 +1,420 @@
+"""The search: an Optuna study whose trials train a model with one synthesized operator each.
+
+Trial 0 evaluates the baseline (the original layers); every other trial gets an operator from the SynoSampler,
+trains the task with it substituted (SynoSubstitution), may be pruned at accuracy milestones (SynoPruning),
+and is logged to MLflow as a child run of the study's run. A trial whose operator fails to build or whose
+loss becomes NaN is recorded as failed (reason in its run) and the search goes on.
+
+Example:
+    >>> result = run_search(SearchConfig(trials=3, epochs=1))   # doctest: +SKIP
+    >>> result.study.best_trial.user_attrs["syno.hash"]          # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import random
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, TextIO
+
+import numpy as np
+import optuna
+import torch
+from torch import nn
+
+from syno_automl.lightning import SynoPruning, SynoSubstitution, TrainingTimeLimit
+from syno_automl.optuna import BASELINE_ATTR, HASH_ATTR, SynoSampler, suggest_operator
+from syno_automl.placeholder import Substitution, substitute
+from syno_automl.search.reward import Reward
+from syno_automl.search.storage import make_storage
+from syno_automl.space import Operator, OperatorSpace
+
+__all__ = ["SearchConfig", "SearchContext", "SearchResult", "Objective", "StudyExistsError", "StudyMismatchError",
+           "prepare", "check_study", "open_study", "remaining_trials", "run_search", "train_operator", "LAYERS"]
+
+LAYERS: dict[str, type] = {"conv2d": nn.Conv2d, "linear": nn.Linear}
+RUN_ID_ATTR = "syno.mlflow_run_id"
+FAILURE_ATTR = "syno.failure"
+_log = logging.getLogger(__name__)
+
+
+class StudyExistsError(ValueError):
+    """The study already exists in the storage and --resume was not given."""
+
+
+class StudyMismatchError(ValueError):
+    """--resume on a study made for another model, dataset or space."""
+
+
+@dataclass
+class SearchConfig:
+    """Everything a search depends on (the CLI's options). Defaults: the embedded digits demo.
+
+    Example:
+        >>> SearchConfig(trials=3, epochs=1).settings()["flops_ratio"]
+        0.5
+    """
+
+    model: str = "small_cnn"
+    dataset: str = "digits"
+    data_dir: str | None = None
+    trials: int = 10                  # operator trials, beside the baseline trial
+    epochs: int = 2
+    storage: str = "sqlite:///syno.db"
+    study: str = "syno"
+    tracking_uri: str | None = "sqlite:///mlflow.db"  # None: no MLflow
+    flops_ratio: float = 0.5
+    seed: int = 0
+    layer: str = "conv2d"
+    max_depth: int = 8
+    image_size: int | None = None     # dataset default; digits: 8 (its native size)
+    batch_size: int = 64
+    lr: float = 0.05
+    milestones: dict[int, float] = field(default_factory=lambda: {1: 0.2})
+    reward_lower: float | None = None  # None: chance level, 1 / num_classes
+    reward_upper: float = 1.0
+    reward_power: float = 2.0
+    exploration: float = 1.0
+    trial_timeout: float | None = 60.0   # seconds of training per trial (projected after 2 steps); over: failed
+    heartbeat: int | None = 10
+    grace_period: int | None = None
+    threads: int | None = None        # torch threads; None: 1 for the embedded digits demo, else torch's default
+
+    def validate(self) -> None:
+        if self.trials < 0:
+            raise ValueError(f"--trials must be >= 0, got {self.trials}")
+        if self.epochs < 1:
+            raise ValueError(f"--epochs must be >= 1, got {self.epochs}")
+        if not (self.flops_ratio > 0 and math.isfinite(self.flops_ratio)):
+            raise ValueError(f"--flops-ratio must be a positive number, got {self.flops_ratio}")
+        if self.layer not in LAYERS:
+            raise ValueError(f"layer must be one of {', '.join(LAYERS)}, got {self.layer!r}")
+
+    def settings(self) -> dict[str, Any]:
+        """The search settings logged with every run (JSON-able)."""
+        d = dataclasses.asdict(self)
+        d["milestones"] = {str(k): v for k, v in self.milestones.items()}
+        for private in ("storage", "tracking_uri", "heartbeat", "grace_period", "threads"):
+            d.pop(private)
+        return d
+
+
+@dataclass
+class SearchContext:
+    """What every trial shares: data, one example batch, how to build the model, the space."""
+
+    config: SearchConfig
+    datamodule: Any
+    example: torch.Tensor
+    num_classes: int
+    in_channels: int
+    substitute_options: dict[str, Any]
+    space: OperatorSpace
+    substitution: Substitution  # on a throw-away model: baseline FLOPs, mappings, skipped layers
+
+    def build_model(self) -> nn.Module:
+        from lightning_modules import build_model
+
+        return build_model(self.config.model, self.num_classes, self.in_channels)
+
+    def build_task(self, model: nn.Module) -> Any:
+        from lightning_modules.tasks import ImageClassifier
+
+        return ImageClassifier(model, num_classes=self.num_classes, lr=self.config.lr)
+
+
+@dataclass
+class SearchResult:
+    study: optuna.Study
+    context: SearchContext
+    parent_run_id: str | None
+    seconds: float
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (1 << 32))
+    torch.manual_seed(seed)
+
+
+def prepare(config: SearchConfig) -> SearchContext:
+    """Loads the data and builds the operator space from one real forward pass of the model."""
+    from lightning_modules import build_datamodule
+
+    config.validate()
+    threads = config.threads or (1 if config.dataset == "digits" else None)
+    if threads:  # tiny convolutions: more threads only contend (50x slower with 2 threads on a busy 2-core VM)
+        torch.set_num_threads(threads)
+    kwargs: dict[str, Any] = {"batch_size": config.batch_size}
+    if config.dataset == "digits":
+        kwargs["image_size"] = config.image_size or 8
+    elif config.image_size is not None:
+        kwargs["image_size"] = config.image_size
+    datamodule = build_datamodule(config.dataset, config.data_dir, **kwargs)
+    datamodule.setup("fit")
+    batch = next(iter(datamodule.train_dataloader()))
+    example = batch[0] if isinstance(batch, (tuple, list)) else batch
+    num_classes, in_channels = int(datamodule.num_classes), int(datamodule.in_channels)
+    layer = LAYERS[config.layer]
+    options: dict[str, Any] = {"max_depth": config.max_depth, "flops_ratio": config.flops_ratio,
+                               "seed": config.seed}
+    if layer is nn.Conv2d:  # keep the stem (it reads the image channels), as the original did
+        options["where"] = lambda name, m: m.in_channels != in_channels
+    from lightning_modules import build_model
+
+    _seed_everything(config.seed)
+    probe = build_model(config.model, num_classes, in_channels)
+    sub = substitute(probe, layer, example, **options)
+    return SearchContext(config, datamodule, example, num_classes, in_channels, options, sub.space, sub)
+
+
+def _reward(config: SearchConfig, context: SearchContext) -> Reward:
+    lower = config.reward_lower if config.reward_lower is not None else 1.0 / max(context.num_classes, 2)
+    return Reward(lower=lower, upper=config.reward_upper, power=config.reward_power)
+
+
+def check_study(config: SearchConfig, resume: bool, storage: optuna.storages.BaseStorage | None = None) -> bool:
+    """Whether the study exists; raises StudyExistsError when it does and `resume` is False."""
+    storage = storage or make_storage(config.storage, heartbeat_interval=None)
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    if config.study in names and not resume:
+        raise StudyExistsError(f"study {config.study!r} already exists in {config.storage}: pass --resume to "
+                               f"continue it, or --study NAME for a new one")
+    return config.study in names
+
+
+def open_study(config: SearchConfig, context: SearchContext, resume: bool = False,
+               sampler: optuna.samplers.BaseSampler | None = None) -> optuna.Study:
+    """Creates the study (baseline enqueued as its first trial) or, with `resume`, loads and checks it."""
+    storage = make_storage(config.storage, heartbeat_interval=config.heartbeat, grace_period=config.grace_period)
+    sampler = sampler or SynoSampler(context.space, seed=config.seed, exploration=config.exploration,
+                                     reward=_reward(config, context))
+    space_config = context.space.config()
+    if check_study(config, resume, storage):
+        study = optuna.load_study(study_name=config.study, storage=storage, sampler=sampler,
+                                  pruner=optuna.pruners.NopPruner())
+        recorded = study.user_attrs.get("syno.space")
+        if recorded is not None and recorded != space_config:
+            raise StudyMismatchError(f"study {config.study!r} searched another space (model, dataset, layers or "
+                                     f"--flops-ratio differ): {recorded} vs {space_config}")
+        return study
+    # no median pruning: most operators start below the baseline; SynoPruning's milestones stop the hopeless
+    study = optuna.create_study(study_name=config.study, storage=storage, sampler=sampler, direction="maximize",
+                                pruner=optuna.pruners.NopPruner(), load_if_exists=True)
+    if not study.trials:
+        study.set_user_attr("syno.space", space_config)
+        study.set_user_attr("syno.settings", config.settings())
+        study.enqueue_trial({}, user_attrs={BASELINE_ATTR: True})
+    return study
+
+
+def _failure_reason(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    cause = error.__cause__
+    if cause is not None and str(cause) not in text:
+        text += f" (caused by {type(cause).__name__}: {cause})"
+    return text
+
+
+class Objective:
+    """Trains one trial: baseline or operator; returns the final validation accuracy.
+
+    Example:
+        >>> context = prepare(SearchConfig())                                   # doctest: +SKIP
+        >>> open_study(SearchConfig(), context).optimize(Objective(context), 2)  # doctest: +SKIP
+    """
+
+    def __init__(self, context: SearchContext, tracker: Any | None = None, parent_run_id: str | None = None,
+                 out: TextIO | None = sys.stdout) -> None:
+        self.context = context
+        self.config = context.config
+        self.tracker = tracker
+        self.parent_run_id = parent_run_id
+        self.out = out
+
+    def __call__(self, trial: optuna.trial.Trial) -> float:
+        config, context = self.config, self.context
+        baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
+        run = None
+        op: Operator | None = None
+        started = time.time()
+        self._close_lost_run(trial)
+        try:
+            try:
+                if not baseline:
+                    op = suggest_operator(trial)
+            finally:  # a run even for a trial whose operator could not be given (reason recorded below)
+                if self.tracker is not None:
+                    run = self.tracker.trial_run(self.parent_run_id, config.study, trial.number, op,
+                                                 settings=config.settings(), tags={"optuna.study": config.study},
+                                                 label=None if op is not None or baseline else "no-operator")
+                    trial.set_user_attr(RUN_ID_ATTR, run.run_id)
+            value = train_operator(context, trial, run, epochs=config.epochs)
+        except optuna.TrialPruned as e:
+            if run is not None:
+                run.set_tags({"syno.pruned": str(e)})
+                run.finish("KILLED")
+            self._print(trial, op, f"pruned ({e})", started)
+            raise
+        except Exception as e:
+            reason = _failure_reason(e)
+            trial.set_user_attr(FAILURE_ATTR, reason[:1000])
+            if run is not None:
+                run.log_failure(reason, traceback.format_exc())
+                run.finish("FAILED")
+            self._print(trial, op, f"failed: {reason[:160]}", started)
+            raise
+        if run is not None:
+            run.finish("FINISHED")
+        ratio = trial.user_attrs.get("syno.flops_ratio")
+        self._print(trial, op, f"val_acc {value:.4f}" + (f"  flops {ratio:.3f}x" if ratio is not None else ""),
+                    started)
+        return value
+
+    def _close_lost_run(self, trial: optuna.trial.Trial) -> None:
+        """A retried trial: its lost predecessor's run (worker killed mid-trial) is marked FAILED."""
+        lost = trial.storage.get_trial_system_attrs(trial._trial_id).get("failed_trial")
+        if self.tracker is None or lost is None:
+            return
+        history = trial.storage.get_trial_system_attrs(trial._trial_id).get("retry_history", [lost])
+        previous = history[-1] if history else lost
+        found = self.tracker.find_trial_run(self.config.study, number=previous)
+        if found is not None and found.info.status == "RUNNING":
+            run = self.tracker.run(found.info.run_id)
+            run.log_failure(f"worker lost mid-trial (heartbeat stale); retried as trial {trial.number}")
+            run.finish("FAILED")
+
+    def _print(self, trial: optuna.trial.Trial, op: Operator | None, what: str, started: float) -> None:
+        if self.out is None:
+            return
+        label = "baseline        " if op is None else op.hash
+        done = len(trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
+                                                                    optuna.trial.TrialState.PRUNED,
+                                                                    optuna.trial.TrialState.FAIL)))
+        print(f"[{done + 1:>3}] trial {trial.number:<3} {label}  {what}  ({time.time() - started:.1f} s)",
+              file=self.out, flush=True)
+
+
+def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run: Any | None, *,
+                   epochs: int, operator: Operator | None = None, milestones: dict[int, float] | None = None,
+                   timeout: float | None = -1.0) -> float:
+    """Trains the task with the trial's (or `operator`'s) operator substituted; returns the last val_acc.
+
+    Logs per-epoch metrics and FLOPs/params/flops_ratio to `run` when given. `timeout`: -1 for the config's
+    trial_timeout, None or 0 for no limit. Raises optuna.TrialPruned at a missed milestone,
+    OperatorBuildError/BudgetExceededError, NonFiniteLossError, TrainingTooSlowError.
+    """
+    import lightning as L
+
+    from syno_automl.tracking import EpochMetricsLogger
+
+    config = context.config
+    _seed_everything(config.seed + (trial.number if trial is not None else 0))
+    task = context.build_task(context.build_model())
+    substitution = SynoSubstitution(operator if operator is not None else trial, LAYERS[config.layer],
+                                    example_input=context.example,
+                                    flops_ratio=None if operator is not None else config.flops_ratio,
+                                    **{k: v for k, v in context.substitute_options.items() if k != "flops_ratio"})
+    callbacks: list[Any] = [substitution]
+    if run is not None:
+        callbacks.append(EpochMetricsLogger(run))
+    callbacks.append(SynoPruning(trial, monitor="val_acc",
+                                 milestones=config.milestones if milestones is None else milestones))
+    timeout = config.trial_timeout if timeout == -1.0 else timeout
+    if timeout:
+        callbacks.append(TrainingTimeLimit(timeout))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+        trainer = L.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, logger=False,
+                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                            num_sanity_val_steps=0, callbacks=callbacks)
+        started = time.time()
+        try:
+            trainer.fit(task, datamodule=context.datamodule)
+        finally:
+            if run is not None and substitution.flops is not None:
+                run.log_metrics({"flops": substitution.flops, "params": substitution.params,
+                                 "flops_ratio": substitution.flops_ratio_used,
+                                 "train_seconds": time.time() - started})
+    value = trainer.callback_metrics.get("val_acc")
+    if value is None or not math.isfinite(float(value)):
+        raise ValueError(f"no finite val_acc after training (got {value})")
+    return float(value)
+
+
+def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = sys.stdout,
+               n_trials: int | None = None) -> SearchResult:
+    """Runs (or continues) the search until the study holds `config.trials` finished operator trials."""
+    started = time.time()
+    config.validate()
+    check_study(config, resume)  # before loading data: a wrong invocation fails at once
+    context = prepare(config)
+    study = open_study(config, context, resume=resume)
+    tracker = parent = None
+    if config.tracking_uri:
+        from syno_automl.tracking import SearchTracker
+
+        tracker = SearchTracker(config.tracking_uri)
+        parent = tracker.study_run(config.study, config.settings())
+        study.set_user_attr(RUN_ID_ATTR, parent)
+    if n_trials is None:
+        n_trials = remaining_trials(study, config.trials)
+    if out is not None:
+        print(f"syno-automl: study {config.study!r} in {config.storage}: {n_trials} trials to run "
+              f"({config.model} on {config.dataset}, {len(context.substitution.placeholders)} layers substituted, "
+              f"FLOPs budget {config.flops_ratio}x of {context.substitution.baseline_flops / 1e6:.1f} MFLOPs)",
+              file=out, flush=True)
+    # our own progress lines report failures in one line; Optuna would add a traceback per failed trial
+    optuna.logging.set_verbosity(optuna.logging.ERROR if out is not None else optuna.logging.WARNING)
+    objective = Objective(context, tracker, parent, out)
+    status = "FAILED"
+    try:
+        study.optimize(objective, n_trials=n_trials, catch=(Exception,), gc_after_trial=True)
+        status = "FINISHED"
+    finally:
+        if tracker is not None and parent is not None:
+            _summarize_parent(tracker, parent, study)
+            tracker.run(parent).finish(status)
+    return SearchResult(study, context, parent, time.time() - started)
+
+
+def remaining_trials(study: optuna.Study, trials: int) -> int:
+    """Trials this worker runs so that the study holds `trials` operator trials (finished, or running in other
+    workers) beside the baseline. Trials of a dead worker are failed first (heartbeat); a failed trial that was
+    retried does not count (its retry does)."""
+    from optuna.storages import fail_stale_trials
+    from optuna.storages._heartbeat import is_heartbeat_enabled
+
+    if is_heartbeat_enabled(study._storage):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            fail_stale_trials(study)
+    all_trials = study.get_trials(deepcopy=False)
+    retried = {n for t in all_trials for n in t.system_attrs.get("retry_history", ())}
+    ops = [t for t in all_trials if not t.user_attrs.get(BASELINE_ATTR) and t.number not in retried]
+    done_or_running = [t for t in ops if t.state.is_finished() or t.state == optuna.trial.TrialState.RUNNING]
+    baseline_waiting = any(t.user_attrs.get(BASELINE_ATTR) and t.state == optuna.trial.TrialState.WAITING
+                           for t in all_trials)
+    return max(0, trials - len(done_or_running)) + (1 if baseline_waiting else 0)
+
+
+def _summarize_parent(tracker: Any, parent: str, study: optuna.Study) -> None:
+    trials = study.get_trials(deepcopy=False)
+    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    run = tracker.run(parent)
+    metrics: dict[str, float] = {"trials": len(trials), "completed": len(done)}
+    base = next((t for t in done if t.user_attrs.get(BASELINE_ATTR)), None)
+    if base is not None:
+        metrics["baseline_val_acc"] = base.value
+    ops = [t for t in done if not t.user_attrs.get(BASELINE_ATTR)]
+    if ops:
+        best = max(ops, key=lambda t: t.value)
+        metrics["best_val_acc"] = best.value
+        run.set_tags({"syno.best_hash": best.user_attrs.get(HASH_ATTR)})
+    run.log_metrics(metrics)

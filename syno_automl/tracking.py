@@ -1,0 +1,253 @@
+"""MLflow tracking of a search: one parent run per study, one child run per trial (``trial-<n>-<hash>``).
+
+Child runs hold the params ``syno.hash``, ``syno.depth``, ``syno.primitives`` and the search settings; the
+metrics ``val_acc``/``val_loss`` per epoch, ``flops``, ``params``, ``flops_ratio`` and, when measured,
+``latency_ms.<device>``/``speedup.<device>``; the artifacts ``operator.json``, ``operator.py`` (standalone
+PyTorch), ``graph.dot`` and ``graph.svg``. A failed trial keeps its reason in the tag ``syno.failure`` and in
+``failure.txt``. Runs are addressed by explicit ids (MlflowClient), never through MLflow's global active run,
+so several workers and threads can log at once.
+
+Example:
+    >>> tracker = SearchTracker("sqlite:///mlflow.db")                       # doctest: +SKIP
+    >>> parent = tracker.study_run("syno", {"model": "small_cnn"})           # doctest: +SKIP
+    >>> run = tracker.trial_run(parent, "syno", 1, op)                        # doctest: +SKIP
+    >>> run.log_metrics({"val_acc": 0.97}, step=1); run.finish("FINISHED")   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import subprocess
+import warnings
+from pathlib import Path
+from typing import Any, Mapping
+
+import lightning as L
+
+from syno_automl.space import Operator
+
+__all__ = ["SearchTracker", "TrialRun", "EpochMetricsLogger", "DEFAULT_TRACKING_URI", "render_svg",
+           "artifact_location_for"]
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+DEFAULT_EXPERIMENT = "syno-automl"
+_log = logging.getLogger(__name__)
+_PARAM_LIMIT = 500
+
+
+def artifact_location_for(tracking_uri: str) -> str | None:
+    """``<dir of the database>/mlruns`` for a local ``sqlite:///`` store; None (the server decides) otherwise."""
+    if tracking_uri.startswith("sqlite:///"):
+        db = Path(tracking_uri[len("sqlite:///"):])
+        return (db.resolve().parent / "mlruns").as_uri()
+    return None
+
+
+def render_svg(dot_text: str) -> str | None:
+    """SVG text of a DOT graph with Graphviz's ``dot`` binary; None (and a warning) when it is missing."""
+    dot = shutil.which("dot")
+    if dot is None:
+        warnings.warn("Graphviz's `dot` binary is not installed (apt-get install graphviz): graph.svg is skipped",
+                      RuntimeWarning, stacklevel=2)
+        return None
+    done = subprocess.run([dot, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        warnings.warn(f"dot failed ({done.stderr.strip()[:200]}): graph.svg is skipped", RuntimeWarning, stacklevel=2)
+        return None
+    return done.stdout
+
+
+def _clean(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= _PARAM_LIMIT else text[: _PARAM_LIMIT - 3] + "..."
+
+
+class TrialRun:
+    """One trial's child run. Logging never stops a search: MLflow errors are logged as warnings.
+
+    Example:
+        >>> run = SearchTracker().trial_run(parent_id, "syno", 4, op)   # doctest: +SKIP
+        >>> run.log_metrics({"val_acc": 0.97}, step=3); run.finish()     # doctest: +SKIP
+    """
+
+    def __init__(self, client: Any, run_id: str) -> None:
+        self.client = client
+        self.run_id = run_id
+
+    def _safe(self, what: str, fn: Any, *args: Any, **kw: Any) -> None:
+        try:
+            fn(*args, **kw)
+        except Exception as e:  # tracking must not fail a trial
+            _log.warning("MLflow: could not %s for run %s: %s", what, self.run_id, e)
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, _clean(v)) for k, v in params.items() if v is not None]
+        self._safe("log params", self.client.log_batch, self.run_id, params=items)
+
+    def log_metrics(self, metrics: Mapping[str, float | None], step: int | None = None) -> None:
+        from mlflow.entities import Metric
+        import time
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, step or 0) for k, v in metrics.items()
+                 if v is not None and math.isfinite(float(v))]
+        if items:
+            self._safe("log metrics", self.client.log_batch, self.run_id, metrics=items)
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        from mlflow.entities import RunTag
+
+        self._safe("set tags", self.client.log_batch, self.run_id,
+                   tags=[RunTag(k, _clean(v)) for k, v in tags.items() if v is not None])
+
+    def log_text(self, text: str, name: str) -> None:
+        self._safe(f"write {name}", self.client.log_text, self.run_id, text, name)
+
+    def log_operator(self, op: Operator) -> None:
+        """Params syno.hash/depth/primitives and the artifacts operator.json, operator.py, graph.dot/.svg."""
+        self.log_params({"syno.hash": op.hash, "syno.depth": op.depth, "syno.primitives": " | ".join(op.primitives)})
+        self.log_text(op.to_json(), "operator.json")
+        try:
+            source = op.to_source()
+        except Exception as e:
+            source = f"# operator.py could not be generated: {type(e).__name__}: {e}\n"
+        self.log_text(source, "operator.py")
+        dot = op.graphviz()
+        self.log_text(dot, "graph.dot")
+        svg = render_svg(dot)
+        if svg is not None:
+            self.log_text(svg, "graph.svg")
+
+    def log_failure(self, reason: str, details: str | None = None) -> None:
+        self.set_tags({"syno.failure": reason})
+        self.log_text(reason + ("\n\n" + details if details else "") + "\n", "failure.txt")
+
+    def finish(self, status: str = "FINISHED") -> None:
+        """Status: FINISHED, FAILED or KILLED (pruned)."""
+        self._safe("end the run", self.client.set_terminated, self.run_id, status)
+
+
+class SearchTracker:
+    """The MLflow side of a search: finds or creates the experiment, the study's parent run, trial runs.
+
+    Example:
+        >>> tracker = SearchTracker("sqlite:///mlflow.db")   # doctest: +SKIP
+        >>> tracker.find_trial_run("syno", hash="0123456789abcdef")   # doctest: +SKIP
+    """
+
+    def __init__(self, tracking_uri: str = DEFAULT_TRACKING_URI, experiment: str = DEFAULT_EXPERIMENT) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.tracking_uri = tracking_uri
+        self.client = MlflowClient(tracking_uri=tracking_uri)
+        found = self.client.get_experiment_by_name(experiment)
+        if found is not None:
+            self.experiment_id = found.experiment_id
+        else:
+            try:
+                self.experiment_id = self.client.create_experiment(
+                    experiment, artifact_location=artifact_location_for(tracking_uri))
+            except Exception:  # created by another worker meanwhile
+                found = self.client.get_experiment_by_name(experiment)
+                if found is None:
+                    raise
+                self.experiment_id = found.experiment_id
+
+    def _search(self, filter_string: str, max_results: int = 1000) -> list[Any]:
+        return list(self.client.search_runs([self.experiment_id], filter_string=filter_string,
+                                            max_results=max_results, order_by=["attributes.start_time ASC"]))
+
+    def study_run(self, study: str, settings: Mapping[str, Any]) -> str:
+        """The study's parent run id (created once, found again on --resume or by another worker)."""
+        runs = self._search(f"tags.`syno.study` = '{study}' and tags.`syno.role` = 'study'")
+        if runs:
+            run_id = runs[0].info.run_id
+            self.client.update_run(run_id, status="RUNNING")
+            return run_id
+        run = self.client.create_run(self.experiment_id, run_name=f"study-{study}",
+                                     tags={"syno.study": study, "syno.role": "study"})
+        TrialRun(self.client, run.info.run_id).log_params({f"search.{k}": v for k, v in settings.items()})
+        return run.info.run_id
+
+    def trial_run(self, parent_id: str, study: str, number: int, op: Operator | None,
+                  settings: Mapping[str, Any] | None = None, tags: Mapping[str, Any] | None = None,
+                  label: str | None = None) -> TrialRun:
+        """A new child run ``trial-<n>-<hash>`` (``trial-<n>-baseline`` for the original layers)."""
+        label = label or (op.hash if op is not None else "baseline")
+        run = self.client.create_run(
+            self.experiment_id, run_name=f"trial-{number}-{label}",
+            tags={"mlflow.parentRunId": parent_id, "syno.study": study, "syno.role": "trial",
+                  "syno.trial": str(number), "syno.hash": label, **{k: str(v) for k, v in (tags or {}).items()}})
+        trial_run = TrialRun(self.client, run.info.run_id)
+        if settings:
+            trial_run.log_params({f"search.{k}": v for k, v in settings.items()})
+        if op is not None:
+            trial_run.log_operator(op)
+        else:
+            trial_run.log_params({"syno.hash": label})
+        return trial_run
+
+    def find_trial_run(self, study: str | None = None, *, number: int | None = None,
+                       hash: str | None = None) -> Any | None:
+        """The latest trial run of a study matching a trial number or an operator hash (prefix allowed)."""
+        clauses = ["tags.`syno.role` = 'trial'"]
+        if study is not None:
+            clauses.append(f"tags.`syno.study` = '{study}'")
+        if number is not None:
+            clauses.append(f"tags.`syno.trial` = '{number}'")
+        if hash is not None:
+            clauses.append(f"tags.`syno.hash` LIKE '{hash}%'")
+        runs = self._search(" and ".join(clauses))
+        return runs[-1] if runs else None
+
+    def reevaluation_run(self, study: str, op: Operator, search_run: Any | None, number: int | None,
+                         settings: Mapping[str, Any]) -> TrialRun:
+        """A run re-training a found operator, linked to its search trial by tags."""
+        tags = {"syno.role": "reevaluation", "syno.study": study, "syno.hash": op.hash}
+        if number is not None:
+            tags["syno.search_trial"] = str(number)
+        if search_run is not None:
+            tags["syno.search_run_id"] = search_run.info.run_id
+            tags["mlflow.note.content"] = (f"Re-evaluation of operator {op.hash} found by trial {number} "
+                                           f"(run {search_run.info.run_id}) of study {study}.")
+        run = self.client.create_run(self.experiment_id,
+                                     run_name=f"reeval-{op.hash}-{settings.get('dataset', '')}", tags=tags)
+        trial_run = TrialRun(self.client, run.info.run_id)
+        trial_run.log_params({f"search.{k}": v for k, v in settings.items()})
+        trial_run.log_operator(op)
+        return trial_run
+
+    def trial_runs(self, study: str) -> list[Any]:
+        return self._search(f"tags.`syno.study` = '{study}' and tags.`syno.role` = 'trial'", max_results=50000)
+
+    def run(self, run_id: str) -> TrialRun:
+        return TrialRun(self.client, run_id)
+
+
+class EpochMetricsLogger(L.Callback):
+    """Logs the module's epoch metrics (``val_acc``, ``val_loss``, ``train_loss``...) to a run, step = epoch.
+
+    Example:
+        >>> L.Trainer(callbacks=[EpochMetricsLogger(run)])   # doctest: +SKIP
+    """
+
+    def __init__(self, run: TrialRun, names: tuple[str, ...] = ("val_acc", "val_loss")) -> None:
+        super().__init__()
+        self.run = run
+        self.names = names
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        metrics = trainer.callback_metrics
+        self.run.log_metrics({k: float(metrics[k]) for k in self.names if k in metrics},
+                             step=trainer.current_epoch + 1)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        loss = trainer.callback_metrics.get("train_loss")
+        if loss is not None:
+            self.run.log_metrics({"train_loss": float(loss)}, step=trainer.current_epoch + 1)

@@ -1,0 +1,180 @@
+"""The CLI end to end in a temp dir (real SQLite study, real MLflow store), failures, resume, SIGKILL."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+
+ROOT = Path(__file__).resolve().parents[1]
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def cli(cwd: Path, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "syno_automl.cli", *args], cwd=cwd, env=_env(),
+                          capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode != 0:
+        raise AssertionError(f"syno-automl {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def _study(cwd: Path) -> optuna.Study:
+    return optuna.load_study(study_name="syno", storage=f"sqlite:///{cwd / 'syno.db'}")
+
+
+def _runs(cwd: Path) -> list:
+    client = MlflowClient(f"sqlite:///{cwd / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("syno-automl")
+    return list(client.search_runs([exp.experiment_id], max_results=1000))
+
+
+@pytest.mark.slow
+def test_search_show_export_report_resume(tmp_path):
+    out = cli(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "30")
+    assert "trial 0   baseline" in out.stdout and "done in" in out.stdout
+    assert (tmp_path / "syno.db").exists() and (tmp_path / "mlflow.db").exists() and (tmp_path / "mlruns").is_dir()
+    study = _study(tmp_path)
+    trials = study.trials
+    assert len(trials) == 4 and trials[0].user_attrs["syno.baseline"]
+    assert all(t.state.is_finished() for t in trials)
+    hashes = [t.user_attrs["syno.hash"] for t in trials[1:]]
+    assert len(set(hashes)) == 3
+    runs = {r.info.run_name: r for r in _runs(tmp_path)}
+    parent = runs["study-syno"]
+    for t in trials:
+        label = "baseline" if t.number == 0 else t.user_attrs["syno.hash"]
+        run = runs[f"trial-{t.number}-{label}"]
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert run.data.params["search.model"] == "small_cnn"
+        if t.state == optuna.trial.TrialState.COMPLETE:
+            assert run.info.status == "FINISHED"
+            assert run.data.metrics["val_acc"] == pytest.approx(t.value)
+            assert {"flops", "params", "flops_ratio"} <= set(run.data.metrics)
+        if t.number:
+            client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+            names = {a.path for a in client.list_artifacts(run.info.run_id)}
+            assert {"operator.json", "operator.py", "graph.dot", "graph.svg"} <= names
+            assert run.data.params["syno.hash"] == t.user_attrs["syno.hash"]
+    assert parent.info.status == "FINISHED"
+
+    shown = cli(tmp_path, "show", hashes[0][:8])
+    assert hashes[0] in shown.stdout and "primitives" in shown.stdout
+    cli(tmp_path, "export", hashes[0][:8], "-o", "op.py")
+    namespace: dict = {}
+    exec(compile((tmp_path / "op.py").read_text(), "op.py", "exec"), namespace)
+    report = cli(tmp_path, "report")
+    assert (tmp_path / "report" / "pareto_flops.png").stat().st_size > 1000
+    assert (tmp_path / "report" / "pareto_flops.svg").exists() and "canonical rate" in report.stdout
+
+    again = cli(tmp_path, "search", "--trials", "4", "--epochs", "1", "--timeout", "30", "--resume")
+    assert "1 trials to run" in again.stdout
+    trials = _study(tmp_path).trials
+    assert len(trials) == 5 and len({t.user_attrs["syno.hash"] for t in trials[1:]}) == 4
+    assert len([r for r in _runs(tmp_path) if r.data.tags.get("syno.role") == "study"]) == 1
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    bad = cli(tmp_path, "search", "--bogus", check=False)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--bogus" in bad.stderr
+    missing = cli(tmp_path, "show", "abcd", check=False)
+    assert missing.returncode == 1 and missing.stderr.strip().splitlines() == [missing.stderr.strip()]
+    assert "syno.db" in missing.stderr
+    negative = cli(tmp_path, "search", "--trials", "-1", check=False)
+    assert negative.returncode == 1 and "--trials" in negative.stderr
+    optuna.create_study(study_name="syno", storage=f"sqlite:///{tmp_path / 'syno.db'}")
+    exists = cli(tmp_path, "search", "--trials", "1", "--tracking-uri", "none", check=False)
+    assert exists.returncode == 1 and "--resume" in exists.stderr
+    assert len(exists.stderr.strip().splitlines()) == 1
+    debug = cli(tmp_path, "search", "--trials", "1", "--tracking-uri", "none", "--debug", check=False)
+    assert "Traceback" in debug.stderr
+
+
+def test_enumerate(tmp_path):
+    out = cli(tmp_path, "enumerate", "--time-limit", "3")
+    assert "canonical rate" in out.stdout and "| depth | nodes | final |" in out.stdout
+
+
+@pytest.mark.slow
+def test_nan_loss_and_unbuildable_operator_are_recorded(tmp_path, monkeypatch):
+    from syno_automl.study import SearchConfig, open_study, prepare, run_search
+
+    monkeypatch.chdir(tmp_path)
+    config = SearchConfig(trials=2, epochs=1, lr=1e12, storage=f"sqlite:///{tmp_path / 's.db'}",
+                          tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", trial_timeout=None)
+    study = open_study(config, prepare(config))
+    study.enqueue_trial({}, user_attrs={"syno.operator": json.dumps({"format": "syno-operator/1", "hash": "0" * 16,
+                                                                     "path": ["0" * 16], "space": {}})})
+    result = run_search(config, resume=True, out=None)
+    trials = result.study.trials
+    assert len(trials) == 3 and all(t.state == optuna.trial.TrialState.FAIL for t in trials)  # 2 operator trials
+    reasons = {t.number: t.user_attrs["syno.failure"] for t in trials}
+    assert "OperatorFormatError" in reasons[1]
+    assert all("NonFiniteLossError" in r or "nan" in r.lower() for n, r in reasons.items() if n != 1), reasons
+    client = MlflowClient(config.tracking_uri)
+    for t in trials:
+        run = client.get_run(t.user_attrs["syno.mlflow_run_id"])
+        assert run.info.status == "FAILED" and run.data.tags["syno.failure"]
+        assert "failure.txt" in {a.path for a in client.list_artifacts(run.info.run_id)}
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_trial_is_retried_with_the_same_operator(tmp_path):
+    args = ["search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1"]
+    proc = subprocess.Popen([sys.executable, "-m", "syno_automl.cli", *args], cwd=tmp_path, env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    victim = None
+    deadline = time.time() + 400
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            time.sleep(0.3)
+            if not (tmp_path / "syno.db").exists():
+                continue
+            try:
+                trials = _study(tmp_path).trials
+            except Exception:
+                continue
+            running = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING
+                       and not t.user_attrs.get("syno.baseline") and "syno.mlflow_run_id" in t.user_attrs]
+            if running and trials[0].state.is_finished():
+                victim = running[0]
+                os.kill(proc.pid, signal.SIGKILL)
+                break
+    finally:
+        if proc.poll() is None and victim is None:
+            proc.kill()
+        proc.wait()
+    assert victim is not None, "the worker finished or stalled before a trial could be interrupted"
+    finished_before = {t.number: t for t in _study(tmp_path).trials if t.state.is_finished()}
+    time.sleep(3.5)  # past the grace period (3 heartbeats)
+    cli(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1", "--resume")
+    trials = _study(tmp_path).trials
+    lost = trials[victim.number]
+    assert lost.state == optuna.trial.TrialState.FAIL
+    retry = next(t for t in trials if t.system_attrs.get("failed_trial") == victim.number)
+    assert retry.user_attrs["syno.hash"] == victim.user_attrs["syno.hash"]
+    assert retry.state.is_finished() and retry.state != optuna.trial.TrialState.RUNNING
+    for number, before in finished_before.items():  # nothing finished was lost
+        assert trials[number].state == before.state and trials[number].values == before.values
+    ops = [t for t in trials if not t.user_attrs.get("syno.baseline") and t.number != victim.number]
+    assert len(ops) == 3 and all(t.state.is_finished() for t in trials)
+    runs = {r.info.run_id: r for r in _runs(tmp_path)}
+    assert runs[victim.user_attrs["syno.mlflow_run_id"]].info.status == "FAILED"
+    assert "worker lost" in runs[victim.user_attrs["syno.mlflow_run_id"]].data.tags["syno.failure"]
+    for number, before in finished_before.items():
+        run = runs[before.user_attrs["syno.mlflow_run_id"]]
+        assert run.info.status in ("FINISHED", "FAILED", "KILLED")
+        if before.state == optuna.trial.TrialState.COMPLETE:
+            assert run.data.metrics["val_acc"] == pytest.approx(before.value)

@@ -7,5 +7,7 @@ bash scripts/install.sh
 cmake -S . -B build/ctest -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/ctest >/dev/null
 ctest --test-dir build/ctest --output-on-failure
-# `pytest` (not `python -m pytest`): the installed package is tested, not the source folder.
+# From tests/, so that neither pytest nor the subprocesses the tests start (`python -m ...`, isolated TVM
+# workers) can import the source folder instead of the installed package (the source has no compiled core).
+cd tests
 pytest -q -p no:cacheprovider "$@"

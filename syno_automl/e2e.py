@@ -76,8 +76,8 @@ from syno_automl.latency import (
     device_name,
     make_runner,
     parse_target,
+    resolve_target,
     speedup,
-    tracker_unreachable,
 )
 
 __all__ = [
@@ -429,19 +429,13 @@ def _measure(ep, inputs, reference, spec, target, trials, work_dir, seconds, pro
         import tvm
         from tvm import relax
 
-        from syno_automl.codegen.tvm import device_for, make_target
+        from syno_automl.codegen.tvm import device_for
 
         mod = export_relax(ep)
         stage = "target"
-        if spec.kind == "rpc":
-            tgt = make_target(build_target if build_target is not None else "llvm")
-            why = tracker_unreachable(spec)
-            if why:
-                return Latency.failed(name, f"target: {why}")
-        else:
-            tgt = make_target(target)
-            if tgt.kind.name == "cuda" and not tvm.cuda(0).exist:
-                return Latency.failed(name, "target: no CUDA device present")
+        tgt, why = resolve_target(spec, target, build_target)
+        if tgt is None:
+            return Latency.failed(name, why)
         stage = "prepare"
         mod = prepare_relax(mod, tgt)
         if trials > 0:

@@ -79,10 +79,29 @@ __all__ = [
     "device_name",
     "infer_baseline",
     "measure_operator",
+    "resolve_target",
     "DEFAULT_WORK_DIR",
 ]
 
 _log = logging.getLogger(__name__)
+
+def resolve_target(spec: Any, target: Any, build_target: Any = None) -> tuple[Any, str | None]:
+    """(the TVM target to build for, None), or (None, why it cannot be used now): an unreachable RPC tracker, or
+    CUDA asked for where no CUDA device is present."""
+    import tvm
+
+    from syno_automl.codegen.tvm import make_target
+
+    if spec.kind == "rpc":
+        why = tracker_unreachable(spec)
+        if why:
+            return None, f"target: {why}"
+        return make_target(build_target if build_target is not None else "llvm"), None
+    tgt = make_target(target)
+    if tgt.kind.name == "cuda" and not tvm.cuda(0).exist:
+        return None, "target: no CUDA device present"
+    return tgt, None
+
 
 DEFAULT_WORK_DIR = os.environ.get("SYNO_TVM_WORK_DIR", os.path.join(os.getcwd(), ".tvm_tuning"))
 
@@ -579,19 +598,13 @@ def tune_and_time(
     try:
         import tvm
 
-        from syno_automl.codegen.tvm import default_gpu_schedule, device_for, make_target
+        from syno_automl.codegen.tvm import default_gpu_schedule, device_for
 
         mod = _to_irmodule(program_or_primfunc)
         stage = "target"
-        if spec.kind == "rpc":
-            tgt = make_target(build_target if build_target is not None else "llvm")
-            why = tracker_unreachable(spec)
-            if why:
-                return Latency.failed(name, f"target: {why}")
-        else:
-            tgt = make_target(target)
-            if tgt.kind.name == "cuda" and not tvm.cuda(0).exist:
-                return Latency.failed(name, "target: no CUDA device present")
+        tgt, why = resolve_target(spec, target, build_target)
+        if tgt is None:
+            return Latency.failed(name, why)
         sched_mod = mod
         if trials > 0:
             stage = "tune"

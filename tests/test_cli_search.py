@@ -13,13 +13,17 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-ROOT = Path(__file__).resolve().parents[1]
+import syno_automl
+
+# Where the syno_automl under test lives (the installed package in CI, the source tree with PYTHONPATH=.):
+# the CLI subprocesses must import the same one.
+PACKAGE_ROOT = Path(syno_automl.__file__).resolve().parents[1]
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(PACKAGE_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 

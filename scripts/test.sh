@@ -9,5 +9,9 @@ cmake --build build/ctest >/dev/null
 ctest --test-dir build/ctest --output-on-failure
 # From tests/, so that neither pytest nor the subprocesses the tests start (`python -m ...`, isolated TVM
 # workers) can import the source folder instead of the installed package (the source has no compiled core).
+# test_e2e_latency.py runs in its own process: MetaSchedule's logging setup (dictConfig on every tuning call)
+# breaks on logging state that earlier in-process tests leave behind ('NoneType' object has no attribute
+# 'format'); alone it passes. Both runs must pass.
 cd tests
-pytest -q -p no:cacheprovider "$@"
+pytest -q -p no:cacheprovider --ignore=test_e2e_latency.py "$@"
+pytest -q -p no:cacheprovider test_e2e_latency.py

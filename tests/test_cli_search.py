@@ -36,7 +36,11 @@ def cli(cwd: Path, *args: str, timeout: float = 600, check: bool = True) -> subp
 
 
 def _study(cwd: Path) -> optuna.Study:
-    return optuna.load_study(study_name="syno", storage=f"sqlite:///{cwd / 'syno.db'}")
+    """The study, read without creating tables (never races a worker that is creating them)."""
+    storage = optuna.storages.RDBStorage(f"sqlite:///{cwd / 'syno.db'}", skip_table_creation=True,
+                                         skip_compatibility_check=True,
+                                         engine_kwargs={"connect_args": {"timeout": 60}})
+    return optuna.load_study(study_name="syno", storage=storage)
 
 
 def _runs(cwd: Path) -> list:
@@ -137,14 +141,15 @@ def test_nan_loss_and_unbuildable_operator_are_recorded(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_worker_killed_mid_trial_is_retried_with_the_same_operator(tmp_path):
     args = ["search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1"]
+    log = open(tmp_path / "worker1.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "syno_automl.cli", *args], cwd=tmp_path, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=log, stderr=subprocess.STDOUT)
     victim = None
     deadline = time.time() + 400
     try:
         while time.time() < deadline and proc.poll() is None:
             time.sleep(0.3)
-            if not (tmp_path / "syno.db").exists():
+            if not (tmp_path / "mlflow.db").exists():  # created once the study exists
                 continue
             try:
                 trials = _study(tmp_path).trials
@@ -160,7 +165,9 @@ def test_worker_killed_mid_trial_is_retried_with_the_same_operator(tmp_path):
         if proc.poll() is None and victim is None:
             proc.kill()
         proc.wait()
-    assert victim is not None, "the worker finished or stalled before a trial could be interrupted"
+        log.close()
+    assert victim is not None, ("the worker finished or stalled before a trial could be interrupted:\n"
+                                + (tmp_path / "worker1.log").read_text()[-3000:])
     finished_before = {t.number: t for t in _study(tmp_path).trials if t.state.is_finished()}
     time.sleep(3.5)  # past the grace period (3 heartbeats)
     cli(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1", "--resume")

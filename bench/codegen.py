@@ -1,6 +1,7 @@
-"""Forward+backward time of the generated conv2d-equivalent module against nn.Conv2d (CPU).
+"""Forward+backward time of the generated conv2d-equivalent module against nn.Conv2d (CPU or CUDA).
 
     PYTHONPATH=. python bench/codegen.py [--batch 32] [--repeats 15] [--warmup 3] [--threads N] [--skip-model]
+                                         [--device cpu|cuda]
 
 1. The ResNet-18 (CIFAR) 3x3 stride-1 layer shapes (64x32², 128x16², 256x8², 512x4², C_in = C_out): the
    operator reached by walking the space to the conv-equivalent (``syno_automl.known.conv2d``), built by
@@ -10,7 +11,8 @@
    original model.
 
 One step = forward + ``loss.backward()`` (input and weight gradients). Both sides are timed in the same run,
-alternating, after warm-up; the figures are medians over the repeats; ratio = generated / torch. Nothing is
+alternating, after warm-up; the figures are medians over the repeats; ratio = generated / torch. On CUDA each
+step is synchronized before the clock stops (TF32 left at torch's default for both sides). Nothing is
 asserted: this prints figures.
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ from syno_automl.placeholder import substitute  # noqa: E402
 LAYERS = [(64, 32), (128, 16), (256, 8), (512, 4)]  # (channels, spatial size) of ResNet-18's 3x3 layers
 PRIMARY = ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"]
 COEFFICIENTS = ["k=3: 2", "s=2: 2"]
+DEVICE = torch.device("cpu")
 
 
 def conv2d_operator(space: OperatorSpace):
@@ -68,6 +71,8 @@ def time_steps(fns: dict, repeats: int, warmup: int) -> dict:
         for name, fn in fns.items():
             start = time.perf_counter()
             fn()
+            if DEVICE.type == "cuda":
+                torch.cuda.synchronize()
             samples[name].append(time.perf_counter() - start)
     return {name: statistics.median(v) for name, v in samples.items()}
 
@@ -82,7 +87,7 @@ def fwd_bwd(module: nn.Module, x: torch.Tensor, loss=None):
 
 
 def bench_layers(batch: int, repeats: int, warmup: int) -> None:
-    print(f"conv2d-equivalent operator vs nn.Conv2d, forward+backward, batch {batch}, "
+    print(f"conv2d-equivalent operator vs nn.Conv2d, forward+backward, batch {batch}, on {DEVICE}, "
           f"{torch.get_num_threads()} threads (median of {repeats}, {warmup} warm-up)")
     print(f"{'layer':>16} {'nn.Conv2d ms':>13} {'generated ms':>13} {'ratio':>7} {'max |diff|':>11}")
     for channels, size in LAYERS:
@@ -96,7 +101,8 @@ def bench_layers(batch: int, repeats: int, warmup: int) -> None:
         with torch.no_grad():
             (w,) = list(gen.parameters())
             w.copy_(conv.weight)
-        x = torch.randn(batch, channels, size, size, requires_grad=True)
+        conv, gen = conv.to(DEVICE), gen.to(DEVICE)
+        x = torch.randn(batch, channels, size, size, device=DEVICE, requires_grad=True)
         with torch.no_grad():
             diff = (gen(x) - conv(x)).abs().max().item()
         t = time_steps({"torch": fwd_bwd(conv, x), "gen": fwd_bwd(gen, x)}, repeats, warmup)
@@ -119,6 +125,7 @@ def bench_resnet18(batch: int, repeats: int, warmup: int) -> None:
         for (_, p), module in zip(sub.placeholders, modules):
             (w,) = list(module.parameters())
             w.copy_(p.referred_layer.weight)
+    original, model, x, target = original.to(DEVICE), model.to(DEVICE), x.to(DEVICE), target.to(DEVICE)
     original.train()
     model.train()
     x.requires_grad_(False)
@@ -143,7 +150,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--skip-model", action="store_true", help="only the per-layer figures")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args()
+    global DEVICE
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device")
+    DEVICE = torch.device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}")

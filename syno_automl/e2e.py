@@ -216,12 +216,9 @@ def _build_untuned(mod, tgt):
     import tvm
 
     if tgt.kind.name == "cuda":
-        from tvm.s_tir import dlight as dl
+        from syno_automl.codegen.tvm import default_gpu_schedule
 
-        with tgt:
-            mod = dl.ApplyDefaultSchedule(
-                dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()
-            )(mod)
+        mod = default_gpu_schedule(mod, tgt)
     return tvm.compile(mod, target=tgt)
 
 

@@ -450,6 +450,12 @@ def make_runner(spec: _TargetSpec, kind: str | None = None, rpc_session_timeout:
     raise ValueError(f"unknown runner {kind!r}: 'inprocess' or 'local'")
 
 
+def _cost_model() -> str:
+    """XGBoost guides the search where it is installed (the ``tvm`` extra brings xgboost-cpu); without it
+    MetaSchedule still tunes, with a random cost model, rather than failing."""
+    return "xgb" if importlib.util.find_spec("xgboost") is not None else "random"
+
+
 def _tune(mod, tgt, trials: int, work_dir: str, seconds: float | None, runner, seed: int,
           in_memory: bool = False) -> dict[str, Any]:
     """Tune ``mod`` into the JSON database; returns the best schedule's module and bookkeeping."""
@@ -478,7 +484,7 @@ def _tune(mod, tgt, trials: int, work_dir: str, seconds: float | None, runner, s
                 builder=classes["InProcessBuilder"](in_memory),
                 runner=runner,
                 database=db,
-                cost_model="xgb",
+                cost_model=_cost_model(),
                 measure_callbacks=callbacks,
                 strategy=_search_strategy(trials),
                 num_tuning_cores=os.cpu_count() or 1,

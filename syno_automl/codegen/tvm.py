@@ -545,13 +545,25 @@ def make_target(target: Any = "llvm") -> tvm.target.Target:
 
 
 def default_gpu_schedule(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
-    """Untuned GPU kernels need thread bindings: apply DLight's default rules (Fallback last)."""
+    """Untuned GPU kernels need thread bindings: apply DLight's default rules (Fallback last).
+
+    DLight's analyses assert on some access patterns of ours (an UNFOLD's window read has extent > 1 in
+    ``detect_dominant_read``); a rule that raises is treated as not applicable, so the next one gets its turn."""
     from tvm.s_tir import dlight as dl
 
+    class NotApplicableOnError(dl.ScheduleRule):
+        def __init__(self, rule: dl.ScheduleRule) -> None:
+            self.rule = rule
+
+        def apply(self, func, target, tunable):
+            try:
+                return self.rule.apply(func, target, tunable)
+            except Exception:  # noqa: BLE001 -- any analysis failure means "this rule does not fit"
+                return None
+
+    rules = [dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction()]
     with target:
-        return dl.ApplyDefaultSchedule(
-            dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()
-        )(mod)
+        return dl.ApplyDefaultSchedule(*[NotApplicableOnError(r) for r in rules], dl.gpu.Fallback())(mod)
 
 
 def device_for(target: tvm.target.Target, index: int = 0):

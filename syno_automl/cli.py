@@ -2,6 +2,7 @@
 
     syno-automl search                      # embedded default: digits, small CNN, 10 trials, syno.db + mlflow.db
     syno-automl search --resume --trials 20 # continue the study
+    syno-automl search --task lm --study lm # GPT QKV projections on the embedded text corpus, val_loss
     syno-automl show 3f2a                   # an operator of the study (hash prefix)
     syno-automl export 3f2a -o op.py        # standalone PyTorch module
     syno-automl report                      # Pareto plot (PNG/SVG, logged to MLflow) and canonical-rate table
@@ -62,16 +63,26 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _model_options(p: argparse.ArgumentParser, trials: bool = True) -> None:
-    p.add_argument("--model", default="small_cnn", help="model of lightning_modules (default: %(default)s)")
-    p.add_argument("--dataset", default="digits",
-                   help="digits (embedded), mnist, cifar10, cifar100, imagenet-folder (default: %(default)s)")
-    p.add_argument("--data-dir", default=None, help="folder of a local dataset (not digits)")
-    p.add_argument("--epochs", type=int, default=None, help="training epochs per trial")
+    p.add_argument("--task", choices=["image", "lm"], default="image",
+                   help="image: classification, maximize val_acc (default); lm: the GPT's QKV projections, "
+                        "minimize val_loss")
+    p.add_argument("--model", default=None, help="model of lightning_modules (default: small_cnn; lm: gpt)")
+    p.add_argument("--dataset", default=None,
+                   help="digits (embedded, the default), mnist, cifar10, cifar100, imagenet-folder; lm: text "
+                        "(the embedded corpus: the Python standard library's sources)")
+    p.add_argument("--data-dir", default=None, help="folder of a local dataset (not digits; lm: text files)")
+    p.add_argument("--epochs", type=int, default=None, help="training epochs per trial (image)")
+    p.add_argument("--steps", type=int, default=None, help="lm: training steps per trial (default: 200)")
+    p.add_argument("--time-budget", type=float, default=None,
+                   help="lm: seconds of training per trial; at the budget training stops and the model is "
+                        "validated (default: 60; 0: none)")
+    p.add_argument("--seq-len", type=int, default=None, help="lm: tokens per sequence (default: 64)")
+    p.add_argument("--val-every", type=int, default=None, help="lm: validate every N steps (default: 50)")
     p.add_argument("--flops-ratio", type=float, default=0.5,
                    help="FLOPs budget relative to the replaced layers (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="search seed (default: %(default)s)")
     p.add_argument("--image-size", type=int, default=None, help="image side (default: the dataset's)")
-    p.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.05)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.05 SGD; lm: 3e-3 AdamW)")
     p.add_argument("--max-depth", type=int, default=None, help="maximum primitives per operator (default: 8)")
     if trials:
         p.add_argument("--trials", type=int, default=10, help="operator trials, beside the baseline (default: %(default)s)")
@@ -94,6 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds between worker heartbeats (RDB storages); a trial silent for 3x this is failed "
                         "and retried with its operator (default: %(default)s; 0: off)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--latency", default="", metavar="TARGETS",
+                   help="TVM latency of each trial's operator vs the replaced layers on these targets, e.g. llvm or "
+                        "llvm,cuda or rpc:KEY@host:port (default: none)")
+    p.add_argument("--latency-trials", type=int, default=0,
+                   help="MetaSchedule trials per kernel for --latency (default: %(default)s = untuned default "
+                        "schedules, labelled so)")
+    p.add_argument("--latency-margin", type=float, default=0.01,
+                   help="measure only trials within this margin of the baseline's value (paper Algorithm 1); "
+                        "negative: every trial (default: %(default)s)")
+    p.add_argument("--latency-inductor", action="store_true", help="also time both under torch.compile")
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("show", help="describe an operator of the study")
@@ -110,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="Pareto plot and canonical-rate table")
     p.add_argument("--out", default="report", help="output folder (default: %(default)s)")
+    p.add_argument("--top", type=int, default=3, help="lm: loss curves of this many best operators (default: 3)")
     _common(p)
     p.set_defaults(func=cmd_report)
 
@@ -128,8 +150,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune", help="TVM latency of an operator vs the layers it replaces")
     p.add_argument("hash")
     p.add_argument("--target", default="llvm", help="llvm, cuda or rpc:KEY@host:port (default: %(default)s)")
-    p.add_argument("--tune-trials", type=int, default=0, help="MetaSchedule trials (0: default schedule)")
-    p.add_argument("--seconds", type=float, default=None, help="tuning time budget per kernel")
+    p.add_argument("--tune-trials", type=int, default=32,
+                   help="MetaSchedule trials per kernel, the same for the operator and the replaced layer "
+                        "(default: %(default)s, a small but real budget: a few minutes per layer on a CPU; "
+                        "0: untuned default schedules, labelled as such and stored with tuned_trials 0)")
+    p.add_argument("--seconds", type=float, default=None, help="tuning time budget per kernel (default: none)")
+    p.add_argument("--no-inductor", action="store_true", help="do not time the TorchInductor versions")
+    p.add_argument("--batch", type=int, default=None,
+                   help="N of the timed layers: 1 (an image) or one sequence's tokens (lm) by default, as the "
+                        "paper's inference latencies; 0: the training batch the sizes were recorded with")
+    p.add_argument("--work-dir", default=None,
+                   help="MetaSchedule database folder, reused across runs (default: $SYNO_TVM_WORK_DIR or "
+                        "./.tvm_tuning)")
     _common(p)
     p.set_defaults(func=cmd_tune)
     return parser
@@ -143,15 +175,27 @@ def _tracking(args: argparse.Namespace) -> str | None:
 def _config(args: argparse.Namespace, **extra: Any):
     from syno_automl.study import SearchConfig
 
-    config = SearchConfig(model=args.model, dataset=args.dataset, data_dir=args.data_dir,
+    task = getattr(args, "task", "image")
+    if task != "lm":
+        given = [o for o, v in (("--steps", args.steps), ("--time-budget", args.time_budget),
+                                ("--seq-len", args.seq_len), ("--val-every", args.val_every)) if v is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} only apply to --task lm")
+    elif args.epochs is not None or args.image_size is not None:
+        raise ValueError("--epochs and --image-size apply to --task image; --task lm trains for --steps")
+    config = SearchConfig(task=task, model=args.model, dataset=args.dataset, data_dir=args.data_dir,
                           flops_ratio=args.flops_ratio, seed=args.seed, **extra)
     for name, attr in (("epochs", "epochs"), ("image_size", "image_size"), ("lr", "lr"),
-                       ("max_depth", "max_depth"), ("timeout", "trial_timeout"), ("threads", "threads")):
+                       ("max_depth", "max_depth"), ("timeout", "trial_timeout"), ("threads", "threads"),
+                       ("steps", "max_steps"), ("time_budget", "time_budget"), ("seq_len", "seq_len"),
+                       ("val_every", "val_every")):
         value = getattr(args, name, None)
         if value is not None:
             setattr(config, attr, value)
     if getattr(args, "timeout", None) == 0:
         config.trial_timeout = None
+    if getattr(args, "time_budget", None) == 0:
+        config.time_budget = None
     return config
 
 
@@ -206,22 +250,25 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.trials < 0:
         raise ValueError(f"--trials must be >= 0, got {args.trials}")
     _quiet(training=True)
-    from syno_automl.study import run_search
+    from syno_automl.study import baseline_trial, best_operator_trial, objective_name, run_search
 
+    targets = tuple(t.strip() for t in args.latency.split(",") if t.strip())
     config = _config(args, trials=args.trials, storage=args.storage, study=args.study,
-                     tracking_uri=_tracking(args), heartbeat=args.heartbeat or None)
+                     tracking_uri=_tracking(args), heartbeat=args.heartbeat or None, latency_targets=targets,
+                     latency_trials=args.latency_trials, latency_inductor=args.latency_inductor,
+                     latency_margin=None if args.latency_margin < 0 else args.latency_margin)
     if args.epochs is None:
         config.epochs = 3
     result = run_search(config, resume=args.resume, out=None if args.quiet else sys.stdout)
     study = result.study
+    name = objective_name(study)
     done = [t for t in study.trials if t.state.name == "COMPLETE"]
-    base = next((t for t in done if t.user_attrs.get("syno.baseline")), None)
-    ops = [t for t in done if not t.user_attrs.get("syno.baseline")]
+    base = baseline_trial(study)
     print(f"done in {result.seconds:.0f} s: {len(study.trials)} trials, {len(done)} complete"
-          + (f"; baseline val_acc {base.value:.4f}" if base else ""))
-    if ops:
-        best = max(ops, key=lambda t: t.value)
-        print(f"best operator {best.user_attrs.get('syno.hash')} (trial {best.number}): val_acc {best.value:.4f} "
+          + (f"; baseline {name} {base.value:.4f}" if base else ""))
+    best = best_operator_trial(study)
+    if best is not None:
+        print(f"best operator {best.user_attrs.get('syno.hash')} (trial {best.number}): {name} {best.value:.4f} "
               f"at {best.user_attrs.get('syno.flops_ratio', float('nan')):.3f}x FLOPs  ->  "
               f"syno-automl show {best.user_attrs.get('syno.hash')}")
     if config.tracking_uri:
@@ -239,7 +286,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         if key in trial.user_attrs:
             print(f"{label}: {trial.user_attrs[key]}")
     if trial.value is not None:
-        print(f"val_acc: {trial.value:.4f}")
+        from syno_automl.study import objective_name
+
+        print(f"{objective_name(study)}: {trial.value:.4f}")
+    for key, label in (("syno.tokens_per_s", "training tokens/s"), ("syno.throughput_ratio", "throughput ratio")):
+        if key in trial.user_attrs:
+            print(f"{label}: {trial.user_attrs[key]:.4g}")
     if "syno.failure" in trial.user_attrs:
         print(f"failure: {trial.user_attrs['syno.failure']}")
     if "syno.mlflow_run_id" in trial.user_attrs:
@@ -262,18 +314,29 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from syno_automl.report import canonical_rate_table, latency_points, plot_pareto, points_of, trial_table
+    from syno_automl.report import (canonical_rate_table, latency_devices, latency_points, latency_schedules,
+                                    plot_pareto, points_of, trial_table)
+    from syno_automl.study import objective_name
 
     study = _load_study(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    name = objective_name(study)
+    maximize = name == "val_acc"
+    axis = {"maximize": maximize, "ylabel": "validation accuracy" if maximize else "validation loss"}
     points = points_of(study)
-    files = plot_pareto(points, out / "pareto_flops", title=f"{study.study_name}: accuracy vs FLOPs")
-    devices = sorted({d for entry in study.user_attrs.get("syno.latency", {}).values() for d in entry})
-    for device in devices:  # measured by `syno-automl tune`
+    files = plot_pareto(points, out / "pareto_flops", title=f"{study.study_name}: {name} vs FLOPs", **axis)
+    for device in latency_devices(study):  # measured by the search or by `syno-automl tune`
         files += plot_pareto(latency_points(study, device), out / f"pareto_latency_{device}",
                              xlabel=f"latency of the replaced layers (ms) on {device}",
-                             title=f"{study.study_name}: accuracy vs latency ({device})")
+                             title=f"{study.study_name}: {name} vs latency ({device}; "
+                                   f"{'; '.join(latency_schedules(study, device))})", **axis)
+    tracking = _tracking(args)
+    if not maximize:
+        if tracking:
+            files += _loss_curves(study, tracking, out, args.top)
+        else:
+            print("no loss curves: they are read from MLflow (--tracking-uri none was given)")
     space = _space_of(study)
     space.sample(32, seed=0, time_limit=30.0)  # exercise the rules so the counters mean something
     rates = canonical_rate_table(space.stats())
@@ -282,7 +345,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     (out / "report.md").write_text(text)
     files.append(out / "report.md")
     print(text)
-    tracking = _tracking(args)
     run_id = study.user_attrs.get("syno.mlflow_run_id")
     if tracking and run_id:
         from syno_automl.tracking import SearchTracker
@@ -293,6 +355,31 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"logged {len(files)} files to MLflow run {run_id}")
     print("wrote " + ", ".join(str(f) for f in files))
     return 0
+
+
+def _loss_curves(study, tracking: str, out: Path, top: int) -> list[Path]:
+    """Loss-vs-step curves of the baseline and the `top` best operators, from their MLflow runs."""
+    import optuna
+
+    from syno_automl.report import plot_loss_curves
+    from syno_automl.tracking import SearchTracker
+
+    done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if t.value is not None and "syno.mlflow_run_id" in t.user_attrs]
+    base = [t for t in done if t.user_attrs.get("syno.baseline")]
+    ops = sorted((t for t in done if not t.user_attrs.get("syno.baseline")), key=lambda t: t.value)[:top]
+    client = SearchTracker(tracking).client
+    curves: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    for t in base + ops:
+        label = "baseline" if t.user_attrs.get("syno.baseline") else str(t.user_attrs.get("syno.hash", t.number))[:8]
+        run_id = t.user_attrs["syno.mlflow_run_id"]
+        curves[label] = {m: [(p.step, p.value) for p in client.get_metric_history(run_id, m)]
+                         for m in ("train_loss", "val_loss")}
+    if not any(series.get("val_loss") for series in curves.values()):
+        print("no loss curves: no completed trial has a val_loss history in MLflow")
+        return []
+    return plot_loss_curves(curves, out / "loss_curves", title=f"{study.study_name}: loss vs step "
+                                                               f"(baseline and the {len(ops)} best operators)")
 
 
 def cmd_enumerate(args: argparse.Namespace) -> int:
@@ -329,6 +416,10 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
     config = _config(args, tracking_uri=_tracking(args), study=args.study)
     if args.epochs is None:
         config.epochs = 10
+    if args.steps is None:
+        config.max_steps = 1000
+    label, schedule = ((config.objective_name, f"{config.max_steps} steps") if config.task == "lm"
+                       else ("val_acc", f"{config.epochs} epochs"))
     _quiet(training=True)
     context = prepare(config)
     free_space = context.space.with_mappings(context.space.mappings)  # the new model's sizes, no FLOPs budget
@@ -354,7 +445,7 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
             continue
         if run is not None:
             run.finish("FINISHED")
-        print(f"{op.hash}: val_acc {acc:.4f} on {config.dataset} after {config.epochs} epochs"
+        print(f"{op.hash}: {label} {acc:.4f} on {config.dataset} after {schedule}"
               + (f" (search trial {trial.number}: {trial.value:.4f})" if trial.value is not None else "")
               + (f"  [MLflow run {run.run_id}]" if run is not None else ""))
     return 0
@@ -365,41 +456,57 @@ def cmd_tune(args: argparse.Namespace) -> int:
         from syno_automl import latency
     except ImportError as e:
         raise RuntimeError(f"syno_automl.latency is not available: {e}") from None
+    if args.tune_trials < 0:
+        raise ValueError(f"--tune-trials must be >= 0, got {args.tune_trials}")
+    device = latency.device_name(args.target)  # a malformed rpc:KEY@host:port fails here, before any work
     study = _load_study(args)
     trial, op = _find(study, args.hash)
-    space = op.space
-    device = "".join(c if c.isalnum() else "_" for c in args.target.split("@")[0])
-    total_op = total_base = 0.0
-    for i in range(space.num_mappings):
-        m = space.mapping(i)
-        if "H" in m:
-            base = latency.conv2d_nchw_te(m["N"], m["C_in"], m["C_out"], m["H"], m["W"], m.get("k", 3))
-        else:
-            base = latency.dense_te(m["N"], m["C_in"], m["C_out"])
-        result = latency.compare(op.program(i), base, target=args.target, trials=args.tune_trials,
-                                 seconds=args.seconds)
-        o, b = result["operator"], result["baseline"]
-        if not (o.ok and b.ok):
-            raise RuntimeError(f"latency of layer {i} failed: operator: {o.note}; baseline: {b.note}")
-        print(f"layer {i} {m}: operator {o.median_ms:.4f} ms, replaced layer {b.median_ms:.4f} ms "
-              f"({b.median_ms / o.median_ms:.2f}x)")
-        total_op += o.median_ms
-        total_base += b.median_ms
-    speedup = total_base / total_op
-    print(f"operator {op.hash} on {args.target}: {total_op:.4f} ms vs {total_base:.4f} ms -> speedup {speedup:.2f}x")
-    latencies = dict(study.user_attrs.get("syno.latency", {}))
-    latencies.setdefault(op.hash, {})[device] = {"latency_ms": total_op, "baseline_ms": total_base,
-                                                 "speedup": speedup}
+    n = op.space.num_mappings
+    schedules = latency.schedules_label(args.tune_trials, args.seconds)
+    print(f"operator {op.hash} (trial {trial.number}) on {args.target}: {n} replaced layer{'s' if n != 1 else ''}, "
+          f"{schedules}{'' if args.no_inductor else '; TorchInductor too'}", flush=True)
+    # every layer: operator and inferred baseline, same budget and protocol (latency.measure_layers)
+    settings = study.user_attrs.get("syno.settings", {})
+    batch = args.batch if args.batch is not None else (
+        settings.get("seq_len", 64) if settings.get("task") == "lm" else 1)
+    result = latency.measure_layers(op, [args.target], args.tune_trials, args.seconds, work_dir=args.work_dir,
+                                    inductor=not args.no_inductor, protocol=latency.PROTOCOL, fail_fast=True,
+                                    sizes={"N": batch} if batch else None)
+    summary = result["devices"][device]
+    for layer in summary["layers"]:
+        print(latency.layer_line(layer, schedules), flush=True)
+    if summary["latency_ms"] is None or summary["baseline_ms"] is None:
+        notes = result["notes"]
+        why = notes.get(f"latency_ms.{device}") or notes.get(f"baseline_latency_ms.{device}") or "no reason given"
+        raise RuntimeError(f"no latency on {device} ({schedules}): {why}")
+    print(latency.total_line(summary, device))
+    entry = {k: summary[k] for k in ("latency_ms", "baseline_ms", "speedup", "tuned_trials", "schedules", "seconds")}
+    entry.update({k: summary[k] for k in ("inductor_ms", "inductor_baseline_ms", "inductor_speedup")
+                  if summary.get(k) is not None})
+    latencies = dict(study.user_attrs.get("syno.latency", {}))  # read again: measuring took a while
+    latencies[op.hash] = {**latencies.get(op.hash, {}), device: entry}
     study.set_user_attr("syno.latency", latencies)
+    print(f"stored syno.latency[{op.hash}][{device}] in study {study.study_name} (tuned_trials {entry['tuned_trials']})")
     tracking = _tracking(args)
     run_id = trial.user_attrs.get("syno.mlflow_run_id")
-    if tracking and run_id:
-        from syno_automl.tracking import SearchTracker
+    if not tracking or not run_id:
+        print("MLflow: nothing logged (" + ("--tracking-uri none" if not tracking else
+                                            f"trial {trial.number} has no MLflow run") + ")")
+        return 0
+    from syno_automl.tracking import SearchTracker
 
-        SearchTracker(tracking).run(run_id).log_metrics({f"latency_ms.{device}": total_op,
-                                                         f"speedup.{device}": speedup,
-                                                         f"baseline_latency_ms.{device}": total_base})
-        print(f"logged latency_ms.{device} and speedup.{device} to MLflow run {run_id}")
+    run = SearchTracker(tracking).run(run_id)
+    try:
+        run.client.get_run(run_id)
+    except Exception as e:
+        print(f"MLflow: nothing logged (run {run_id} not found in {tracking}: {type(e).__name__})")
+        return 0
+    metrics = {k: v for k, v in result["metrics"].items() if v is not None}
+    run.log_metrics(metrics)
+    artifact = f"latency/{latency.slug(device)}.json"
+    run.log_text(json.dumps({"operator": op.hash, "trial": trial.number, "device": device, **summary}, indent=1,
+                            default=str), artifact)
+    print(f"logged {', '.join(sorted(metrics))} and {artifact} to MLflow run {run_id}")
     return 0
 
 

@@ -16,9 +16,11 @@ Pipeline (one code path for every model, so the baseline and the substituted mod
    computations are done once, at compile time), ``FuseOps``/``FuseTIR``): MetaSchedule's task extraction only
    sees ``call_tir`` PrimFuncs, so without it there is "No tasks to tune";
 4. tuning (``trials > 0``): ``trials`` MetaSchedule trials **per task** (every fused kernel of the model, same
-   budget per kernel for both models, the budget semantics of the layer-level measure), with the in-process
-   builder and the runner of :func:`syno_automl.latency.make_runner` (``runner="local"``, the default, or
-   ``"inprocess"``, much faster for models made of many small kernels; RPC for ``rpc:`` targets). A task
+   budget per kernel for both models, the budget semantics of the layer-level measure), through the tuning loop
+   of the layer-level measure (:func:`syno_automl.latency.run_tuning`: the in-process builder, the runner of
+   :func:`syno_automl.latency.make_runner` (``runner="local"``, the default, or
+   ``"inprocess"``, much faster for models made of many small kernels; RPC for ``rpc:`` targets), the cost
+   model of :func:`syno_automl.latency._cost_model`). A task
    whose design space is exhausted before its budget is stopped at once. Records go to a JSON database under
    ``work_dir/relax-<device>`` (one per target, because ``compile_relax`` applies the top record of a workload
    whatever its target). A task that already holds ``>= trials`` records, or was already given a budget of
@@ -29,8 +31,9 @@ Pipeline (one code path for every model, so the baseline and the substituted mod
    GPUs), then the Relax VM;
 6. check (``verify=True``): the VM output on the example inputs must match the torch model (fp32, relative
    tolerance ``rtol`` of the output's max magnitude), otherwise the latency is reported missing;
-7. timing: :data:`syno_automl.latency.PROTOCOL` (warm-up calls, then the VM's ``time_evaluator`` with
-   ``number``/``repeat``/``min_repeat_ms``; median and inter-quartile range).
+7. timing: :data:`syno_automl.latency.PROTOCOL` with :func:`syno_automl.latency.time_main`, the function that
+   times single kernels (warm-up calls, then the VM's ``time_evaluator`` with ``number``/``repeat``/
+   ``min_repeat_ms``; median and inter-quartile range).
 
 Nothing here raises on a failure: the :class:`~syno_automl.latency.Latency` comes back with ``median_ms=None``
 and the stage and reason in ``note``. ``isolate=True`` runs the whole measurement in a child process (the
@@ -50,7 +53,6 @@ import copy
 import json
 import logging
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,14 +63,12 @@ from typing import Any
 import numpy as np
 
 from syno_automl.latency import (
-    _INPROC_ARTIFACTS,
     DEFAULT_WORK_DIR,
     PROTOCOL,
     Latency,
     TimingProtocol,
     _close_runner,
     _ensure_tensor_intrin,
-    _ms_classes,
     _ms_logging,
     _records_for,
     _search_strategy,
@@ -77,7 +77,13 @@ from syno_automl.latency import (
     make_runner,
     parse_target,
     resolve_target,
+    run_child,
+    run_tuning,
+    slug,
     speedup,
+    time_main,
+    tuning_failure_note,
+    upload_remote,
 )
 
 __all__ = [
@@ -248,10 +254,6 @@ def _first_output(out) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------
 
 
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-
-
 def _tune_relax(mod, tgt, trials: int, work_dir: str, seconds: float | None, runner, seed: int,
                 in_memory: bool = False) -> dict[str, Any]:
     """Tune every task of ``mod`` lacking ``trials`` records; returns the database and bookkeeping."""
@@ -275,38 +277,18 @@ def _tune_relax(mod, tgt, trials: int, work_dir: str, seconds: float | None, run
                             "deadline_hit": False, "skipped": [t.task_name for t in skipped]}
     t0 = time.time()
     if todo:
-        classes = _ms_classes()
-        monitor = classes["TuningMonitor"](t0 + seconds if seconds else float("inf"))
-        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-            extracted_tasks=[t for t, _ in todo],
-            work_dir=work_dir,
-            space="post-order-apply",
-            strategy=_search_strategy(trials),
-            seed=seed,
-        )
-        missing = [m for _, m in todo]
-        per_iter = int(min(64, max(1, max(missing))))
-        if seconds:
-            per_iter = min(per_iter, max(4, trials // 4))
-        with _ms_logging():
-            ms.tune.tune_tasks(
-                tasks=contexts,
-                task_weights=weights,
+        with _ms_logging():  # it runs MetaSchedule's logging dictConfig
+            contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+                extracted_tasks=[t for t, _ in todo],
                 work_dir=work_dir,
-                max_trials_global=int(sum(missing)),
-                max_trials_per_task=int(max(missing)),
-                num_trials_per_iter=per_iter,
-                builder=classes["InProcessBuilder"](in_memory),
-                runner=runner,
-                database=db,
-                cost_model="xgb",
-                measure_callbacks=list(ms.measure_callback.MeasureCallback.create("default")) + [monitor],
-                task_scheduler="gradient",
+                space="post-order-apply",
+                strategy=_search_strategy(trials),
+                seed=seed,
             )
-        info["deadline_hit"] = bool(monitor.hit)
-        info["errors"] = list(monitor.errors)
-        _INPROC_ARTIFACTS.clear()  # candidates built but never run (a terminated task)
-        if not monitor.hit:  # the whole budget was spent on every task
+        # the tuning loop of the layer-level measure (builder, runner, cost model, deadline, exhausted tasks)
+        info.update(run_tuning(contexts, weights, work_dir, db, trials, [m for _, m in todo], seconds, runner,
+                               in_memory))
+        if not info["deadline_hit"]:  # the whole budget was spent on every task
             _save_budgets(work_dir, {_budget_key(t.dispatched[0], tgt): trials for t, _ in todo})
         db = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")  # re-read from disk
     counts = [len(_records_for(db, t.dispatched[0], tgt)) for t in tasks]
@@ -440,16 +422,14 @@ def _measure(ep, inputs, reference, spec, target, trials, work_dir, seconds, pro
             from tvm.s_tir import meta_schedule as ms
 
             runner, in_memory = make_runner(spec, runner_kind, rpc_session_timeout)
-            wd = os.path.join(work_dir or DEFAULT_WORK_DIR, "relax-" + _slug(device_name(spec.name)))
+            wd = os.path.join(work_dir or DEFAULT_WORK_DIR, "relax-" + slug(device_name(spec.name)))
             try:
                 info = _tune_relax(mod, tgt, int(trials), wd, seconds, runner, seed, in_memory)
             finally:
                 _close_runner(runner)
             tuned_trials, tuning_s, reused = info["records"], info["tuning_s"], info["reused"]
             if info["records"] == 0 and info["tasks"] > 0:
-                why = "tuning time budget ran out" if info["deadline_hit"] else "no valid trial"
-                errs = f"; first errors: {' || '.join(info['errors'])}" if info["errors"] else ""
-                return Latency.failed(name, f"tune: {why} ({trials} trials per task asked){errs}", 0, tuning_s)
+                return Latency.failed(name, tuning_failure_note(info, trials, "trials per task"), 0, tuning_s)
             notes.append(
                 f"{info['tasks']} tasks, reused {tuned_trials} records from {wd}"
                 if reused
@@ -471,7 +451,8 @@ def _measure(ep, inputs, reference, spec, target, trials, work_dir, seconds, pro
             exe = _build_untuned(mod, tgt)
         stage = "run"
         if spec.kind == "rpc":
-            vm, dev, closer = _remote_vm(exe, tgt, spec, rpc_session_timeout)
+            rmod, dev, closer = upload_remote(exe, tgt, spec, rpc_session_timeout, "model.so")
+            vm = relax.VirtualMachine(rmod, dev)
         else:
             dev = device_for(tgt)
             vm, closer = relax.VirtualMachine(exe, dev), None
@@ -486,7 +467,7 @@ def _measure(ep, inputs, reference, spec, target, trials, work_dir, seconds, pro
                                       f"scale {scale:.3g}, shapes {got.shape} vs {reference.shape})",
                                       tuned_trials, tuning_s)
         stage = "time"
-        samples = _time_vm(vm, dev, args, protocol)
+        samples = time_main(vm, dev, args, protocol)  # the protocol of every latency of this project
         del closer
         med, iqr = _summarize(samples)
         return Latency(med, iqr, len(samples), name, tuned_trials, "; ".join(notes), samples, reused, tuning_s)
@@ -495,33 +476,6 @@ def _measure(ep, inputs, reference, spec, target, trials, work_dir, seconds, pro
             raise
         _log.debug("model_latency failed at %s", stage, exc_info=True)
         return Latency.failed(name, f"{stage}: {type(exc).__name__}: {_last_line(exc)}", tuned_trials, tuning_s)
-
-
-def _time_vm(vm, dev, args, protocol: TimingProtocol) -> list[float]:
-    fn = vm["main"]
-    for _ in range(max(0, protocol.warmup)):
-        fn(*args)
-    dev.sync()
-    evaluator = vm.time_evaluator(
-        "main", dev, number=protocol.number, repeat=protocol.repeat, min_repeat_ms=protocol.min_repeat_ms
-    )
-    return [float(s) * 1e3 for s in evaluator(*args).results]
-
-
-def _remote_vm(exe, tgt, spec, timeout: float):
-    """Upload the VM executable to the board behind the tracker; returns (vm, device, session)."""
-    from tvm import relax, rpc
-
-    tracker = rpc.connect_tracker(spec.host, spec.port)
-    remote = tracker.request(spec.key, priority=1, session_timeout=int(timeout))
-    with tempfile.TemporaryDirectory(prefix="syno_rpc_") as tmp:
-        lib = os.path.join(tmp, "model.so")
-        exe.export_library(lib)
-        remote.upload(lib)
-        rmod = remote.load_module("model.so")
-    kind = tgt.kind.name
-    dev = remote.cpu(0) if kind in ("llvm", "c") else remote.device(kind, 0)
-    return relax.VirtualMachine(rmod, dev), dev, remote
 
 
 # --------------------------------------------------------------------------------------------------
@@ -537,7 +491,6 @@ def _run_isolated(ep, inputs, reference, job: dict, grace: float) -> Latency:
     target = job["target"]
     name = target if isinstance(target, str) else str(target)
     seconds = job["seconds"]
-    limit = (seconds + grace) if seconds is not None else None
     with tempfile.TemporaryDirectory(prefix="syno_e2e_") as tmp:
         try:
             torch.export.save(ep, os.path.join(tmp, "model.pt2"))
@@ -553,23 +506,7 @@ def _run_isolated(ep, inputs, reference, job: dict, grace: float) -> Latency:
         except Exception as exc:
             return Latency.failed(name, f"export: {type(exc).__name__}: {_last_line(exc)}")
         out_path = os.path.join(tmp, "result.json")
-        env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        proc = subprocess.Popen([sys.executable, "-m", "syno_automl.e2e", tmp, out_path], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, env=env, start_new_session=True)
-        try:
-            _, err = proc.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            return Latency.failed(name, f"timeout: child killed after {limit:g} s "
-                                  f"(budget {seconds} s + {grace} s grace)")
-        if proc.returncode != 0 or not os.path.exists(out_path):
-            tail = (err or b"").decode(errors="replace").strip().splitlines()[-3:]
-            return Latency.failed(name, f"child exited with {proc.returncode}: {' | '.join(tail)}")
-        with open(out_path) as f:
-            return Latency.from_dict(json.load(f))
+        return run_child("syno_automl.e2e", [tmp, out_path], out_path, name, seconds, grace)
 
 
 def _child_main(tmp: str, out_path: str) -> None:

@@ -40,7 +40,10 @@ Nothing here raises on a tuning/build/timing failure: the returned :class:`Laten
 :func:`measure_operator` is the high-level entry: an operator and the layer it replaces (inferred from the
 shapes: conv2d NCHW or dense), every target, the metrics named as MLflow logs them (``latency_ms.<device>``,
 ``speedup.<device>``, ``latency_ms.inductor-<device>``, ``speedup.inductor-<device>``) plus the reasons for
-missing values. Whole models (the paper's Fig. 5) are in :mod:`syno_automl.e2e`.
+missing values. :func:`measure_layers` sums it over every layer an operator replaces (every mapping of its
+space), with a JSON-able tuning summary per device (``syno-automl tune`` prints, stores and logs it). Whole
+models (the paper's Fig. 5) are in :mod:`syno_automl.e2e`, through the same tuning loop (:func:`run_tuning`) and
+timing function (:func:`time_main`).
 """
 
 from __future__ import annotations
@@ -79,6 +82,13 @@ __all__ = [
     "device_name",
     "infer_baseline",
     "measure_operator",
+    "measure_layers",
+    "layer_line",
+    "total_line",
+    "schedules_label",
+    "UNTUNED",
+    "run_tuning",
+    "time_main",
     "resolve_target",
     "DEFAULT_WORK_DIR",
 ]
@@ -208,7 +218,8 @@ def device_name(target: Any) -> str:
     if spec.kind == "rpc":
         return f"rpc-{spec.key}"
     if isinstance(target, str) and not target.strip().startswith("{"):
-        return target.strip()
+        # MLflow metric names take letters, digits, _ - . / and spaces: "llvm -mcpu=x" -> "llvm_-mcpu_x"
+        return "_".join(slug(part) for part in target.split())
     try:
         from syno_automl.codegen.tvm import make_target
 
@@ -387,6 +398,11 @@ def _search_strategy(trials: int):
     )
 
 
+def slug(name: str) -> str:
+    """``name`` as a file-name part (work-dir folders, artifact names)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name))
+
+
 def _target_str(t) -> str:
     return str(t)
 
@@ -456,6 +472,67 @@ def _cost_model() -> str:
     return "xgb" if importlib.util.find_spec("xgboost") is not None else "random"
 
 
+def run_tuning(contexts, weights, work_dir: str, db, trials: int, missing: Sequence[int], seconds: float | None,
+               runner, in_memory: bool = False) -> dict[str, Any]:
+    """THE MetaSchedule tuning loop of this project (one kernel: :func:`tune_and_time`; every fused kernel of a
+    Relax model: :mod:`syno_automl.e2e`).
+
+    ``contexts``/``weights``: the tasks (``TuneContext``, made with :func:`_search_strategy` ``(trials)``) and
+    their weights; ``missing``: how many trials each task still needs (``trials`` minus the records it already
+    holds); records go to ``db``. Candidates are compiled by :class:`InProcessBuilder` (``in_memory`` for
+    :class:`InProcessRunner`) and measured by ``runner`` (see :func:`make_runner`); the cost model is
+    :func:`_cost_model`. A :class:`TuningMonitor` stops a task whose design space is exhausted and, past the
+    ``seconds`` deadline, every task (checked after each measured batch). Returns
+    ``{"deadline_hit": bool, "errors": [the first build/run errors]}``."""
+    from tvm.s_tir import meta_schedule as ms
+
+    classes = _ms_classes()
+    monitor = classes["TuningMonitor"](time.time() + seconds if seconds else float("inf"))
+    callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [monitor]
+    per_iter = int(min(64, max(1, max(missing))))
+    if seconds:  # with a time budget, check it at least about 4 times
+        per_iter = min(per_iter, max(4, trials // 4))
+    try:
+        with _ms_logging():
+            ms.tune.tune_tasks(
+                tasks=list(contexts),
+                task_weights=list(weights),
+                work_dir=work_dir,
+                max_trials_global=int(sum(missing)),
+                max_trials_per_task=int(max(missing)),
+                num_trials_per_iter=per_iter,
+                builder=classes["InProcessBuilder"](in_memory),
+                runner=runner,
+                database=db,
+                cost_model=_cost_model(),
+                measure_callbacks=callbacks,
+                task_scheduler="gradient",
+            )
+    finally:
+        _INPROC_ARTIFACTS.clear()  # candidates built but never run (a terminated task)
+    return {"deadline_hit": bool(monitor.hit), "errors": list(monitor.errors)}
+
+
+def _tir_contexts(mod, tgt, work_dir: str, trials: int, seed: int) -> list:
+    """One ``TuneContext`` per PrimFunc of ``mod``, as ``ms.tune_tir`` makes them."""
+    from tvm import tirx
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.logging import get_loggers_from_work_dir
+    from tvm.s_tir.meta_schedule.utils import fork_seed
+
+    named = sorted(((gv.name_hint, f) for gv, f in mod.functions_items() if isinstance(f, tirx.PrimFunc)),
+                   key=lambda x: x[0])
+    names = [n for n, _ in named]
+    strategy = _search_strategy(trials)
+    with _ms_logging():  # get_loggers_from_work_dir runs dictConfig
+        loggers = get_loggers_from_work_dir(work_dir, names)
+    return [
+        ms.TuneContext(mod=func, target=tgt, space_generator="post-order-apply", search_strategy=strategy,
+                       task_name=name, rand_state=rand_state, num_threads=os.cpu_count() or 1, logger=logger).clone()
+        for (name, func), logger, rand_state in zip(named, loggers, fork_seed(seed, n=len(named)))
+    ]
+
+
 def _tune(mod, tgt, trials: int, work_dir: str, seconds: float | None, runner, seed: int,
           in_memory: bool = False) -> dict[str, Any]:
     """Tune ``mod`` into the JSON database; returns the best schedule's module and bookkeeping."""
@@ -468,31 +545,9 @@ def _tune(mod, tgt, trials: int, work_dir: str, seconds: float | None, runner, s
     info: dict[str, Any] = {"reused": have >= trials, "new_trials": 0, "deadline_hit": False, "errors": []}
     t0 = time.time()
     if have < trials:
-        classes = _ms_classes()
-        monitor = classes["TuningMonitor"](t0 + seconds if seconds else float("inf"))
-        callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [monitor]
-        per_iter = int(min(64, max(1, trials - have)))
-        if seconds:  # with a time budget, check it at least about 4 times
-            per_iter = min(per_iter, max(4, trials // 4))
-        with _ms_logging():
-            ms.tune_tir(
-                mod=mod,
-                target=tgt,
-                work_dir=work_dir,
-                max_trials_global=trials - have,
-                num_trials_per_iter=per_iter,
-                builder=classes["InProcessBuilder"](in_memory),
-                runner=runner,
-                database=db,
-                cost_model=_cost_model(),
-                measure_callbacks=callbacks,
-                strategy=_search_strategy(trials),
-                num_tuning_cores=os.cpu_count() or 1,
-                seed=seed,
-            )
-        info["deadline_hit"] = bool(monitor.hit)
-        info["errors"] = list(monitor.errors)
-        _INPROC_ARTIFACTS.clear()  # candidates built but never run (a terminated task)
+        contexts = _tir_contexts(mod, tgt, work_dir, trials, seed)
+        info.update(run_tuning(contexts, [1.0] * len(contexts), work_dir, db, trials, [trials - have] * len(contexts),
+                               seconds, runner, in_memory))
         db = ms.database.JSONDatabase(work_dir=work_dir, module_equality="structural")  # re-read from disk
     recs = _records_for(db, mod, tgt)
     info["new_trials"] = max(0, len(recs) - have)
@@ -500,6 +555,13 @@ def _tune(mod, tgt, trials: int, work_dir: str, seconds: float | None, runner, s
     info["tuning_s"] = time.time() - t0
     info["mod"] = _apply_record(mod, recs[0]) if recs else None
     return info
+
+
+def tuning_failure_note(info: Mapping[str, Any], trials: int, what: str = "trials") -> str:
+    """The note of a tuning that left no valid record (``info``: from :func:`run_tuning`)."""
+    why = "tuning time budget ran out" if info.get("deadline_hit") else "no valid trial"
+    errs = f"; first errors: {' || '.join(info['errors'])}" if info.get("errors") else ""
+    return f"tune: {why} ({trials} {what} asked){errs}"
 
 
 def _apply_record(mod, record):
@@ -538,12 +600,15 @@ def _random_args(func, dev, seed: int = 0):
     return args
 
 
-def _time_module(rt_mod, dev, args, protocol: TimingProtocol) -> list[float]:
-    fn = rt_mod["main"]
+def time_main(mod, dev, args, protocol: TimingProtocol = PROTOCOL) -> list[float]:
+    """THE timing protocol (steps 2-3 of the module docstring) applied to ``mod["main"](*args)``: ``mod`` is a
+    runtime module (a kernel, local or remote) or a Relax ``VirtualMachine`` (a whole model, :mod:`e2e`).
+    Returns the ``repeat`` per-measurement means in ms (:func:`_summarize` gives median and IQR)."""
+    fn = mod["main"]
     for _ in range(max(0, protocol.warmup)):
         fn(*args)
     dev.sync()
-    evaluator = rt_mod.time_evaluator(
+    evaluator = mod.time_evaluator(
         "main", dev, number=protocol.number, repeat=protocol.repeat, min_repeat_ms=protocol.min_repeat_ms
     )
     res = evaluator(*args)
@@ -614,21 +679,17 @@ def tune_and_time(
         sched_mod = mod
         if trials > 0:
             stage = "tune"
-            from tvm.s_tir import meta_schedule as ms
-
             runner, in_memory = make_runner(spec, runner_kind, rpc_session_timeout)
             wd = work_dir or DEFAULT_WORK_DIR
             if spec.kind == "rpc":  # records measured on a board stay apart from the host's (same Target)
-                wd = os.path.join(wd, "rpc-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in spec.key))
+                wd = os.path.join(wd, "rpc-" + slug(spec.key))
             try:
                 info = _tune(mod, tgt, int(trials), wd, seconds, runner, seed, in_memory)
             finally:
                 _close_runner(runner)
             tuned_trials, tuning_s, reused = info["records"], info["tuning_s"], info["reused"]
             if info["mod"] is None:
-                why = "tuning time budget ran out" if info["deadline_hit"] else "no valid trial"
-                errs = f"; first errors: {' || '.join(info['errors'])}" if info["errors"] else ""
-                return Latency.failed(name, f"tune: {why} ({trials} trials asked){errs}", 0, tuning_s)
+                return Latency.failed(name, tuning_failure_note(info, trials), 0, tuning_s)
             sched_mod = info["mod"]
             notes.append(
                 f"reused {tuned_trials} records from {wd}"
@@ -649,7 +710,7 @@ def tune_and_time(
             samples = _time_remote(exe, func, tgt, spec, protocol, rpc_session_timeout)
         else:
             dev = device_for(tgt)
-            samples = _time_module(exe.mod, dev, _random_args(func, dev, seed), protocol)
+            samples = time_main(exe.mod, dev, _random_args(func, dev, seed), protocol)
         med, iqr = _summarize(samples)
         return Latency(med, iqr, len(samples), name, tuned_trials, "; ".join(notes), samples, reused, tuning_s)
     except Exception as exc:
@@ -671,22 +732,27 @@ def _close_runner(runner) -> None:
         pass
 
 
-def _time_remote(exe, func, tgt, spec: _TargetSpec, protocol: TimingProtocol, timeout: float) -> list[float]:
-    """Export the library, upload it through the tracker's session, time it remotely."""
-    import tvm
+def upload_remote(exe, tgt, spec: _TargetSpec, timeout: float, filename: str = "kernel.so"):
+    """Export ``exe`` (a compiled kernel or Relax VM executable), upload it to the board behind the tracker
+    and load it there; returns ``(remote module, remote device, session)`` (keep the session while timing)."""
     from tvm import rpc
 
     tracker = rpc.connect_tracker(spec.host, spec.port)
     remote = tracker.request(spec.key, priority=1, session_timeout=int(timeout))
     with tempfile.TemporaryDirectory(prefix="syno_rpc_") as tmp:
-        lib = os.path.join(tmp, "kernel.so")
+        lib = os.path.join(tmp, filename)
         exe.export_library(lib)
         remote.upload(lib)
-        rmod = remote.load_module("kernel.so")
+        rmod = remote.load_module(filename)
     kind = tgt.kind.name
     dev = remote.cpu(0) if kind in ("llvm", "c") else remote.device(kind, 0)
-    args = _random_args(func, dev)
-    return _time_module(rmod, dev, args, protocol)
+    return rmod, dev, remote
+
+
+def _time_remote(exe, func, tgt, spec: _TargetSpec, protocol: TimingProtocol, timeout: float) -> list[float]:
+    """Export the library, upload it through the tracker's session, time it remotely."""
+    rmod, dev, _remote = upload_remote(exe, tgt, spec, timeout)
+    return time_main(rmod, dev, _random_args(func, dev), protocol)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -716,32 +782,34 @@ def _run_isolated(obj, target, trials, work_dir, seconds, protocol, build_target
         }
     except Exception as exc:
         return Latency.failed(name, f"lower: {type(exc).__name__}: {exc}")
-    limit = (seconds + grace) if seconds is not None else None
     with tempfile.TemporaryDirectory(prefix="syno_lat_") as tmp:
         job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "result.json")
         with open(job_path, "w") as f:
             json.dump(job, f)
-        env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "syno_automl.latency", job_path, out_path],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-        )
-        try:
-            _, err = proc.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            return Latency.failed(name, f"timeout: child killed after {limit:g} s (budget {seconds} s + {grace} s grace)")
-        if proc.returncode != 0 or not os.path.exists(out_path):
-            tail = (err or b"").decode(errors="replace").strip().splitlines()[-3:]
-            return Latency.failed(name, f"child exited with {proc.returncode}: {' | '.join(tail)}")
-        with open(out_path) as f:
-            return Latency.from_dict(json.load(f))
+        return run_child("syno_automl.latency", [job_path, out_path], out_path, name, seconds, grace)
+
+
+def run_child(module: str, argv: Sequence[str], out_path: str, name: str, seconds: float | None,
+              grace: float) -> Latency:
+    """``python -m module *argv`` in a new session, killed after ``seconds + grace`` (no limit without
+    ``seconds``); the :class:`Latency` it wrote as JSON to ``out_path``, or why there is none."""
+    limit = (seconds + grace) if seconds is not None else None
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.Popen([sys.executable, "-m", module, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=env, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return Latency.failed(name, f"timeout: child killed after {limit:g} s (budget {seconds} s + {grace} s grace)")
+    if proc.returncode != 0 or not os.path.exists(out_path):
+        tail = (err or b"").decode(errors="replace").strip().splitlines()[-3:]
+        return Latency.failed(name, f"child exited with {proc.returncode}: {' | '.join(tail)}")
+    with open(out_path) as f:
+        return Latency.from_dict(json.load(f))
 
 
 def _child_main(job_path: str, out_path: str) -> None:
@@ -1056,6 +1124,202 @@ def measure_operator(
     if details:
         result["details"] = info
     return result
+
+
+UNTUNED = "untuned default schedules (no MetaSchedule trials)"
+
+
+def schedules_label(trials: int, seconds: float | None = None) -> str:
+    """How the TVM kernels of a measurement were scheduled, for printed lines and stored results: ``trials == 0``
+    gives :data:`UNTUNED` (never to be passed off as a tuned latency)."""
+    if int(trials) <= 0:
+        return UNTUNED
+    return f"MetaSchedule, {int(trials)} trials per kernel" + (f", {seconds:g} s budget per kernel" if seconds else "")
+
+
+def _kernel_summary(d: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The parts of a :class:`Latency` dict a tuning summary keeps (no samples)."""
+    if d is None:
+        return None
+    return {"median_ms": d.get("median_ms"), "iqr_ms": d.get("spread_ms"), "repeats": d.get("repeats"),
+            "tuned_trials": d.get("tuned_trials"), "reused": d.get("reused"), "tuning_s": d.get("tuning_s"),
+            "note": d.get("note", "")}
+
+
+def _sum_or_none(values: Sequence[float | None]) -> float | None:
+    return float(sum(values)) if values and all(v is not None for v in values) else None
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den is not None and den > 0 else None
+
+
+def measure_layers(
+    op,
+    targets: Sequence[Any] = ("llvm",),
+    trials: int = 32,
+    seconds: float | None = None,
+    *,
+    work_dir: str | None = None,
+    inductor: bool = True,
+    protocol: TimingProtocol = PROTOCOL,
+    isolate: bool = False,
+    seed: int = 0,
+    runner: str | None = None,
+    fail_fast: bool = False,
+    sizes: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """Latency of an operator in every layer it replaces (every mapping of ``op.space``), summed, on every target.
+
+    ``sizes`` overrides variables of every mapping, e.g. ``{"N": 1}`` to time at batch 1 (inference, as the
+    paper's latency figures) rather than at the training batch the mappings were recorded with.
+
+    Each layer is :func:`measure_operator` (operator and inferred baseline tuned with the same ``trials``
+    MetaSchedule trials and ``seconds`` tuning budget per kernel, timed with ``protocol``; TorchInductor too
+    with ``inductor``). ``fail_fast``: stop at the first layer without a TVM latency (operator or baseline) on
+    some target (the remaining layers are not measured; the totals are then missing).
+
+    Returns (``<device>`` = :func:`device_name`)::
+
+        {"metrics": {"latency_ms.<device>":, "baseline_latency_ms.<device>":, "speedup.<device>":,
+                     "latency_ms.inductor-<device>":, "baseline_latency_ms.inductor-<device>":,
+                     "speedup.inductor-<device>":},   # sums over the layers; None when a layer is missing
+         "notes": {metric name: "layer i: why it is missing"},
+         "devices": {"<device>": {                    # JSON-able: the tuning summary of that device
+             "target":, "trials":, "seconds":, "tuned_trials": (trials, 0 when untuned), "schedules": (label),
+             "protocol": {...}, "latency_ms":, "baseline_ms":, "speedup":,
+             "inductor_ms":, "inductor_baseline_ms":, "inductor_speedup":,  (with inductor)
+             "layers": [{"layer": i, "sizes": {...}, "replaced": "conv2d ...", "operator": {median_ms, iqr_ms,
+                         tuned_trials, reused, tuning_s, note}, "baseline": {...}, "speedup":,
+                         "inductor": {"operator":, "baseline":, "speedup":}, "notes": {...}}, ...],
+             "notes": {...}}}}
+    (the inductor keys only with ``inductor=True``). Never raises for a lowering/tuning/build/timing failure."""
+    space = op.space
+    devices = [(t, _safe_device_name(t)) for t in targets]
+    untuned = int(trials) <= 0
+    summaries: dict[str, dict[str, Any]] = {
+        dev: {"target": t if isinstance(t, str) else str(t), "trials": int(trials), "seconds": seconds,
+              "tuned_trials": 0 if untuned else int(trials), "schedules": schedules_label(trials, seconds),
+              "protocol": dataclasses.asdict(protocol), "layers": []}
+        for t, dev in devices}
+    for i in range(space.num_mappings):
+        mapping: Any = i if not sizes else {**space.mapping(i), **sizes}
+        m = measure_operator(op, mapping, targets=targets, trials=trials, work_dir=work_dir, seconds=seconds,
+                             inductor=inductor, protocol=protocol, isolate=isolate, seed=seed, runner=runner,
+                             details=True)
+        info = m.get("details", {})
+        failed = False
+        for _, dev in devices:
+            layer: dict[str, Any] = {
+                "layer": i, "sizes": dict(space.mapping(i)) if not sizes else dict(mapping),
+                "replaced": info.get("baseline"),
+                "operator": _kernel_summary(info.get(f"operator.{dev}")),
+                "baseline": _kernel_summary(info.get(f"baseline.{dev}")),
+                "speedup": m.get(f"speedup.{dev}"),
+                "notes": {k: v for k, v in m["notes"].items() if k.split(".", 1)[-1] in (dev, f"inductor-{dev}")},
+            }
+            if layer["operator"] is None:  # lowering failed: no kernel at all
+                layer["operator"] = {"median_ms": None, "note": m["notes"].get(f"latency_ms.{dev}", "")}
+            if inductor:
+                layer["inductor"] = {"operator": _kernel_summary(info.get(f"operator.inductor-{dev}")),
+                                     "baseline": _kernel_summary(info.get(f"baseline.inductor-{dev}")),
+                                     "speedup": m.get(f"speedup.inductor-{dev}")}
+            summaries[dev]["layers"].append(layer)
+            failed = failed or m.get(f"latency_ms.{dev}") is None or (layer["baseline"] or {}).get("median_ms") is None
+        if fail_fast and failed:
+            break
+    metrics: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    for _, dev in devices:
+        s = summaries[dev]
+        layers = s["layers"]
+        complete = len(layers) == space.num_mappings
+
+        def total(kind: str, which: str, key: str, fallback: str) -> float | None:
+            """Sum over the layers of ``layer[kind][which]["median_ms"]`` (kind "": the TVM kernels); the first
+            missing one gives the note of ``key`` (its own note, else the layer's note ``fallback``)."""
+            values = []
+            for layer in layers:
+                entry = (layer.get(kind) or {}) if kind else layer
+                lat = entry.get(which) or {}
+                values.append(lat.get("median_ms"))
+                if lat.get("median_ms") is None and key not in notes:
+                    why = lat.get("note") or layer["notes"].get(fallback, "")
+                    notes[key] = f"layer {layer['layer']}: {why or 'not measured'}"
+            if not complete and key not in notes:
+                notes[key] = f"layers {len(layers)}-{space.num_mappings - 1}: not measured (an earlier layer failed)"
+            return _sum_or_none(values) if complete else None
+
+        names = [("", dev, "latency_ms", "baseline_ms", "speedup")]
+        if inductor:
+            names.append(("inductor", f"inductor-{dev}", "inductor_ms", "inductor_baseline_ms", "inductor_speedup"))
+        for kind, mdev, op_key, base_key, sp_key in names:
+            lat_name, base_name, sp_name = f"latency_ms.{mdev}", f"baseline_latency_ms.{mdev}", f"speedup.{mdev}"
+            s[op_key] = metrics[lat_name] = total(kind, "operator", lat_name, lat_name)
+            s[base_key] = metrics[base_name] = total(kind, "baseline", base_name, sp_name)
+            s[sp_key] = metrics[sp_name] = _ratio(s[base_key], s[op_key])
+            if s[sp_key] is None and sp_name not in notes:
+                notes[sp_name] = notes.get(base_name) or notes.get(lat_name) or "no speedup"
+        s["notes"] = {k: v for k, v in notes.items() if k.split(".", 1)[-1] in (dev, f"inductor-{dev}")}
+    return {"metrics": metrics, "notes": notes, "devices": summaries}
+
+
+def _ms(lat: Mapping[str, Any] | None) -> str:
+    lat = lat or {}
+    if lat.get("median_ms") is None:
+        return f"missing ({lat.get('note') or 'not measured'})"
+    iqr = f" (IQR {lat['iqr_ms']:.4f})" if lat.get("iqr_ms") is not None else ""
+    return f"{lat['median_ms']:.4f} ms{iqr}"
+
+
+def layer_line(layer: Mapping[str, Any], schedules: str = "") -> str:
+    """One printed line for a layer of :func:`measure_layers` (``devices[<device>]["layers"][i]``)."""
+    op, base = layer.get("operator") or {}, layer.get("baseline") or {}
+    what = layer.get("replaced") or ", ".join(f"{k}={v}" for k, v in (layer.get("sizes") or {}).items())
+    if not base:
+        base = {"note": next((v for k, v in layer.get("notes", {}).items() if k.startswith("speedup.")
+                              and not k.startswith("speedup.inductor-")), "")}
+    text = f"layer {layer['layer']} ({what}): operator {_ms(op)}, replaced layer {_ms(base)}"
+    if layer.get("speedup") is not None:
+        text += f" -> {layer['speedup']:.2f}x"
+    if schedules == UNTUNED or (not schedules and not any(k.get("tuned_trials") for k in (op, base))):
+        text += f" [{UNTUNED}]"
+    else:
+        reused = " (from the database)" if op.get("reused") and base.get("reused") else ""
+        text += (f" [MetaSchedule-tuned: {op.get('tuned_trials') or 0} / {base.get('tuned_trials') or 0} trials "
+                 f"(operator / replaced layer){reused}]")
+    ind = layer.get("inductor")
+    if ind is not None:
+        if (ind.get("operator") or {}).get("median_ms") is None:
+            why = (ind.get("operator") or {}).get("note") or next(
+                (v for k, v in layer.get("notes", {}).items() if k.startswith("latency_ms.inductor-")), "")
+            text += f"; inductor: missing ({why})"
+        else:
+            text += f"; inductor: operator {_ms(ind['operator'])}, replaced layer {_ms(ind.get('baseline'))}"
+            if ind.get("speedup") is not None:
+                text += f" -> {ind['speedup']:.2f}x"
+    return text
+
+
+def total_line(summary: Mapping[str, Any], device: str) -> str:
+    """The printed total of one device of :func:`measure_layers` (``devices[<device>]``)."""
+    n = len(summary["layers"])
+    text = f"total over {n} layer{'s' if n != 1 else ''} on {device} [{summary['schedules']}]: "
+    if summary.get("latency_ms") is None or summary.get("baseline_ms") is None:
+        text += "missing (" + "; ".join(f"{k}: {v}" for k, v in summary.get("notes", {}).items()) + ")"
+    else:
+        text += (f"operator {summary['latency_ms']:.4f} ms vs replaced layers {summary['baseline_ms']:.4f} ms "
+                 f"-> speedup {summary['speedup']:.2f}x")
+    if "inductor_ms" in summary:
+        if summary.get("inductor_ms") is None:
+            why = next((v for k, v in summary.get("notes", {}).items() if k.startswith("latency_ms.inductor-")), "")
+            text += f"; inductor: missing ({why})"
+        else:
+            text += f"; inductor: operator {summary['inductor_ms']:.4f} ms"
+            if summary.get("inductor_baseline_ms") is not None:
+                text += (f" vs replaced layers {summary['inductor_baseline_ms']:.4f} ms -> speedup "
+                         f"{summary['inductor_speedup']:.2f}x")
+    return text
 
 
 def _safe_device_name(target: Any) -> str:

@@ -20,8 +20,8 @@ from syno_automl.optuna import BASELINE_ATTR, suggest_operator
 from syno_automl.placeholder import Substitution, substitute
 from syno_automl.space import Operator
 
-__all__ = ["SynoSubstitution", "SynoPruning", "TrainingTimeLimit", "OperatorBuildError", "BudgetExceededError",
-           "TrainingTooSlowError", "example_batch", "match_output_scale"]
+__all__ = ["SynoSubstitution", "SynoPruning", "TrainingTimeLimit", "TrainingTimeBudget", "OperatorBuildError",
+           "BudgetExceededError", "TrainingTooSlowError", "example_batch", "match_output_scale"]
 
 
 class OperatorBuildError(RuntimeError):
@@ -280,3 +280,37 @@ class TrainingTimeLimit(L.Callback):
                                            f"per step), over the {self.seconds:.0f} s limit")
         if elapsed > self.seconds:
             raise TrainingTooSlowError(f"training stopped at the {self.seconds:.0f} s limit after {self._steps} steps")
+
+
+class TrainingTimeBudget(L.Callback):
+    """Stops training gracefully once `seconds` of wall time (validation included) have passed since the start:
+    a fixed time per operator, as the paper gave each language-model operator, so a faster operator trains
+    more steps. Unlike TrainingTimeLimit nothing fails; ``stopped`` and ``steps`` say what happened.
+
+    Example:
+        >>> TrainingTimeBudget(30).seconds
+        30.0
+    """
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        if not seconds > 0:
+            raise ValueError(f"the time budget must be positive, got {seconds}")
+        self.seconds = float(seconds)
+        self.stopped = False
+        self.steps = 0
+        self._start: float | None = None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        import time
+
+        self._start, self.steps, self.stopped = time.monotonic(), 0, False
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        import time
+
+        self.steps += 1
+        if self._start is not None and time.monotonic() - self._start > self.seconds:
+            self.stopped = True
+            trainer.should_stop = True

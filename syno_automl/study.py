@@ -2,7 +2,9 @@
 
 Trial 0 evaluates the baseline (the original layers); every other trial gets an operator from the SynoSampler,
 trains the task with it substituted (SynoSubstitution), may be pruned at accuracy milestones (SynoPruning),
-and is logged to MLflow as a child run of the study's run. A trial whose operator fails to build or whose
+and is logged to MLflow as a child run of the study's run. Two tasks: ``image`` (classification, maximize
+val_acc; the embedded digits demo) and ``lm`` (the GPT's QKV projections, minimize val_loss under a step and
+time budget per trial; see ``syno_automl.lm_trial``). A trial whose operator fails to build or whose
 loss becomes NaN is recorded as failed (reason in its run) and the search goes on.
 
 Example:
@@ -35,9 +37,18 @@ from syno_automl.search.storage import make_storage
 from syno_automl.space import Operator, OperatorSpace
 
 __all__ = ["SearchConfig", "SearchContext", "SearchResult", "Objective", "StudyExistsError", "StudyMismatchError",
-           "prepare", "check_study", "open_study", "remaining_trials", "run_search", "train_operator", "LAYERS"]
+           "prepare", "check_study", "open_study", "remaining_trials", "run_search", "train_operator", "LAYERS",
+           "TASKS", "objective_name", "best_operator_trial", "baseline_trial"]
 
 LAYERS: dict[str, type] = {"conv2d": nn.Conv2d, "linear": nn.Linear}
+TASKS = ("image", "lm")
+_LM_ONLY = ("max_steps", "time_budget", "val_every", "val_batches", "seq_len", "max_loss")
+_IMAGE_ONLY = ("epochs", "image_size", "milestones", "trial_timeout", "reward_lower", "reward_upper")
+# what a field left at None means, per task
+TASK_DEFAULTS: dict[str, dict[str, Any]] = {
+    "image": {"model": "small_cnn", "dataset": "digits", "layer": "conv2d", "lr": 0.05, "where": None},
+    "lm": {"model": "gpt", "dataset": "text", "layer": "linear", "lr": 3e-3, "where": "*.qkv"},
+}
 RUN_ID_ATTR = "syno.mlflow_run_id"
 FAILURE_ATTR = "syno.failure"
 _log = logging.getLogger(__name__)
@@ -60,8 +71,9 @@ class SearchConfig:
         0.5
     """
 
-    model: str = "small_cnn"
-    dataset: str = "digits"
+    task: str = "image"               # "image" (maximize val_acc) or "lm" (minimize val_loss)
+    model: str | None = None          # None: the task's default (small_cnn / gpt)
+    dataset: str | None = None        # None: the task's default (digits / text)
     data_dir: str | None = None
     trials: int = 10                  # operator trials, beside the baseline trial
     epochs: int = 2
@@ -70,11 +82,20 @@ class SearchConfig:
     tracking_uri: str | None = "sqlite:///mlflow.db"  # None: no MLflow
     flops_ratio: float = 0.5
     seed: int = 0
-    layer: str = "conv2d"
+    layer: str | None = None          # None: the task's default (conv2d / linear)
+    where: str | None = None          # glob of the layers to substitute; None: the task's default (lm: *.qkv)
     max_depth: int = 8
     image_size: int | None = None     # dataset default; digits: 8 (its native size)
     batch_size: int = 64
-    lr: float = 0.05
+    lr: float | None = None           # None: the task's default (0.05 SGD / 3e-3 AdamW)
+    # lm: each trial trains for max_steps steps or time_budget seconds, whichever ends first, validating
+    # every val_every steps on val_batches batches; the reward is ((max_loss - val_loss) / max_loss)^power
+    max_steps: int = 200
+    time_budget: float | None = 60.0
+    val_every: int = 50
+    val_batches: int = 8
+    seq_len: int = 64
+    max_loss: float | None = None     # None: ln(vocabulary), the loss of a uniform guess
     milestones: dict[int, float] = field(default_factory=lambda: {1: 0.2})
     reward_lower: float | None = None  # None: chance level, 1 / num_classes
     reward_upper: float = 1.0
@@ -84,6 +105,26 @@ class SearchConfig:
     heartbeat: int | None = 10
     grace_period: int | None = None
     threads: int | None = None        # torch threads; None: 1 for the embedded digits demo, else torch's default
+    # TVM latency per trial (paper Algorithm 1: only operators within the margin of the baseline are tuned)
+    latency_targets: tuple[str, ...] = ()   # e.g. ("llvm",), ("llvm", "cuda"); empty: no latency in the search
+    latency_trials: int = 0                  # MetaSchedule trials per kernel (0: untuned default schedules)
+    latency_margin: float | None = 0.01      # image: val_acc >= baseline - margin; lm: val_loss <= baseline + margin
+    latency_inductor: bool = False           # also time operator and layer under torch.compile
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        for name, value in TASK_DEFAULTS[self.task].items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+
+    @property
+    def direction(self) -> str:
+        return "minimize" if self.task == "lm" else "maximize"
+
+    @property
+    def objective_name(self) -> str:
+        return "val_loss" if self.task == "lm" else "val_acc"
 
     def validate(self) -> None:
         if self.trials < 0:
@@ -94,6 +135,19 @@ class SearchConfig:
             raise ValueError(f"--flops-ratio must be a positive number, got {self.flops_ratio}")
         if self.layer not in LAYERS:
             raise ValueError(f"layer must be one of {', '.join(LAYERS)}, got {self.layer!r}")
+        if self.latency_trials < 0:
+            raise ValueError(f"--latency-trials must be >= 0, got {self.latency_trials}")
+        if self.latency_margin is not None and not (self.latency_margin >= 0 and math.isfinite(self.latency_margin)):
+            raise ValueError(f"--latency-margin must be a non-negative number, got {self.latency_margin}")
+        if self.task == "lm":
+            if self.max_steps < 1:
+                raise ValueError(f"--steps must be >= 1, got {self.max_steps}")
+            if self.time_budget is not None and not self.time_budget > 0:
+                raise ValueError(f"--time-budget must be positive seconds, got {self.time_budget}")
+            if self.val_every < 1 or self.val_batches < 1 or self.seq_len < 2:
+                raise ValueError("--val-every and val_batches must be >= 1 and --seq-len >= 2")
+            if self.max_loss is not None and not (self.max_loss > 0 and math.isfinite(self.max_loss)):
+                raise ValueError(f"--max-loss must be a positive number, got {self.max_loss}")
 
     def settings(self) -> dict[str, Any]:
         """The search settings logged with every run (JSON-able)."""
@@ -101,7 +155,8 @@ class SearchConfig:
         d["milestones"] = {str(k): v for k, v in self.milestones.items()}
         for private in ("storage", "tracking_uri", "heartbeat", "grace_period", "threads"):
             d.pop(private)
-        return d
+        other_task = _LM_ONLY if self.task == "image" else _IMAGE_ONLY
+        return {k: v for k, v in d.items() if k not in other_task}
 
 
 @dataclass
@@ -123,8 +178,10 @@ class SearchContext:
         return build_model(self.config.model, self.num_classes, self.in_channels)
 
     def build_task(self, model: nn.Module) -> Any:
-        from lightning_modules.tasks import ImageClassifier
+        from lightning_modules.tasks import CausalLM, ImageClassifier
 
+        if self.config.task == "lm":
+            return CausalLM(model, lr=self.config.lr, warmup_steps=min(20, self.config.max_steps // 10))
         return ImageClassifier(model, num_classes=self.num_classes, lr=self.config.lr)
 
 
@@ -147,11 +204,17 @@ def prepare(config: SearchConfig) -> SearchContext:
     from lightning_modules import build_datamodule
 
     config.validate()
-    threads = config.threads or (1 if config.dataset == "digits" else None)
-    if threads:  # tiny convolutions: more threads only contend (50x slower with 2 threads on a busy 2-core VM)
+    embedded = config.data_dir is None and config.dataset in ("digits", "text")
+    threads = config.threads or (1 if embedded else None)
+    if threads:  # tiny models: more threads only contend (50x slower with 2 threads on a busy 2-core VM)
         torch.set_num_threads(threads)
     kwargs: dict[str, Any] = {"batch_size": config.batch_size}
-    if config.dataset == "digits":
+    if config.task == "lm":
+        if config.dataset != "text":
+            raise ValueError(f"--task lm reads text: --dataset must be 'text' (the embedded corpus, or a folder of "
+                             f".txt/.md/.py files with --data-dir), got {config.dataset!r}")
+        kwargs["seq_len"] = config.seq_len
+    elif config.dataset == "digits":
         kwargs["image_size"] = config.image_size or 8
     elif config.image_size is not None:
         kwargs["image_size"] = config.image_size
@@ -159,21 +222,32 @@ def prepare(config: SearchConfig) -> SearchContext:
     datamodule.setup("fit")
     batch = next(iter(datamodule.train_dataloader()))
     example = batch[0] if isinstance(batch, (tuple, list)) else batch
-    num_classes, in_channels = int(datamodule.num_classes), int(datamodule.in_channels)
+    if config.task == "lm":
+        num_classes, in_channels = int(datamodule.vocab_size), 0
+    else:
+        num_classes, in_channels = int(datamodule.num_classes), int(datamodule.in_channels)
     layer = LAYERS[config.layer]
     options: dict[str, Any] = {"max_depth": config.max_depth, "flops_ratio": config.flops_ratio,
                                "seed": config.seed}
-    if layer is nn.Conv2d:  # keep the stem (it reads the image channels), as the original did
+    if config.where is not None:
+        options["where"] = config.where
+    elif layer is nn.Conv2d:  # keep the stem (it reads the image channels), as the original did
         options["where"] = lambda name, m: m.in_channels != in_channels
     from lightning_modules import build_model
 
     _seed_everything(config.seed)
     probe = build_model(config.model, num_classes, in_channels)
+    block_size = getattr(getattr(probe, "config", None), "block_size", None)
+    if config.task == "lm" and block_size is not None and config.seq_len > block_size:
+        raise ValueError(f"--seq-len {config.seq_len} is longer than the model's context of {block_size} tokens")
     sub = substitute(probe, layer, example, **options)
     return SearchContext(config, datamodule, example, num_classes, in_channels, options, sub.space, sub)
 
 
 def _reward(config: SearchConfig, context: SearchContext) -> Reward:
+    if config.task == "lm":  # the original's ((max_loss - loss) / max_loss) ** power
+        max_loss = config.max_loss if config.max_loss is not None else math.log(context.num_classes)
+        return Reward.for_loss(upper=max_loss, power=config.reward_power)
     lower = config.reward_lower if config.reward_lower is not None else 1.0 / max(context.num_classes, 2)
     return Reward(lower=lower, upper=config.reward_upper, power=config.reward_power)
 
@@ -199,12 +273,15 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
         study = optuna.load_study(study_name=config.study, storage=storage, sampler=sampler,
                                   pruner=optuna.pruners.NopPruner())
         recorded = study.user_attrs.get("syno.space")
+        if study.direction.name.lower() != config.direction:
+            raise StudyMismatchError(f"study {config.study!r} was made to {study.direction.name.lower()} (another "
+                                     f"--task), not to {config.direction}")
         if recorded is not None and recorded != space_config:
             raise StudyMismatchError(f"study {config.study!r} searched another space (model, dataset, layers or "
                                      f"--flops-ratio differ): {recorded} vs {space_config}")
         return study
     # no median pruning: most operators start below the baseline; SynoPruning's milestones stop the hopeless
-    study = optuna.create_study(study_name=config.study, storage=storage, sampler=sampler, direction="maximize",
+    study = optuna.create_study(study_name=config.study, storage=storage, sampler=sampler, direction=config.direction,
                                 pruner=optuna.pruners.NopPruner(), load_if_exists=True)
     if not study.trials:
         study.set_user_attr("syno.space", space_config)
@@ -222,7 +299,7 @@ def _failure_reason(error: BaseException) -> str:
 
 
 class Objective:
-    """Trains one trial: baseline or operator; returns the final validation accuracy.
+    """Trains one trial: baseline or operator; returns the final validation accuracy (image) or loss (lm).
 
     Example:
         >>> context = prepare(SearchConfig())                                   # doctest: +SKIP
@@ -255,6 +332,9 @@ class Objective:
                                                  label=None if op is not None or baseline else "no-operator")
                     trial.set_user_attr(RUN_ID_ATTR, run.run_id)
             value = train_operator(context, trial, run, epochs=config.epochs)
+            extra = self._throughput(trial, run, baseline) if config.task == "lm" else ""
+            if op is not None and config.latency_targets:
+                extra += self._latency(trial, run, op, value)
         except optuna.TrialPruned as e:
             if run is not None:
                 run.set_tags({"syno.pruned": str(e)})
@@ -272,9 +352,68 @@ class Objective:
         if run is not None:
             run.finish("FINISHED")
         ratio = trial.user_attrs.get("syno.flops_ratio")
-        self._print(trial, op, f"val_acc {value:.4f}" + (f"  flops {ratio:.3f}x" if ratio is not None else ""),
-                    started)
+        self._print(trial, op, f"{config.objective_name} {value:.4f}"
+                    + (f"  flops {ratio:.3f}x" if ratio is not None else "") + extra, started)
         return value
+
+    def _latency(self, trial: optuna.trial.Trial, run: Any | None, op: Operator, value: float) -> str:
+        """TVM latency of the operator in every replaced layer vs those layers, when the trial is within the
+        margin of the baseline. Never fails the trial: a missing latency is recorded with its reason."""
+        config = self.config
+        base = baseline_trial(trial.study)
+        if config.latency_margin is not None:
+            if base is None or base.value is None:
+                return "  latency: skipped (no baseline value yet)"
+            within = (value <= base.value + config.latency_margin if config.direction == "minimize"
+                      else value >= base.value - config.latency_margin)
+            if not within:
+                return ""
+        try:
+            from syno_automl import latency
+
+            # at inference sizes: batch 1 (image) or one sequence (lm), as the paper's latency figures
+            sizes = {"N": config.seq_len} if config.task == "lm" else {"N": 1}
+            result = latency.measure_layers(op, targets=config.latency_targets, trials=config.latency_trials,
+                                            inductor=config.latency_inductor, seed=config.seed, sizes=sizes,
+                                            protocol=latency.PROTOCOL)
+        except Exception as e:  # noqa: BLE001 -- TVM missing or broken: the trial keeps its value
+            reason = f"{type(e).__name__}: {e}"[:300]
+            trial.set_user_attr("syno.latency_failure", reason)
+            if run is not None:
+                run.set_tags({"syno.latency_failure": reason})
+            return f"  latency: missing ({reason[:80]})"
+        entries = {dev: {"latency_ms": d.get("latency_ms"), "baseline_ms": d.get("baseline_ms"),
+                         "speedup": d.get("speedup"), "tuned_trials": d.get("tuned_trials", 0),
+                         "schedules": d.get("schedules")}
+                   for dev, d in result["devices"].items()}
+        trial.set_user_attr("syno.latency", entries)
+        if run is not None:
+            run.log_metrics(result["metrics"])
+            if result["notes"]:
+                run.set_tags({f"syno.note.{k}": v for k, v in result["notes"].items()})
+            for dev, summary in result["devices"].items():
+                run.log_json(summary, f"latency/{latency.slug(dev)}.json")
+        parts = [f"{dev} {e['speedup']:.2f}x" if e["speedup"] is not None else f"{dev} missing"
+                 for dev, e in entries.items()]
+        return "  speedup " + ", ".join(parts)
+
+    @staticmethod
+    def _throughput(trial: optuna.trial.Trial, run: Any | None, baseline: bool) -> str:
+        """Training tokens/s against the baseline trial's, measured in the same study ('' when unknown)."""
+        tokens_per_s = trial.user_attrs.get("syno.tokens_per_s")
+        if tokens_per_s is None:
+            return ""
+        if baseline:
+            return f"  {tokens_per_s:,.0f} tokens/s"
+        base = next((t for t in trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                     if t.user_attrs.get(BASELINE_ATTR) and t.user_attrs.get("syno.tokens_per_s")), None)
+        if base is None:
+            return f"  {tokens_per_s:,.0f} tokens/s"
+        ratio = tokens_per_s / base.user_attrs["syno.tokens_per_s"]
+        trial.set_user_attr("syno.throughput_ratio", ratio)
+        if run is not None:
+            run.log_metrics({"throughput_ratio": ratio})
+        return f"  {tokens_per_s:,.0f} tokens/s ({ratio:.2f}x baseline)"
 
     def _close_lost_run(self, trial: optuna.trial.Trial) -> None:
         """A retried trial: its lost predecessor's run (worker killed mid-trial) is marked FAILED."""
@@ -302,12 +441,15 @@ class Objective:
 
 def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run: Any | None, *,
                    epochs: int, operator: Operator | None = None, milestones: dict[int, float] | None = None,
-                   timeout: float | None = -1.0) -> float:
-    """Trains the task with the trial's (or `operator`'s) operator substituted; returns the last val_acc.
+                   timeout: float | None = -1.0, steps: int | None = None) -> float:
+    """Trains the task with the trial's (or `operator`'s) operator substituted; returns the last val_acc (image)
+    or val_loss (lm).
 
-    Logs per-epoch metrics and FLOPs/params/flops_ratio to `run` when given. `timeout`: -1 for the config's
-    trial_timeout, None or 0 for no limit. Raises optuna.TrialPruned at a missed milestone,
-    OperatorBuildError/BudgetExceededError, NonFiniteLossError, TrainingTooSlowError.
+    Logs per-epoch (image) or per-step (lm) metrics and FLOPs/params/flops_ratio to `run` when given.
+    image: `epochs`; `timeout`: -1 for the config's trial_timeout, None or 0 for no limit (over it: failed).
+    lm: `steps` (default the config's max_steps); `timeout`: -1 for the config's time_budget, None or 0 for
+    none (at the budget training stops and the model is validated). Raises optuna.TrialPruned at a missed
+    milestone, OperatorBuildError/BudgetExceededError, NonFiniteLossError, TrainingTooSlowError.
     """
     import lightning as L
 
@@ -315,11 +457,17 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
 
     config = context.config
     _seed_everything(config.seed + (trial.number if trial is not None else 0))
-    task = context.build_task(context.build_model())
     substitution = SynoSubstitution(operator if operator is not None else trial, LAYERS[config.layer],
                                     example_input=context.example,
                                     flops_ratio=None if operator is not None else config.flops_ratio,
                                     **{k: v for k, v in context.substitute_options.items() if k != "flops_ratio"})
+    if config.task == "lm":
+        from syno_automl.lm_trial import train_lm
+
+        budget = config.time_budget if timeout == -1.0 else timeout
+        return train_lm(context, trial, run, substitution=substitution, steps=steps or config.max_steps,
+                        time_budget=budget or None)
+    task = context.build_task(context.build_model())
     callbacks: list[Any] = [substitution]
     if run is not None:
         callbacks.append(EpochMetricsLogger(run))
@@ -404,17 +552,37 @@ def remaining_trials(study: optuna.Study, trials: int) -> int:
     return max(0, trials - len(done_or_running)) + (1 if baseline_waiting else 0)
 
 
+def objective_name(study: optuna.Study) -> str:
+    """``val_acc`` for a maximized study (image task), ``val_loss`` for a minimized one (lm task)."""
+    return "val_loss" if study.direction == optuna.study.StudyDirection.MINIMIZE else "val_acc"
+
+
+def best_operator_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+    """The completed operator trial (not the baseline) with the best value in the study's direction."""
+    ops = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+           if not t.user_attrs.get(BASELINE_ATTR) and t.value is not None]
+    if not ops:
+        return None
+    sign = -1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else 1.0
+    return max(ops, key=lambda t: sign * t.value)
+
+
+def baseline_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+    return next((t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                 if t.user_attrs.get(BASELINE_ATTR)), None)
+
+
 def _summarize_parent(tracker: Any, parent: str, study: optuna.Study) -> None:
     trials = study.get_trials(deepcopy=False)
     done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     run = tracker.run(parent)
+    name = objective_name(study)
     metrics: dict[str, float] = {"trials": len(trials), "completed": len(done)}
-    base = next((t for t in done if t.user_attrs.get(BASELINE_ATTR)), None)
+    base = baseline_trial(study)
     if base is not None:
-        metrics["baseline_val_acc"] = base.value
-    ops = [t for t in done if not t.user_attrs.get(BASELINE_ATTR)]
-    if ops:
-        best = max(ops, key=lambda t: t.value)
-        metrics["best_val_acc"] = best.value
+        metrics[f"baseline_{name}"] = base.value
+    best = best_operator_trial(study)
+    if best is not None:
+        metrics[f"best_{name}"] = best.value
         run.set_tags({"syno.best_hash": best.user_attrs.get(HASH_ATTR)})
     run.log_metrics(metrics)

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import lightning as L
 
@@ -98,6 +98,16 @@ class TrialRun:
         if items:
             self._safe("log metrics", self.client.log_batch, self.run_id, metrics=items)
 
+    def log_series(self, name: str, points: Sequence[tuple[int, float]]) -> None:
+        """One metric at many steps (a loss curve), in batches of MLflow's 1000-metric limit."""
+        from mlflow.entities import Metric
+        import time
+
+        now = int(time.time() * 1000)
+        items = [Metric(name, float(v), now, int(step)) for step, v in points if math.isfinite(float(v))]
+        for start in range(0, len(items), 1000):
+            self._safe("log metrics", self.client.log_batch, self.run_id, metrics=items[start:start + 1000])
+
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         from mlflow.entities import RunTag
 
@@ -106,6 +116,9 @@ class TrialRun:
 
     def log_text(self, text: str, name: str) -> None:
         self._safe(f"write {name}", self.client.log_text, self.run_id, text, name)
+
+    def log_json(self, data: Any, name: str) -> None:
+        self.log_text(json.dumps(data, indent=2, default=str), name)
 
     def log_operator(self, op: Operator) -> None:
         """Params syno.hash/depth/primitives and the artifacts operator.json, operator.py, graph.dot/.svg."""

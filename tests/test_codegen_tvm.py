@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch")
 
 from syno_automl import latency as lat  # noqa: E402
 from syno_automl.codegen import tvm as cg  # noqa: E402
+from _rpc_helpers import rpc_tracker_fixture  # noqa: E402
 
 pytestmark = pytest.mark.tvm
 F = torch.nn.functional
@@ -538,31 +539,7 @@ def test_metaschedule_time_budget(tmp_path):
     assert "stopped at" in r.note and 1 <= r.tuned_trials < 8, r
 
 
-@pytest.fixture
-def rpc_tracker():
-    """An RPC tracker and one RPC server (key "syno-test") on 127.0.0.1, both child processes."""
-    pytest.importorskip("tornado")  # the tracker needs it
-    from tvm import rpc
-    from tvm.rpc.tracker import Tracker
-
-    tracker = Tracker("127.0.0.1", port=9190, port_end=9290, silent=True)
-    server = None
-    try:
-        server = rpc.Server("127.0.0.1", port=9300, port_end=9400, key="syno-test",
-                            tracker_addr=("127.0.0.1", tracker.port), silent=True)
-        deadline = time.time() + 60
-        while True:  # wait until the server has registered
-            summary = rpc.connect_tracker("127.0.0.1", tracker.port).summary()
-            if any(q.get("key") == "syno-test" or "syno-test" in str(q) for q in summary.get("server_info", [])):
-                break
-            if time.time() > deadline:
-                pytest.fail(f"RPC server did not register: {summary}")
-            time.sleep(0.5)
-        yield tracker
-    finally:
-        if server is not None:
-            server.terminate()
-        tracker.terminate()
+rpc_tracker = rpc_tracker_fixture("syno-test")
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from lightning_modules.models import build_model  # noqa: E402
 from syno_automl import e2e  # noqa: E402
 from syno_automl import latency as lat  # noqa: E402
 from syno_automl.placeholder import substitute  # noqa: E402
+from _rpc_helpers import rpc_tracker_fixture  # noqa: E402
 
 pytestmark = pytest.mark.tvm
 QUICK = lat.TimingProtocol(warmup=1, number=3, repeat=5, min_repeat_ms=5)
@@ -106,28 +107,7 @@ def test_tuned_model_latency_and_reuse(setup, tmp_path):
     assert again.tuning_s < 10 and time.time() - t0 < 90
 
 
-@pytest.fixture
-def rpc_tracker():
-    """An RPC tracker and one RPC server (key "syno-e2e") on 127.0.0.1, both child processes."""
-    pytest.importorskip("tornado")  # the tracker needs it
-    from tvm import rpc
-    from tvm.rpc.tracker import Tracker
-
-    tracker = Tracker("127.0.0.1", port=9190, port_end=9290, silent=True)
-    server = None
-    try:
-        server = rpc.Server("127.0.0.1", port=9300, port_end=9400, key="syno-e2e",
-                            tracker_addr=("127.0.0.1", tracker.port), silent=True)
-        deadline = time.time() + 60
-        while "syno-e2e" not in str(rpc.connect_tracker("127.0.0.1", tracker.port).summary()):
-            if time.time() > deadline:
-                pytest.fail("RPC server did not register")
-            time.sleep(0.5)
-        yield tracker
-    finally:
-        if server is not None:
-            server.terminate()
-        tracker.terminate()
+rpc_tracker = rpc_tracker_fixture("syno-e2e")
 
 
 @pytest.mark.slow

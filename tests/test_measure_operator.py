@@ -42,6 +42,7 @@ def test_infer_baseline(conv_space, linear_space):
                                                                          "C_out": 8}
     assert lat.infer_baseline({"input": {"shape": [2, 3, 4]}, "output": {"shape": [2, 3]}}) is None
     assert [lat.device_name(t) for t in ("llvm", "cuda", "rpc:rk3399@10.0.0.2:9190")] == ["llvm", "cuda", "rpc-rk3399"]
+    assert lat.device_name("llvm -mcpu=skylake") == "llvm_-mcpu_skylake"  # a valid MLflow metric name part
 
 
 def test_conv_operator_metrics_untuned(conv_space):
@@ -109,3 +110,29 @@ def test_explicit_baseline(conv_space):
                              torch_baseline=torch.nn.Conv2d(4, 8, 3, padding=1, groups=2, bias=False),
                              trials=0, protocol=QUICK, inductor=False)
     assert isinstance(m["speedup.llvm"], float) and m["notes"] == {}
+
+
+def test_measure_layers_sums_every_layer():
+    """Every mapping of the space is a layer; the totals are their sums; a failing target stops at the first layer
+    with fail_fast and every total is missing with the layer's reason."""
+    space = OperatorSpace("[N, C_in]", "[N, C_out]", ["N: 0", "C_in: 2", "C_out: 2"], ["k=3: 2"],
+                          [dict(N=2, C_in=16, C_out=8), dict(N=4, C_in=8, C_out=8)], max_depth=4)
+    op = known.linear(space)
+    res = lat.measure_layers(op, ("llvm", "rpc:nobody@127.0.0.1:1"), trials=0, protocol=QUICK, inductor=False)
+    m, s = res["metrics"], res["devices"]["llvm"]
+    assert set(m) == {f"{k}.{d}" for k in ("latency_ms", "baseline_latency_ms", "speedup") for d in ("llvm", "rpc-nobody")}
+    assert s["tuned_trials"] == 0 and s["schedules"] == lat.UNTUNED and len(s["layers"]) == 2
+    assert [layer["replaced"] for layer in s["layers"]] == ["dense 16->8 N=2", "dense 8->8 N=4"]
+    assert m["latency_ms.llvm"] == pytest.approx(sum(layer["operator"]["median_ms"] for layer in s["layers"]))
+    assert m["baseline_latency_ms.llvm"] == pytest.approx(sum(layer["baseline"]["median_ms"] for layer in s["layers"]))
+    assert m["speedup.llvm"] == pytest.approx(m["baseline_latency_ms.llvm"] / m["latency_ms.llvm"])
+    assert s["latency_ms"] == m["latency_ms.llvm"] and s["notes"] == {}
+    assert all(lat.UNTUNED in lat.layer_line(layer, s["schedules"]) for layer in s["layers"])
+    assert all(m[k] is None and "unreachable" in res["notes"][k] for k in m if k.endswith("rpc-nobody"))
+    assert res["notes"]["latency_ms.rpc-nobody"].startswith("layer 0: target:")
+    failed = lat.measure_layers(op, ("rpc:nobody@127.0.0.1:1",), trials=2, protocol=QUICK, inductor=False,
+                                fail_fast=True)
+    s = failed["devices"]["rpc-nobody"]
+    assert len(s["layers"]) == 1 and s["latency_ms"] is None and s["tuned_trials"] == 2
+    assert "unreachable" in s["notes"]["latency_ms.rpc-nobody"]
+    assert "missing (target: RPC tracker" in lat.layer_line(s["layers"][0], s["schedules"])

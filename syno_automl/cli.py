@@ -78,6 +78,8 @@ def _model_options(p: argparse.ArgumentParser, trials: bool = True) -> None:
                         "validated (default: 60; 0: none)")
     p.add_argument("--seq-len", type=int, default=None, help="lm: tokens per sequence (default: 64)")
     p.add_argument("--val-every", type=int, default=None, help="lm: validate every N steps (default: 50)")
+    p.add_argument("--tokenizer", default=None,
+                   help="lm: byte (vocabulary 256, the default), char, or tiktoken:NAME where installed")
     p.add_argument("--flops-ratio", type=float, default=0.5,
                    help="FLOPs budget relative to the replaced layers (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="search seed (default: %(default)s)")
@@ -178,7 +180,8 @@ def _config(args: argparse.Namespace, **extra: Any):
     task = getattr(args, "task", "image")
     if task != "lm":
         given = [o for o, v in (("--steps", args.steps), ("--time-budget", args.time_budget),
-                                ("--seq-len", args.seq_len), ("--val-every", args.val_every)) if v is not None]
+                                ("--seq-len", args.seq_len), ("--val-every", args.val_every),
+                                ("--tokenizer", args.tokenizer)) if v is not None]
         if given:
             raise ValueError(f"{', '.join(given)} only apply to --task lm")
     elif args.epochs is not None or args.image_size is not None:
@@ -188,7 +191,7 @@ def _config(args: argparse.Namespace, **extra: Any):
     for name, attr in (("epochs", "epochs"), ("image_size", "image_size"), ("lr", "lr"),
                        ("max_depth", "max_depth"), ("timeout", "trial_timeout"), ("threads", "threads"),
                        ("steps", "max_steps"), ("time_budget", "time_budget"), ("seq_len", "seq_len"),
-                       ("val_every", "val_every")):
+                       ("val_every", "val_every"), ("tokenizer", "tokenizer")):
         value = getattr(args, name, None)
         if value is not None:
             setattr(config, attr, value)

@@ -42,7 +42,7 @@ __all__ = ["SearchConfig", "SearchContext", "SearchResult", "Objective", "StudyE
 
 LAYERS: dict[str, type] = {"conv2d": nn.Conv2d, "linear": nn.Linear}
 TASKS = ("image", "lm")
-_LM_ONLY = ("max_steps", "time_budget", "val_every", "val_batches", "seq_len", "max_loss")
+_LM_ONLY = ("max_steps", "time_budget", "val_every", "val_batches", "seq_len", "tokenizer", "max_loss")
 _IMAGE_ONLY = ("epochs", "image_size", "milestones", "trial_timeout", "reward_lower", "reward_upper")
 # what a field left at None means, per task
 TASK_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -95,6 +95,7 @@ class SearchConfig:
     val_every: int = 50
     val_batches: int = 8
     seq_len: int = 64
+    tokenizer: str = "byte"           # "byte" (vocab 256), "char", or "tiktoken:NAME" where installed
     max_loss: float | None = None     # None: ln(vocabulary), the loss of a uniform guess
     milestones: dict[int, float] = field(default_factory=lambda: {1: 0.2})
     reward_lower: float | None = None  # None: chance level, 1 / num_classes
@@ -213,7 +214,7 @@ def prepare(config: SearchConfig) -> SearchContext:
         if config.dataset != "text":
             raise ValueError(f"--task lm reads text: --dataset must be 'text' (the embedded corpus, or a folder of "
                              f".txt/.md/.py files with --data-dir), got {config.dataset!r}")
-        kwargs["seq_len"] = config.seq_len
+        kwargs.update(seq_len=config.seq_len, tokenizer=config.tokenizer)
     elif config.dataset == "digits":
         kwargs["image_size"] = config.image_size or 8
     elif config.image_size is not None:

@@ -244,3 +244,22 @@ def test_text_corpus_too_small_for_the_sequence_length(tmp_path: Path) -> None:
     (tmp_path / "tiny.txt").write_text("hello world")
     with pytest.raises(ValueError, match="too small"):
         TextDataModule(tmp_path, seq_len=64).setup("fit")
+
+
+def test_char_tokens_have_the_corpus_vocabulary_and_round_trip(tmp_path: Path) -> None:
+    text = "abcab ça!\n" * 300
+    (tmp_path / "a.txt").write_text(text, encoding="utf-8")
+    dm = TextDataModule(tmp_path, seq_len=16, batch_size=4, tokenizer="char")
+    dm.setup("fit")
+    assert dm.chars == sorted(set(text + "\n")) and dm.vocab_size == len(dm.chars)
+    x, y = dm.train_set[0]
+    assert "".join(dm.chars[i] for i in x.tolist()) == (text + "\n")[:16]
+    assert torch.equal(x[1:], y[:-1])
+
+
+def test_unknown_or_unavailable_tokenizer_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("hello world " * 200)
+    with pytest.raises(ValueError, match="tokenizer must be"):
+        TextDataModule(tmp_path, tokenizer="words")
+    with pytest.raises(ValueError, match="not available here"):
+        TextDataModule(tmp_path, seq_len=8, tokenizer="tiktoken:no_such_encoding").setup("fit")

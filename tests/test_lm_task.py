@@ -143,3 +143,13 @@ def test_search_task_lm_end_to_end(tmp_path):
     exported.load_state_dict(reference.state_dict())
     x = torch.randn(8, 64)
     torch.testing.assert_close(exported(x), reference(x))
+
+
+def test_char_tokens_size_the_model_from_the_corpus():
+    context = prepare(_small(tokenizer="char"))
+    vocab = context.datamodule.vocab_size
+    assert context.num_classes == vocab and 60 < vocab != 256
+    assert context.build_model().lm_head.out_features == vocab
+    op = context.space.sample(1, seed=0)[0]
+    loss = train_operator(context, None, None, epochs=0, operator=op, steps=5, timeout=None)
+    assert math.isfinite(loss) and loss < math.log(vocab) + 1.0

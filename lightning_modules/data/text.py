@@ -1,4 +1,5 @@
-"""Byte-level language-modelling data from text files; the embedded default is the Python stdlib's sources."""
+"""Language-modelling data from text files (byte-, char- or tiktoken-level); the embedded default is the Python
+stdlib's sources."""
 from __future__ import annotations
 
 import os
@@ -64,8 +65,32 @@ class TokenChunkDataset(Dataset):
         return window[:-1], window[1:]
 
 
+def encode(corpus: bytes, tokenizer: str) -> tuple[torch.Tensor, int, list[str] | None]:
+    """(token ids, vocabulary size, the characters of a char vocabulary) of ``corpus`` under ``tokenizer``:
+    ``"byte"`` (vocab 256), ``"char"`` (the corpus's distinct characters, sorted: deterministic for a corpus) or
+    ``"tiktoken:NAME"`` (e.g. ``tiktoken:gpt2``; needs the tiktoken package and its encoding files)."""
+    if tokenizer == "byte":
+        return torch.frombuffer(bytearray(corpus), dtype=torch.uint8).long(), BYTE_VOCAB_SIZE, None
+    text = corpus.decode("utf-8", errors="replace")
+    if tokenizer == "char":
+        chars = sorted(set(text))
+        index = {c: i for i, c in enumerate(chars)}
+        return torch.tensor([index[c] for c in text], dtype=torch.long), len(chars), chars
+    if tokenizer.startswith("tiktoken:"):
+        name = tokenizer.split(":", 1)[1]
+        try:
+            import tiktoken
+
+            enc = tiktoken.get_encoding(name)
+        except Exception as e:  # not installed, unknown name, or its BPE files cannot be fetched offline
+            raise ValueError(f"tokenizer {tokenizer!r} is not available here ({type(e).__name__}: {e}); "
+                             f"use 'byte' or 'char'") from None
+        return torch.tensor(enc.encode_ordinary(text), dtype=torch.long), int(enc.n_vocab), None
+    raise ValueError(f"tokenizer must be 'byte', 'char' or 'tiktoken:NAME', got {tokenizer!r}")
+
+
 class TextDataModule(L.LightningDataModule):
-    """Bytes of a text corpus as tokens (vocab 256); the last ``val_fraction`` of the corpus is held out.
+    """A text corpus as tokens (bytes by default, vocab 256); the last ``val_fraction`` of it is held out.
 
     With ``data_dir=None`` the corpus is the stdlib's ``.py`` sources, sorted, first ``max_bytes`` bytes
     (default 1 MB); otherwise every ``.txt``/``.md``/``.py`` file under ``data_dir`` (all of it unless bounded).
@@ -76,11 +101,16 @@ class TextDataModule(L.LightningDataModule):
         torch.Size([32, 64])
     """
 
-    vocab_size = BYTE_VOCAB_SIZE
-
     def __init__(self, data_dir: str | Path | None = None, seq_len: int = 128, batch_size: int = 32,
-                 val_fraction: float = 0.1, max_bytes: int | None = None, num_workers: int = 0) -> None:
+                 val_fraction: float = 0.1, max_bytes: int | None = None, num_workers: int = 0,
+                 tokenizer: str = "byte") -> None:
         super().__init__()
+        if tokenizer not in ("byte", "char") and not tokenizer.startswith("tiktoken:"):
+            raise ValueError(f"tokenizer must be 'byte', 'char' or 'tiktoken:NAME', got {tokenizer!r}")
+        self.tokenizer = tokenizer
+        # known before setup for bytes; char and tiktoken vocabularies are read from the corpus / encoding
+        self.vocab_size = BYTE_VOCAB_SIZE
+        self.chars: list[str] | None = None
         if not 0.0 < val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -102,11 +132,11 @@ class TextDataModule(L.LightningDataModule):
         if self.train_set is not None:
             return
         corpus = read_corpus(self.corpus_files(), self.max_bytes)
-        tokens = torch.frombuffer(bytearray(corpus), dtype=torch.uint8).long()
+        tokens, self.vocab_size, self.chars = encode(corpus, self.tokenizer)
         n_val = int(len(tokens) * self.val_fraction)
         if n_val < self.seq_len + 1:
-            raise ValueError(f"text corpus of {len(tokens)} bytes is too small: the held-out {self.val_fraction:.0%} "
-                             f"({n_val} bytes) needs at least seq_len + 1 = {self.seq_len + 1}")
+            raise ValueError(f"text corpus of {len(tokens)} {self.tokenizer} tokens is too small: the held-out "
+                             f"{self.val_fraction:.0%} ({n_val} tokens) needs at least seq_len + 1 = {self.seq_len + 1}")
         self.train_set = TokenChunkDataset(tokens[:-n_val], self.seq_len)
         self.val_set = TokenChunkDataset(tokens[-n_val:], self.seq_len)
 

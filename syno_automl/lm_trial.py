@@ -93,6 +93,7 @@ def train_lm(context: Any, trial: Any | None, run: Any | None, *, substitution: 
         warnings.filterwarnings("ignore", message=".*LeafSpec.*")
         trainer = L.Trainer(max_steps=steps, max_epochs=-1, val_check_interval=min(config.val_every, train_batches),
                             check_val_every_n_epoch=None, limit_val_batches=config.val_batches,
+                            gradient_clip_val=1.0,  # as GPT-2 training does; a loss spike then rarely turns NaN
                             accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                             enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
                             callbacks=callbacks)

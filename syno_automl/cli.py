@@ -483,9 +483,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         why = notes.get(f"latency_ms.{device}") or notes.get(f"baseline_latency_ms.{device}") or "no reason given"
         raise RuntimeError(f"no latency on {device} ({schedules}): {why}")
     print(latency.total_line(summary, device))
-    entry = {k: summary[k] for k in ("latency_ms", "baseline_ms", "speedup", "tuned_trials", "schedules", "seconds")}
-    entry.update({k: summary[k] for k in ("inductor_ms", "inductor_baseline_ms", "inductor_speedup")
-                  if summary.get(k) is not None})
+    entry = latency.stored_entry(summary)
     latencies = dict(study.user_attrs.get("syno.latency", {}))  # read again: measuring took a while
     latencies[op.hash] = {**latencies.get(op.hash, {}), device: entry}
     study.set_user_attr("syno.latency", latencies)

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 import os
 import sys
 import tempfile
@@ -74,6 +73,8 @@ from syno_automl.latency import (
     _search_strategy,
     _summarize,
     device_name,
+    error_note,
+    failed_at,
     make_runner,
     parse_target,
     resolve_target,
@@ -96,8 +97,6 @@ __all__ = [
     "model_metrics",
     "substituted_models",
 ]
-
-_log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -385,18 +384,13 @@ def model_latency(
                 out = out[0]
             reference = out.detach().cpu().numpy()
     except Exception as exc:
-        return Latency.failed(name, f"{stage}: {type(exc).__name__}: {_last_line(exc)}")
+        return Latency.failed(name, error_note(stage, exc))
     if isolate:
         return _run_isolated(ep, inputs, reference, dict(target=target, trials=trials, work_dir=work_dir,
                              seconds=seconds, protocol=protocol, build_target=build_target, seed=seed, rtol=rtol,
                              runner=runner), isolate_grace_s)
     return _measure(ep, inputs, reference, spec, target, trials, work_dir, seconds, protocol, build_target, seed,
                     rtol, rpc_session_timeout, runner)
-
-
-def _last_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[-1][:500] if text else ""
 
 
 def _measure(ep, inputs, reference, spec, target, trials, work_dir, seconds, protocol, build_target, seed, rtol,
@@ -472,10 +466,7 @@ def _measure(ep, inputs, reference, spec, target, trials, work_dir, seconds, pro
         med, iqr = _summarize(samples)
         return Latency(med, iqr, len(samples), name, tuned_trials, "; ".join(notes), samples, reused, tuning_s)
     except Exception as exc:
-        if os.environ.get("SYNO_LATENCY_RAISE") == "1":  # debugging aid
-            raise
-        _log.debug("model_latency failed at %s", stage, exc_info=True)
-        return Latency.failed(name, f"{stage}: {type(exc).__name__}: {_last_line(exc)}", tuned_trials, tuning_s)
+        return failed_at(name, stage, exc, tuned_trials, tuning_s, "model_latency")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -504,7 +495,7 @@ def _run_isolated(ep, inputs, reference, job: dict, grace: float) -> Latency:
             with open(os.path.join(tmp, "job.json"), "w") as f:
                 json.dump(payload, f)
         except Exception as exc:
-            return Latency.failed(name, f"export: {type(exc).__name__}: {_last_line(exc)}")
+            return Latency.failed(name, error_note("export", exc))
         out_path = os.path.join(tmp, "result.json")
         return run_child("syno_automl.e2e", [tmp, out_path], out_path, name, seconds, grace)
 

@@ -714,12 +714,23 @@ def tune_and_time(
         med, iqr = _summarize(samples)
         return Latency(med, iqr, len(samples), name, tuned_trials, "; ".join(notes), samples, reused, tuning_s)
     except Exception as exc:
-        if os.environ.get("SYNO_LATENCY_RAISE") == "1":  # debugging aid
-            raise
-        _log.debug("tune_and_time failed at %s", stage, exc_info=True)
-        text = str(exc).strip()
-        msg = f"{stage}: {type(exc).__name__}: {text.splitlines()[-1] if text else ''}"
-        return Latency.failed(name, msg, tuned_trials, tuning_s)
+        return failed_at(name, stage, exc, tuned_trials, tuning_s, "tune_and_time")
+
+
+def error_note(stage: str, exc: BaseException) -> str:
+    """``stage: ExceptionType: last line of the message`` (at most 500 characters): every recorded failure."""
+    text = str(exc).strip()
+    return f"{stage}: {type(exc).__name__}: {text.splitlines()[-1][:500] if text else ''}"
+
+
+def failed_at(name: str, stage: str, exc: BaseException, tuned_trials: int = 0, tuning_s: float | None = None,
+              what: str = "latency") -> Latency:
+    """Inside an ``except``: the Latency of a measurement that failed at ``stage``; with the debugging aid
+    ``SYNO_LATENCY_RAISE=1`` the exception propagates instead."""
+    if os.environ.get("SYNO_LATENCY_RAISE") == "1":
+        raise  # the exception being handled by the caller
+    _log.debug("%s failed at %s", what, stage, exc_info=True)
+    return Latency.failed(name, error_note(stage, exc), tuned_trials, tuning_s)
 
 
 def _close_runner(runner) -> None:
@@ -1135,6 +1146,16 @@ def schedules_label(trials: int, seconds: float | None = None) -> str:
     if int(trials) <= 0:
         return UNTUNED
     return f"MetaSchedule, {int(trials)} trials per kernel" + (f", {seconds:g} s budget per kernel" if seconds else "")
+
+
+def stored_entry(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """What a study keeps of one device's :func:`measure_layers` summary (``syno.latency`` attrs, read by the
+    report): totals, how the kernels were scheduled, and the Inductor totals when measured."""
+    entry = {k: summary.get(k) for k in ("latency_ms", "baseline_ms", "speedup", "tuned_trials", "schedules",
+                                         "seconds")}
+    entry.update({k: summary[k] for k in ("inductor_ms", "inductor_baseline_ms", "inductor_speedup")
+                  if summary.get(k) is not None})
+    return entry
 
 
 def _kernel_summary(d: Mapping[str, Any] | None) -> dict[str, Any] | None:

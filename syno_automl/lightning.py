@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from syno_automl.optuna import BASELINE_ATTR, suggest_operator
-from syno_automl.placeholder import Substitution, substitute
+from syno_automl.placeholder import Substitution, call_with, substitute
 from syno_automl.space import Operator
 
 __all__ = ["SynoSubstitution", "SynoPruning", "TrainingTimeLimit", "TrainingTimeBudget", "OperatorBuildError",
@@ -59,7 +59,7 @@ def _placeholder_inputs(sub: Substitution, module: nn.Module, example: Any) -> l
     try:
         module.eval()
         with torch.no_grad():
-            _call(module, example)
+            call_with(module, example)
     finally:
         module.train(was_training)
         for h in hooks:
@@ -169,7 +169,7 @@ class SynoSubstitution(L.Callback):
                 with torch.no_grad():  # fail here, with the operator named, rather than in the first step
                     was_training = pl_module.training
                     pl_module.eval()
-                    _call(pl_module, example)
+                    call_with(pl_module, example)
                     pl_module.train(was_training)
             except Exception as e:
                 sub.restore()
@@ -181,14 +181,6 @@ class SynoSubstitution(L.Callback):
                                ("syno.baseline_flops", self.baseline_flops),
                                ("syno.flops_ratio", self.flops_ratio_used)):
                 self.trial.set_user_attr(key, value)
-
-
-def _call(module: nn.Module, example: Any) -> Any:
-    if isinstance(example, Mapping):
-        return module(**example)
-    if isinstance(example, (tuple, list)):
-        return module(*example)
-    return module(example)
 
 
 class SynoPruning(L.Callback):

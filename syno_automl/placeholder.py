@@ -413,7 +413,8 @@ def _spec_names(specs: Iterable[str]) -> set[str]:
     return {_native.parse_spec(s)["name"] for s in specs}
 
 
-def _call(model: nn.Module, example_input: Any) -> Any:
+def call_with(model: nn.Module, example_input: Any) -> Any:
+    """``model`` called on one example batch: a dict as kwargs, a tuple/list as positional args, else one arg."""
     if isinstance(example_input, Mapping):
         return model(**example_input)
     if isinstance(example_input, (tuple, list)):
@@ -535,7 +536,7 @@ def substitute(
     try:
         model.eval()
         with torch.no_grad():
-            _call(model, example_input)
+            call_with(model, example_input)
     finally:
         for h in handles:
             h.remove()

@@ -383,10 +383,7 @@ class Objective:
             if run is not None:
                 run.set_tags({"syno.latency_failure": reason})
             return f"  latency: missing ({reason[:80]})"
-        entries = {dev: {"latency_ms": d.get("latency_ms"), "baseline_ms": d.get("baseline_ms"),
-                         "speedup": d.get("speedup"), "tuned_trials": d.get("tuned_trials", 0),
-                         "schedules": d.get("schedules")}
-                   for dev, d in result["devices"].items()}
+        entries = {dev: latency.stored_entry(d) for dev, d in result["devices"].items()}
         trial.set_user_attr("syno.latency", entries)
         if run is not None:
             run.log_metrics(result["metrics"])
@@ -406,9 +403,8 @@ class Objective:
             return ""
         if baseline:
             return f"  {tokens_per_s:,.0f} tokens/s"
-        base = next((t for t in trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-                     if t.user_attrs.get(BASELINE_ATTR) and t.user_attrs.get("syno.tokens_per_s")), None)
-        if base is None:
+        base = baseline_trial(trial.study)
+        if base is None or not base.user_attrs.get("syno.tokens_per_s"):
             return f"  {tokens_per_s:,.0f} tokens/s"
         ratio = tokens_per_s / base.user_attrs["syno.tokens_per_s"]
         trial.set_user_attr("syno.throughput_ratio", ratio)

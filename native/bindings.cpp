@@ -1,11 +1,16 @@
-// pybind11 module syno_automl._native. Every C++ error surfaces as a Python exception (SpecError is a
-// ValueError; other invalid input is ValueError; internal errors are RuntimeError); long calls release the GIL.
+// pybind11 module syno_automl._native. Every C++ error surfaces as a precise Python exception of
+// syno_automl.errors (all under SynoError): SpecError for malformed specs, OptionError for other invalid
+// arguments, ResourceError when a thread cannot start, InternalError for a broken invariant (a bug); long calls
+// release the GIL.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <cstdio>
+#include <system_error>
 #include <thread>
 
+#include "bounds.hpp"
 #include "describe.hpp"
 #include "lower.hpp"
 #include "space.hpp"
@@ -105,43 +110,135 @@ std::vector<PyNode> wrap(const std::shared_ptr<const Space>& space, const std::v
     return out;
 }
 
+// Option readers: the Python face validates options first (syno_automl/options.py); these keep the core's own
+// invariants, so a direct call with a wrong type or range is an error naming the option, never a failed cast.
+std::string type_name(py::handle v) { return py::str(py::type::of(v).attr("__name__")); }
+
+int int_option(const std::string& name, py::handle v, int lo, int hi) {
+    if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v))
+        throw std::invalid_argument(name + " must be an integer, got a " + type_name(v));
+    long long x = 0;
+    try {
+        x = v.cast<long long>();
+    } catch (const py::cast_error&) {
+        PyErr_Clear();
+        x = hi + 1LL;
+    }
+    if (x < lo || x > hi)
+        throw std::invalid_argument(name + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+                                    std::string(py::str(v)));
+    return static_cast<int>(x);
+}
+
+double number_option(const std::string& name, py::handle v, bool allow_infinity) {
+    if (!(py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v)) || py::isinstance<py::bool_>(v))
+        throw std::invalid_argument(name + " must be a number, got a " + type_name(v));
+    double x = 0;
+    try {
+        x = v.cast<double>();
+    } catch (const py::cast_error&) {  // an int too large for a double
+        PyErr_Clear();
+        x = INFINITY;
+    }
+    if (std::isnan(x) || x < 0 || (std::isinf(x) && !allow_infinity))
+        throw std::invalid_argument(name + " must be a " + (allow_infinity ? "" : "finite ") +
+                                    "non-negative number, got " + std::string(py::str(v)));
+    return x;
+}
+
+bool bool_option(const std::string& name, py::handle v) {
+    if (!py::isinstance<py::bool_>(v)) throw std::invalid_argument(name + " must be True or False, got a " + type_name(v));
+    return v.cast<bool>();
+}
+
 Options make_options(const py::dict& kw) {
     Options o;
     for (auto [key, value] : kw) {
+        if (!py::isinstance<py::str>(key)) throw std::invalid_argument("option names must be strings");
         std::string k = py::str(key);
-        if (k == "max_depth") o.max_depth = value.cast<int>();
-        else if (k == "max_reductions") o.max_reductions = value.cast<int>();
-        else if (k == "max_weights") o.max_weights = value.cast<int>();
-        else if (k == "min_weights") o.min_weights = value.cast<int>();
-        else if (k == "max_shares") o.max_shares = value.cast<int>();
-        else if (k == "max_primary_degree") o.max_primary_degree = value.cast<int>();
-        else if (k == "max_coefficient_degree") o.max_coefficient_degree = value.cast<int>();
-        else if (k == "max_size_variables") o.max_size_variables = value.cast<int>();
-        else if (k == "max_unfold_window") o.max_unfold_window = value.cast<int>();
-        else if (k == "min_unfold_ratio") o.min_unfold_ratio = value.cast<double>();
-        else if (k == "max_flops") o.max_flops = value.cast<double>();
-        else if (k == "min_flops") o.min_flops = value.cast<double>();
-        else if (k == "max_params") o.max_params = value.cast<double>();
-        else if (k == "min_params") o.min_params = value.cast<double>();
-        else if (k == "max_memory") o.max_memory = value.cast<double>();
-        else if (k == "min_weight_params") o.min_weight_params = value.cast<double>();
-        else if (k == "distance_pruning") o.distance_pruning = value.cast<bool>();
-        else if (k == "flops_pruning") o.flops_pruning = value.cast<bool>();
-        else if (k == "canonical_rules") o.canonical_rules = value.cast<bool>();
+        if (k == "max_depth") o.max_depth = int_option(k, value, 1, 30);
+        else if (k == "max_reductions") o.max_reductions = int_option(k, value, 0, 64);
+        else if (k == "max_weights") o.max_weights = int_option(k, value, 0, 64);
+        else if (k == "min_weights") o.min_weights = int_option(k, value, 0, 64);
+        else if (k == "max_shares") o.max_shares = int_option(k, value, 0, 64);
+        else if (k == "max_primary_degree") o.max_primary_degree = int_option(k, value, 0, 8);
+        else if (k == "max_coefficient_degree") o.max_coefficient_degree = int_option(k, value, 0, 8);
+        else if (k == "max_size_variables") o.max_size_variables = int_option(k, value, 1, kMaxVariables);
+        else if (k == "max_unfold_window") o.max_unfold_window = int_option(k, value, 1, 1 << 30);
+        else if (k == "min_unfold_ratio") o.min_unfold_ratio = number_option(k, value, false);
+        else if (k == "max_flops") o.max_flops = number_option(k, value, true);
+        else if (k == "min_flops") o.min_flops = number_option(k, value, true);
+        else if (k == "max_params") o.max_params = number_option(k, value, true);
+        else if (k == "min_params") o.min_params = number_option(k, value, true);
+        else if (k == "max_memory") o.max_memory = number_option(k, value, true);
+        else if (k == "min_weight_params") o.min_weight_params = number_option(k, value, false);
+        else if (k == "distance_pruning") o.distance_pruning = bool_option(k, value);
+        else if (k == "flops_pruning") o.flops_pruning = bool_option(k, value);
+        else if (k == "canonical_rules") o.canonical_rules = bool_option(k, value);
         else if (k == "max_counts") {
+            if (!py::isinstance<py::dict>(value)) throw std::invalid_argument("max_counts must be a dict, got a " + type_name(value));
             for (auto [pk, pv] : value.cast<py::dict>()) {
                 std::string name = py::str(pk);
                 bool found = false;
                 for (int p = 0; p < static_cast<int>(Prim::Count); ++p)
-                    if (name == prim_name(static_cast<Prim>(p))) { o.max_count[p] = pv.cast<int>(); found = true; }
+                    if (name == prim_name(static_cast<Prim>(p))) {
+                        o.max_count[p] = pv.is_none() ? -1 : int_option("max_counts['" + name + "']", pv, -1, 64);
+                        found = true;
+                    }
                 if (!found) throw std::invalid_argument("max_counts: unknown primitive '" + name + "'");
             }
         } else throw std::invalid_argument("unknown option '" + k + "'");
     }
-    if (o.max_depth < 1 || o.max_depth > 30) throw std::invalid_argument("max_depth must be in [1, 30]");
     if (o.max_flops < o.min_flops) throw std::invalid_argument("max_flops is below min_flops: no operator can satisfy both");
     if (o.max_params < o.min_params) throw std::invalid_argument("max_params is below min_params: no operator can satisfy both");
     return o;
+}
+
+py::dict options_to_py(const Options& o) {
+    py::dict d;
+    d["max_depth"] = o.max_depth;
+    d["max_reductions"] = o.max_reductions;
+    d["max_weights"] = o.max_weights;
+    d["min_weights"] = o.min_weights;
+    d["max_shares"] = o.max_shares;
+    d["max_primary_degree"] = o.max_primary_degree;
+    d["max_coefficient_degree"] = o.max_coefficient_degree;
+    d["max_size_variables"] = o.max_size_variables;
+    d["max_unfold_window"] = o.max_unfold_window;
+    d["min_unfold_ratio"] = o.min_unfold_ratio;
+    d["min_weight_params"] = o.min_weight_params;
+    d["distance_pruning"] = o.distance_pruning;
+    d["flops_pruning"] = o.flops_pruning;
+    d["canonical_rules"] = o.canonical_rules;
+    py::dict counts;
+    for (int p = 0; p < static_cast<int>(Prim::Count); ++p)
+        counts[prim_name(static_cast<Prim>(p))] = o.max_count[p] < 0 ? py::object(py::none()) : py::object(py::int_(o.max_count[p]));
+    d["max_counts"] = counts;
+    return d;
+}
+
+constexpr int kMaxThreads = 1024;
+
+// C++ errors as the exceptions of syno_automl.errors (looked up when raised: that module is always imported
+// before this one, by the package's __init__).
+void translate_errors(std::exception_ptr p) {
+    auto raise = [](const char* name, const std::string& message, py::object position = py::none()) {
+        py::object cls = py::module_::import("syno_automl.errors").attr(name);
+        py::object error = cls(message);
+        if (!position.is_none()) error.attr("position") = position;
+        PyErr_SetObject(cls.ptr(), error.ptr());
+    };
+    try {
+        if (p) std::rethrow_exception(p);
+    } catch (const SpecError& e) {
+        raise("SpecError", e.what(), py::int_(e.position));
+    } catch (const std::invalid_argument& e) {
+        raise("OptionError", e.what());
+    } catch (const std::system_error& e) {
+        raise("ResourceError", e.what());
+    } catch (const std::logic_error& e) {
+        raise("InternalError", e.what());
+    }
 }
 
 std::vector<const Step*> node_path(const PyNode& n) { return n.node->path(); }
@@ -150,7 +247,11 @@ std::vector<const Step*> node_path(const PyNode& n) { return n.node->path(); }
 
 PYBIND11_MODULE(_native, m) {
     m.doc() = "syno_automl native core: the pGraph operator space";
-    py::register_exception<SpecError>(m, "SpecError", PyExc_ValueError);
+    py::register_exception_translator(&translate_errors);
+    m.attr("SpecError") = py::module_::import("syno_automl.errors").attr("SpecError");
+    m.def("default_options", [] { return options_to_py(Options{}); },
+          "The core's option defaults (the one place they are written down).");
+    m.attr("MAX_THREADS") = kMaxThreads;
 
     m.def("parse_shape", [](const std::string& text) {
         py::list out;
@@ -197,11 +298,27 @@ PYBIND11_MODULE(_native, m) {
             return out;
         })
         .def_property_readonly("num_mappings", [](const Space& s) { return s.ctx.valuations.size(); })
+        .def("budget_bounds", [](const Space& s) {
+            BudgetBounds b = budget_bounds(s);
+            py::dict d;
+            d["min_flops"] = b.min_flops;
+            d["max_flops"] = b.max_flops;
+            d["min_params"] = b.min_params;
+            d["max_params"] = b.max_params;
+            d["min_memory"] = b.min_memory;
+            return d;
+        }, "Bounds every operator's totals obey (bounds.hpp): a budget outside them empties the space.")
         .def("sample",
              [](const std::shared_ptr<Space>& s, int count, uint64_t seed, int threads, uint64_t max_attempts,
                 double time_limit, uint64_t budget, py::object prefix) {
                  NodePtr from = prefix.is_none() ? s->root : prefix.cast<PyNode&>().node;
                  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+                 if (threads > kMaxThreads)
+                     throw std::invalid_argument("threads=" + std::to_string(threads) + " is more than " +
+                                                 std::to_string(kMaxThreads));
+                 if (count < 0) throw std::invalid_argument("count must be >= 0, got " + std::to_string(count));
+                 if (std::isnan(time_limit)) throw std::invalid_argument("time_limit must be a number, got nan");
+                 if (time_limit > 1e9) time_limit = 0;  // no limit (a huge one would overflow the clock)
                  SampleResult r;
                  {
                      py::gil_scoped_release release;

@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <exception>
+#include <mutex>
+#include <system_error>
 #include <thread>
 #include <unordered_set>
 
@@ -87,6 +90,28 @@ struct Descent {
     }
 };
 
+// Runs `work` on `threads` threads (this one included). A thread that cannot start (the system's limit) is an
+// error saying so, after the started ones are joined: never std::terminate from a joinable std::thread.
+template <typename Work>
+void run_pool(Work& work, uint64_t threads) {
+    std::vector<std::thread> pool;
+    std::system_error start_failure(std::error_code{}, "");
+    bool failed = false;
+    for (uint64_t t = 1; t < threads; ++t) {
+        try {
+            pool.emplace_back(work);
+        } catch (const std::system_error& e) {
+            start_failure = std::system_error(e.code(), "could not start sampling thread " + std::to_string(t + 1) +
+                                                            " of " + std::to_string(threads) + " (lower `threads`)");
+            failed = true;
+            break;
+        }
+    }
+    work();
+    for (auto& t : pool) t.join();
+    if (failed) throw start_failure;
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -114,17 +139,23 @@ SampleResult sample(const Space& space, const NodePtr& prefix, int count, uint64
         std::vector<NodePtr> found(n);
         std::vector<std::unordered_set<uint64_t>> dead(n);
         std::atomic<uint64_t> cursor{0};
+        std::exception_ptr failure;  // an exception escaping a thread would terminate the interpreter
+        std::mutex failure_mutex;
         auto work = [&] {
-            for (uint64_t i; (i = cursor.fetch_add(1)) < n;) {
-                Descent d{space, call_dead, combine(seed, next_index + i), deadline, budget, {}};
-                found[i] = d.run(prefix);
-                dead[i] = std::move(d.dead);
+            try {
+                for (uint64_t i; (i = cursor.fetch_add(1)) < n;) {
+                    Descent d{space, call_dead, combine(seed, next_index + i), deadline, budget, {}};
+                    found[i] = d.run(prefix);
+                    dead[i] = std::move(d.dead);
+                }
+            } catch (...) {
+                std::lock_guard lock(failure_mutex);
+                if (!failure) failure = std::current_exception();
+                cursor.store(n);  // the others stop too
             }
         };
-        std::vector<std::thread> pool;
-        for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-        work();
-        for (auto& t : pool) t.join();
+        run_pool(work, std::min<uint64_t>(static_cast<uint64_t>(threads), n));
+        if (failure) std::rethrow_exception(failure);
         for (auto& set : dead)
             for (uint64_t h : set) call_dead.insert(h);
         // Collect in index order: deterministic whatever the thread count.

@@ -2,26 +2,61 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "hash.hpp"
 
 namespace syno {
 
+namespace {
+
+// The spec as it will be quoted: control bytes escaped, so a NUL (or a newline) neither cuts the message
+// short nor hides the position. Positions still count bytes of the original text.
+std::string quoted(const std::string& text) {
+    std::string out;
+    for (unsigned char c : text) {
+        if (c < 0x20 || c == 0x7f) {
+            char buf[5];
+            std::snprintf(buf, sizeof buf, "\\x%02x", c);
+            out += buf;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
+int8_t checked_exponent(int a, int b, int sum) {
+    if (a == kOverflow || b == kOverflow || sum < -kMaxExponent || sum > kMaxExponent) return kOverflow;
+    return static_cast<int8_t>(sum);
+}
+
+}  // namespace
+
 SpecError::SpecError(const std::string& text, size_t pos, const std::string& expected)
-    : std::invalid_argument("\"" + text + "\": " + expected + " at position " + std::to_string(pos)),
+    : std::invalid_argument("\"" + quoted(text) + "\": " + expected + " at position " + std::to_string(pos)),
       position(pos) {}
 
 Size Size::operator*(const Size& other) const {
     Size r;
-    for (int i = 0; i < kMaxVariables; ++i) r.exponent[i] = static_cast<int8_t>(exponent[i] + other.exponent[i]);
+    for (int i = 0; i < kMaxVariables; ++i)
+        r.exponent[i] = checked_exponent(exponent[i], other.exponent[i], exponent[i] + other.exponent[i]);
     return r;
 }
 
 Size Size::operator/(const Size& other) const {
     Size r;
-    for (int i = 0; i < kMaxVariables; ++i) r.exponent[i] = static_cast<int8_t>(exponent[i] - other.exponent[i]);
+    for (int i = 0; i < kMaxVariables; ++i)
+        r.exponent[i] = checked_exponent(exponent[i], other.exponent[i], exponent[i] - other.exponent[i]);
     return r;
+}
+
+bool Size::overflowed() const {
+    for (auto e : exponent)
+        if (e == kOverflow) return true;
+    return false;
 }
 
 bool Size::is_one() const {
@@ -45,6 +80,7 @@ int SizeContext::index_of(const std::string& name) const {
 }
 
 std::optional<int64_t> SizeContext::value(const Size& s, int v) const {
+    if (s.overflowed()) return std::nullopt;
     __int128 num = 1, den = 1;
     for (int i = 0; i < count(); ++i) {
         int e = s.exponent[i];
@@ -59,6 +95,7 @@ std::optional<int64_t> SizeContext::value(const Size& s, int v) const {
 }
 
 double SizeContext::approx(const Size& s, int v) const {
+    if (s.overflowed()) return std::nan("");
     double r = 1;
     for (int i = 0; i < count(); ++i)
         if (s.exponent[i]) r *= std::pow(static_cast<double>(valuations[v][i]), s.exponent[i]);
@@ -79,6 +116,7 @@ int SizeContext::primary_degree(const Size& s) const {
 }
 
 bool SizeContext::is_legal(const Size& s) const {
+    if (s.overflowed()) return false;
     bool primary = false;
     for (int i = 0; i < count(); ++i) {
         if (variables[i].primary) {
@@ -110,7 +148,8 @@ std::string SizeContext::to_string(const Size& s) const {
             if (variables[i].primary != want_primary || s.exponent[i] == 0) continue;
             if (!out.empty()) out += "*";
             out += variables[i].name;
-            if (s.exponent[i] != 1) out += "^" + std::to_string(s.exponent[i]);
+            if (s.exponent[i] == kOverflow) out += "^(overflow)";
+            else if (s.exponent[i] != 1) out += "^" + std::to_string(s.exponent[i]);
         }
     }
     return out.empty() ? "1" : out;
@@ -196,6 +235,8 @@ std::vector<ShapeDim> parse_shape(const std::string& text) {
     }
     while (true) {
         ShapeDim dim;
+        c.skip_spaces();
+        size_t dim_start = c.pos;
         while (true) {
             std::string name = c.identifier("a dimension (a variable name)");
             int exponent = 1;
@@ -209,6 +250,15 @@ std::vector<ShapeDim> parse_shape(const std::string& text) {
             dim.factors.emplace_back(name, exponent);
             if (!c.accept('*')) break;
         }
+        // A repeated factor adds up: the total must fit the exponent range (never wrap: H^8 x 32 * H is not H).
+        std::map<std::string, int> totals;
+        for (auto& [factor, e] : dim.factors) totals[factor] += e;
+        for (auto& [factor, total] : totals)
+            if (total < -kMaxExponent || total > kMaxExponent)
+                throw SpecError(text, dim_start,
+                                "expected the exponent of " + factor + " within [-" + std::to_string(kMaxExponent) +
+                                    ", " + std::to_string(kMaxExponent) + "] (this dimension multiplies to " + factor +
+                                    "^" + std::to_string(total) + ")");
         if (c.accept(':')) {
             std::string attribute = c.identifier("an attribute after ':'");
             if (attribute != "unordered") throw SpecError(text, c.pos - attribute.size(), "expected the attribute 'unordered'");
@@ -223,11 +273,18 @@ std::vector<ShapeDim> parse_shape(const std::string& text) {
 }
 
 Size make_size(const SizeContext& ctx, const ShapeDim& dim, const std::string& text) {
-    Size s;
+    std::array<int, kMaxVariables> totals{};
     for (auto& [name, exponent] : dim.factors) {
         int i = ctx.index_of(name);
         if (i < 0) throw SpecError(text, text.find(name), "unknown variable '" + name + "'");
-        s.exponent[i] = static_cast<int8_t>(s.exponent[i] + exponent);
+        totals[i] += exponent;
+    }
+    Size s;
+    for (int i = 0; i < ctx.count(); ++i) {
+        if (totals[i] < -kMaxExponent || totals[i] > kMaxExponent)  // parse_shape refuses it already; never wrap
+            throw SpecError(text, text.find(ctx.variables[i].name),
+                            "expected the exponent of " + ctx.variables[i].name + " within [-127, 127]");
+        s.exponent[i] = static_cast<int8_t>(totals[i]);
     }
     return s;
 }

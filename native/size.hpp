@@ -11,6 +11,10 @@
 namespace syno {
 
 constexpr int kMaxVariables = 16;
+// Exponents are stored in an int8_t: a spec may not leave [-kMaxExponent, kMaxExponent], and an arithmetic result
+// outside it becomes kOverflow, which no legal size carries (so it is pruned, never wrapped into a wrong size).
+constexpr int kMaxExponent = 127;
+constexpr int8_t kOverflow = -128;
 
 // A malformed spec: says what text, at which position, and what was expected.
 class SpecError : public std::invalid_argument {
@@ -29,6 +33,7 @@ struct Variable {
 
 struct Size {
     std::array<int8_t, kMaxVariables> exponent{};
+    bool overflowed() const;  // some exponent left [-kMaxExponent, kMaxExponent] in * or /
     bool operator==(const Size&) const = default;
     Size operator*(const Size& other) const;
     Size operator/(const Size& other) const;
@@ -47,10 +52,10 @@ public:
     bool is_primary(int var) const { return variables[var].primary; }
     int count() const { return static_cast<int>(variables.size()); }
 
-    // Exact integer value under valuation v; nullopt if not an integer.
+    // Exact integer value under valuation v; nullopt if not an integer (or overflowed).
     std::optional<int64_t> value(const Size& s, int v) const;
     double approx(const Size& s, int v) const;
-    // No negative primary exponent; a coefficient-only size has no negative exponent.
+    // No negative primary exponent; a coefficient-only size has no negative exponent; not overflowed.
     bool is_legal(const Size& s) const;
     // Legal, integral and >= minimum under every valuation.
     bool is_valid_extent(const Size& s, int64_t minimum = 2) const;

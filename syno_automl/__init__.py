@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from syno_automl.errors import EmptySpaceError, OperatorFormatError, SpecError, SubstitutionError
+from syno_automl.errors import (EmptySpaceError, OperatorFormatError, OptionError, SpecError, SubstitutionError,
+                                SynoError)
 from syno_automl.space import Node, Operator, OperatorSpace
 
 __all__ = ["OperatorSpace", "Operator", "Node", "Placeholder", "Substitution", "substitute", "SynoSampler",
-           "suggest_operator", "SpecError", "EmptySpaceError", "OperatorFormatError", "SubstitutionError"]
+           "suggest_operator", "SynoError", "SpecError", "OptionError", "EmptySpaceError", "OperatorFormatError",
+           "SubstitutionError"]
 __version__ = "0.1.0"
 
 _LAZY = {

@@ -1,18 +1,49 @@
-"""Exception types of syno_automl. All are ValueError or RuntimeError subclasses, so callers can be broad."""
+"""Exception types of syno_automl: one root, `SynoError`, so callers can catch everything the package raises.
+
+Each type also keeps a builtin base (ValueError, TypeError, RuntimeError, TimeoutError) so code that catches those
+still works. Errors from the native core arrive as these types too (translated in native/bindings.cpp).
+docs/architecture.md ("Errors") lists which call raises which.
+"""
 from __future__ import annotations
 
-from syno_automl._native import SpecError  # a ValueError: "<text>": expected ... at position N
+__all__ = ["SynoError", "SpecError", "OptionError", "OptionTypeError", "EmptySpaceError", "OperatorFormatError",
+           "SubstitutionError", "ResourceError", "InternalError"]
 
-__all__ = ["SpecError", "EmptySpaceError", "OperatorFormatError", "SubstitutionError"]
+
+class SynoError(Exception):
+    """Root of every exception syno_automl raises on purpose."""
 
 
-class EmptySpaceError(ValueError):
+class SpecError(SynoError, ValueError):
+    """A malformed spec or shape: '"<text>": expected ... at position N' (`position` holds N when known)."""
+
+    position: int | None = None
+
+
+class OptionError(SynoError, ValueError):
+    """An invalid argument of OperatorSpace or of one of its methods (an option, budget, mapping, variable list,
+    thread count...): the message names it and says what is allowed."""
+
+
+class OptionTypeError(OptionError, TypeError):
+    """An argument of the wrong type (`max_depth='8'`, mappings given as a dict): the message names it."""
+
+
+class EmptySpaceError(SynoError, ValueError):
     """No operator exists in the space (the spec, depth and budgets exclude every candidate)."""
 
 
-class OperatorFormatError(ValueError):
+class OperatorFormatError(SynoError, ValueError):
     """Operator JSON that is malformed, from another space, or not a canonical operator of this space."""
 
 
-class SubstitutionError(ValueError):
+class SubstitutionError(SynoError, ValueError):
     """A model layer cannot be replaced (an unsupported layer, or no shape information)."""
+
+
+class ResourceError(SynoError, RuntimeError):
+    """The system refused a resource the native core needs (a sampling thread could not start)."""
+
+
+class InternalError(SynoError, RuntimeError):
+    """A broken invariant inside the native core: a bug in syno_automl (please report it with the input)."""

@@ -16,6 +16,7 @@ import optuna
 import torch
 from torch import nn
 
+from syno_automl.errors import SynoError
 from syno_automl.optuna import BASELINE_ATTR, suggest_operator
 from syno_automl.placeholder import Substitution, call_with, substitute
 from syno_automl.space import Operator
@@ -24,15 +25,15 @@ __all__ = ["SynoSubstitution", "SynoPruning", "TrainingTimeLimit", "TrainingTime
            "BudgetExceededError", "TrainingTooSlowError", "example_batch", "match_output_scale"]
 
 
-class OperatorBuildError(RuntimeError):
+class OperatorBuildError(SynoError, RuntimeError):
     """The operator's PyTorch module could not be built or run on the model's layers."""
 
 
-class BudgetExceededError(ValueError):
+class BudgetExceededError(SynoError, ValueError):
     """The operator needs more FLOPs than the budget allows relative to the layers it replaces."""
 
 
-class TrainingTooSlowError(TimeoutError):
+class TrainingTooSlowError(SynoError, TimeoutError):
     """Training would take (or took) longer than the trial's time limit."""
 
 

@@ -29,7 +29,11 @@ Conventions (choices made here):
   substituted only if it keeps the spatial size: stride 1, dilation 1, zero padding equal to ``k // 2`` with a
   square odd kernel ``k`` in ``kernel_sizes`` (default ``(3,)``, the paper's 3x3 convolutions; ``None``
   accepts every odd square kernel, and each mapping then carries its own ``k``), ``groups == 1`` unless
-  ``groups=True`` (each mapping then carries ``g``, the layer's group count, if ``g`` is a coefficient).
+  ``groups=True`` (each mapping then carries ``g``, the layer's group count, if ``g`` is a coefficient; the
+  default coefficient is ``g=<most common groups>: 2``, so the grouped conv itself is in the space, and a layer
+  that is not grouped carries that common ``g``). With grouped or depthwise layers and no ``flops_ratio`` (nor
+  ``max_flops``), ``flops_ratio`` defaults to ``GROUPED_FLOPS_RATIO`` (1.0): a dense operator in place of a
+  depthwise conv would otherwise cost up to ``C_in`` times the layer.
   ``N`` (the batch) is a free dim of the generated module: it works for any batch size.
 * **Linear** layers map to ``[N, C_in] -> [N, C_out]`` (default primary ``["N: 0", "C_in: 2", "C_out: 2"]``,
   coefficients ``["k=3: 2", "s=2: 2"]``): all leading dims are flattened into ``N`` (``x.reshape(-1, C_in)``
@@ -38,8 +42,9 @@ Conventions (choices made here):
   sequence length free at run time.
 * **Bias**: a replaced layer that had a bias gets a fresh learnable bias (zeros, one per output channel) added
   after the operator (``bias=False`` drops it). The bias is not counted in FLOPs, as in the IR's convention.
-* **Unfold ratio**: for Conv2d, unless ``min_unfold_ratio`` is given, it is lowered from the native default
-  (2.0) to the smallest ``min(H, W) / k`` of the replaced layers when that is smaller, so that the conv-equivalent
+* **Unfold ratio**: for Conv2d, unless ``min_unfold_ratio`` is given, it is lowered from the core's default
+  (``_native.default_options()``, 1.0) to the smallest ``min(H, W) / k`` of the replaced layers when that is
+  smaller (never raised), so that the conv-equivalent
   operator (the layers being replaced) stays inside the space even with small feature maps (4x4 in ResNet-18
   on CIFAR).
 * **FLOPs** follow the IR's convention (2 x multiply-accumulates; bias adds not counted). ``flops_ratio`` and
@@ -76,6 +81,8 @@ DEFAULTS: dict[str, tuple[str, str, list[str], list[str]]] = {
 }
 
 _SUPPORTED: dict[type, str] = {nn.Conv2d: "conv2d", nn.Linear: "linear"}
+#: flops_ratio used when grouped/depthwise convs are substituted and no FLOPs budget is given
+GROUPED_FLOPS_RATIO = 1.0
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -580,13 +587,17 @@ def substitute(
     # the space
     d_in, d_out, d_primary, d_coefficients = DEFAULTS[kind]
     input_shape, output_shape = spec if spec is not None else (d_in, d_out)
+    common_g = 1
     if kind == "conv2d":
         common_k = Counter(layer.kernel_size[0] for _, _, layer, _, _ in chosen).most_common(1)[0][0]
         d_coefficients = [c.format(k=common_k) for c in d_coefficients]
         if groups:
             gs = [layer.groups for _, _, layer, _, _ in chosen if 1 < layer.groups < layer.in_channels]
             if gs:
-                d_coefficients = d_coefficients + [f"g={Counter(gs).most_common(1)[0][0]}: 1"]
+                # g occurs twice in a grouped conv (REDUCE g^-1*C_in, MERGE [g, g^-1*C_out]): with ': 1' the
+                # layers' own operator would be out of the space
+                common_g = Counter(gs).most_common(1)[0][0]
+                d_coefficients = d_coefficients + [f"g={common_g}: 2"]
     primary = list(d_primary if primary is None else primary)
     coefficients = list(d_coefficients if coefficients is None else coefficients)
     names = _spec_names(primary) | _spec_names(coefficients)
@@ -594,24 +605,33 @@ def substitute(
     mappings, flops = [], []
     for _, name, layer, in_shape, out_shape in chosen:
         if kind == "conv2d":
+            # g: the layer's groups where it is grouped, else the common one (a coefficient must fit every mapping;
+            # g=1 or g=C_in would shut every g-dependent operator out of a space mixing layers)
+            g = layer.groups if 1 < layer.groups < layer.in_channels else common_g
             full = {"N": in_shape[0], "C_in": in_shape[1], "C_out": out_shape[1], "H": in_shape[2],
-                    "W": in_shape[3], "k": layer.kernel_size[0], "g": layer.groups}
+                    "W": in_shape[3], "k": layer.kernel_size[0], "g": g}
         else:
             full = {"N": math.prod(in_shape[:-1]), "C_in": in_shape[-1], "C_out": out_shape[-1]}
         mappings.append({k: v for k, v in full.items() if k in names})
         flops.append(layer_flops(layer, in_shape, out_shape))
     baseline = sum(flops)
     budgets: dict[str, float] = {}
+    if (flops_ratio is None and "max_flops" not in space_options
+            and any(layer.groups > 1 for _, _, layer, _, _ in chosen)):
+        # a dense [N, C_in, H, W] -> [N, C_out, H, W] operator in place of a depthwise (or grouped) conv costs up to
+        # C_in (g) times the layer: unless asked otherwise, operators may cost what the replaced layers cost
+        flops_ratio = GROUPED_FLOPS_RATIO
     if flops_ratio is not None:
         budgets["max_flops"] = float(flops_ratio) * baseline
     if min_flops_ratio is not None:
         budgets["min_flops"] = float(min_flops_ratio) * baseline
     if kind == "conv2d" and "min_unfold_ratio" not in space_options:
-        # the native default (2.0: an unfold's main dim at least twice its window, in every mapping) would shut
-        # the conv-equivalent operator out of the space as soon as one layer is small (ResNet-18's 4x4 stage
-        # on CIFAR): relax it just enough for the replaced layers' own k x k windows to fit
+        # the core's default (an unfold's main dim at least `ratio` times its window, in every mapping) may shut the
+        # conv-equivalent operator out of the space when a layer is small (ResNet-18's 4x4 stage on CIFAR): relax
+        # it just enough for the replaced layers' own k x k windows to fit (never raise it)
+        default = _native.default_options()["min_unfold_ratio"]
         fit = min(min(in_shape[2], in_shape[3]) / layer.kernel_size[0] for _, _, layer, in_shape, _ in chosen)
-        if fit < 2.0:
+        if fit < default:
             space_options = {**space_options, "min_unfold_ratio": fit}
     for k in budgets:
         if k in space_options:

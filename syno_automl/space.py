@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from syno_automl import _native
 from syno_automl.errors import EmptySpaceError, OperatorFormatError
+from syno_automl.options import budget_conflict, check_mappings, check_sample_arguments, check_space_arguments
 
 FORMAT = "syno-operator/1"
 MappingLike = "int | Mapping[str, int] | None"
@@ -81,28 +82,29 @@ class OperatorSpace:
         threads: int | None = None,
         **options: Any,
     ) -> None:
-        self.input_shape = input_shape
-        self.output_shape = output_shape
-        self.primary = list(primary)
-        self.coefficients = list(coefficients)
-        self.mappings = [dict(m) for m in (mappings or [])]
-        self.fixed = list(fixed)
-        self.seed = seed
-        self.threads = threads or min(os.cpu_count() or 1, 8)
-        self.max_depth = max_depth
         budgets = {
             "max_flops": max_flops, "min_flops": min_flops, "max_params": max_params,
             "min_params": min_params, "max_memory": max_memory,
         }
-        for name, value in budgets.items():
-            if value is not None and (not isinstance(value, (int, float)) or math.isnan(value) or value < 0):
-                raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-        self.budgets = {k: float(v) for k, v in budgets.items() if v is not None}
+        # every argument checked once, here, with a message naming it (syno_automl/options.py)
+        native_options = check_space_arguments(input_shape, output_shape, primary, coefficients,
+                                               {"max_depth": max_depth, **budgets, **options}, seed, threads, fixed)
+        self.input_shape = input_shape
+        self.output_shape = output_shape
+        self.primary = list(primary)
+        self.coefficients = list(coefficients)
+        self.mappings = check_mappings(mappings)
+        self.fixed = list(fixed)
+        self.seed = seed
+        self.threads = threads or min(os.cpu_count() or 1, 8)
+        self.max_depth = max_depth
+        self.budgets = {k: native_options[k] for k in budgets if k in native_options}
         self.options = dict(options)
-        native_options = {"max_depth": max_depth, **self.budgets, **self.options}
         self._native = _native.Space(
             input_shape, output_shape, self.primary, self.coefficients, self.mappings, self.fixed, native_options
         )
+        self._budget_conflict: str | None = budget_conflict(self.budgets, self._native.budget_bounds(),
+                                                            self.num_mappings)
 
     # -- structure -------------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -158,12 +160,14 @@ class OperatorSpace:
 
         Deterministic for a seed, whatever `threads` is. Raises EmptySpaceError if no operator exists.
         """
-        if count < 0:
-            raise ValueError(f"count must be >= 0, got {count}")
         seed = self.seed if seed is None else seed
+        check_sample_arguments(count, seed, threads, time_limit, max_attempts, budget)
+        if count > 0 and self._budget_conflict:
+            raise EmptySpaceError(self._budget_conflict)  # proven by a bound: no need to search
         attempts = max_attempts if max_attempts is not None else max(1000, 200 * count)
         nodes, info = self._native.sample(
-            count, seed & 0xFFFFFFFFFFFFFFFF, threads or self.threads, attempts, float(time_limit), budget,
+            int(count), int(seed) & 0xFFFFFFFFFFFFFFFF, int(threads or self.threads), int(attempts),
+            float(time_limit), int(budget),
             prefix._native if prefix is not None else None,
         )
         self.last_report = SampleReport(count, len(nodes), info["stop_reason"], info["attempts"], info["failed"],
@@ -350,10 +354,7 @@ class Operator:
     @classmethod
     def from_json(cls, space: OperatorSpace, text: str | bytes) -> "Operator":
         """Loads and validates (plain JSON, no code execution): replays the path in `space`."""
-        try:
-            data = json.loads(text)
-        except (TypeError, json.JSONDecodeError) as e:
-            raise OperatorFormatError(f"operator JSON does not parse: {e}") from None
+        data = _parse_json(text)
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise OperatorFormatError(f"not a {FORMAT} document")
         path, expected = data.get("path"), data.get("hash")
@@ -366,3 +367,23 @@ class Operator:
         if not node.is_final or node.key != expected:
             raise OperatorFormatError(f"path does not end at operator {expected} (got {node.key})")
         return cls(space, node._native)
+
+
+def _parse_json(text: Any) -> Any:
+    """json.loads with every failure as an OperatorFormatError saying what is wrong (no bare ValueError or
+    RecursionError escapes: bad UTF-8, nesting, huge integers)."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise OperatorFormatError(f"operator JSON is not valid UTF-8: byte {e.start} ({e.reason})") from None
+    if not isinstance(text, str):
+        raise OperatorFormatError(f"operator JSON must be a str or bytes, got a {type(text).__name__}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise OperatorFormatError(f"operator JSON does not parse: {e}") from None
+    except RecursionError:
+        raise OperatorFormatError("operator JSON is nested too deeply (an operator document has depth 3)") from None
+    except ValueError as e:  # e.g. an integer of thousands of digits (Python's int_max_str_digits)
+        raise OperatorFormatError(f"operator JSON holds an unreadable value: {e}") from None

@@ -29,6 +29,7 @@ import optuna
 import torch
 from torch import nn
 
+from syno_automl.errors import SynoError
 from syno_automl.lightning import SynoPruning, SynoSubstitution, TrainingTimeLimit
 from syno_automl.optuna import BASELINE_ATTR, HASH_ATTR, SynoSampler, suggest_operator
 from syno_automl.placeholder import Substitution, substitute
@@ -54,11 +55,11 @@ FAILURE_ATTR = "syno.failure"
 _log = logging.getLogger(__name__)
 
 
-class StudyExistsError(ValueError):
+class StudyExistsError(SynoError, ValueError):
     """The study already exists in the storage and --resume was not given."""
 
 
-class StudyMismatchError(ValueError):
+class StudyMismatchError(SynoError, ValueError):
     """--resume on a study made for another model, dataset or space."""
 
 

@@ -1,0 +1,16 @@
+// Budget bounds: what every operator of a space must cost at least, and can cost at most, found from the spec and
+// the options alone (no search). A budget outside them proves the space empty at once.
+#pragma once
+#include "space.hpp"
+
+namespace syno {
+
+struct BudgetBounds {
+    // Summed over the mappings, as the budgets are. Lower bounds hold for every operator; upper bounds too.
+    double min_flops = 0, max_flops = 0;
+    double min_params = 0, max_params = 0;
+    double min_memory = 0;  // bytes of the largest intermediate
+};
+BudgetBounds budget_bounds(const Space& space);
+
+}  // namespace syno

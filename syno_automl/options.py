@@ -1,0 +1,205 @@
+"""Validation of OperatorSpace's arguments, once, at the Python face (the native core re-checks its invariants).
+
+Every check names the argument and says what is allowed: `OptionTypeError` (also a TypeError) for a wrong type,
+`OptionError` (a ValueError) for a wrong value, `SpecError` for a spec string the core could not read right
+(characters outside ASCII or control characters, with their position).
+
+Example:
+    >>> from syno_automl.options import check_space_arguments
+    >>> check_space_arguments("[N, H]", "[N, H]", ["H: 2"], [], {"max_depth": 8}, 0, None)
+    {'max_depth': 8}
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from syno_automl import _native
+from syno_automl.errors import OptionError, OptionTypeError, SpecError
+
+__all__ = ["check_space_arguments", "check_sample_arguments", "check_mappings", "budget_conflict", "INT_OPTIONS", "NUMBER_OPTIONS", "BOOL_OPTIONS",
+           "BUDGETS", "MAX_THREADS"]
+
+#: integer options and their inclusive ranges (the core's int fields; degrees beyond 8 make size enumeration
+#: blow up combinatorially, as spec exponents are limited to [-8, 8] per factor)
+INT_OPTIONS: dict[str, tuple[int, int]] = {
+    "max_depth": (1, 30), "max_reductions": (0, 64), "max_weights": (0, 64), "min_weights": (0, 64),
+    "max_shares": (0, 64), "max_primary_degree": (0, 8), "max_coefficient_degree": (0, 8),
+    "max_size_variables": (1, 16), "max_unfold_window": (1, 1 << 30),
+}
+#: non-negative finite numbers
+NUMBER_OPTIONS = ("min_unfold_ratio", "min_weight_params")
+#: non-negative numbers, infinity meaning "no limit"
+BUDGETS = ("max_flops", "min_flops", "max_params", "min_params", "max_memory")
+BOOL_OPTIONS = ("distance_pruning", "flops_pruning", "canonical_rules")
+PRIMITIVES = tuple(_native.default_options()["max_counts"])
+MAX_THREADS: int = _native.MAX_THREADS
+_INT64_MAX = (1 << 63) - 1
+
+
+def _type(value: Any) -> str:
+    return type(value).__name__
+
+
+def _is_int(value: Any) -> bool:  # numpy integers too; bools are not counts
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def check_int(name: str, value: Any, lo: int, hi: int) -> int:
+    if not _is_int(value):
+        raise OptionTypeError(f"{name} must be an integer in [{lo}, {hi}], got {value!r} (a {_type(value)})")
+    if not lo <= value <= hi:
+        raise OptionError(f"{name} must be in [{lo}, {hi}], got {value}")
+    return int(value)
+
+
+def check_number(name: str, value: Any, *, allow_infinity: bool) -> float:
+    kind = "a non-negative number" if allow_infinity else "a finite non-negative number"
+    if not _is_number(value):
+        raise OptionTypeError(f"{name} must be {kind}, got {value!r} (a {_type(value)})")
+    try:
+        x = float(value)
+    except OverflowError:  # an int beyond a double: as good as infinity
+        x = math.inf
+    if math.isnan(x) or x < 0 or (math.isinf(x) and not allow_infinity):
+        raise OptionError(f"{name} must be {kind}, got {value!r}")
+    return x
+
+
+def check_spec_text(name: str, text: Any) -> str:
+    """A spec string the core reads byte by byte: ASCII without control characters, or a SpecError there."""
+    if not isinstance(text, str):
+        raise OptionTypeError(f"{name} must be a string, got {text!r} (a {_type(text)})")
+    for i, c in enumerate(text):
+        if not (" " <= c <= "~" or c in "\t\n\r"):
+            error = SpecError(f"{ascii(text)}: expected ASCII without control characters (got {ascii(c)}) "
+                              f"at position {i}")
+            error.position = i
+            raise error
+    return text
+
+
+def check_spec_list(name: str, value: Any) -> list[str]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise OptionTypeError(f"{name} must be a list of spec strings, got {value!r} (a {_type(value)})")
+    return [check_spec_text(f"{name}[{i}]", s) for i, s in enumerate(value)]
+
+
+def check_mappings(value: Any) -> list[dict[str, int]]:
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        raise OptionTypeError(f"mappings must be a list of dicts (one per placeholder), got a dict: "
+                              f"wrap it as [{dict(value)!r}]")
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise OptionTypeError(f"mappings must be a list of dicts (one per placeholder), got {value!r}")
+    out = []
+    for i, m in enumerate(value):
+        if not isinstance(m, Mapping):
+            raise OptionTypeError(f"mappings[{i}] must be a dict of variable values, got {m!r} (a {_type(m)})")
+        checked = {}
+        for key, v in m.items():
+            if not isinstance(key, str):
+                raise OptionTypeError(f"mappings[{i}] keys must be variable names, got {key!r}")
+            check_spec_text(f"mappings[{i}] key {key!r}", key)
+            if not _is_int(v):
+                raise OptionTypeError(f"mappings[{i}][{key!r}] must be an integer size, got {v!r} (a {_type(v)})")
+            if not 1 <= v <= _INT64_MAX:
+                raise OptionError(f"mappings[{i}] gives {key}={v}; sizes must be positive integers below 2**63")
+            checked[key] = int(v)
+        out.append(checked)
+    return out
+
+
+def check_max_counts(value: Any) -> dict[str, int | None]:
+    if not isinstance(value, Mapping):
+        raise OptionTypeError(f"max_counts must be a dict {{primitive: count}}, got {value!r} (a {_type(value)})")
+    out: dict[str, int | None] = {}
+    for key, v in value.items():
+        if key not in PRIMITIVES:
+            raise OptionError(f"max_counts: unknown primitive {key!r} (one of {', '.join(PRIMITIVES)})")
+        out[key] = None if v is None else check_int(f"max_counts[{key!r}]", v, 0, 64)
+    return out
+
+
+def check_space_arguments(input_shape: Any, output_shape: Any, primary: Any, coefficients: Any,
+                          options: dict[str, Any], seed: Any, threads: Any, fixed: Any = ()) -> dict[str, Any]:
+    """Checks every argument of OperatorSpace; returns the options as the core takes them (plain ints, budgets
+    as floats, None budgets dropped). Raises SpecError, OptionError or OptionTypeError naming the argument."""
+    check_spec_text("input_shape", input_shape)
+    check_spec_text("output_shape", output_shape)
+    check_spec_list("primary", primary)
+    check_spec_list("coefficients", coefficients)
+    check_spec_list("fixed", fixed)
+    if not _is_int(seed):
+        raise OptionTypeError(f"seed must be an integer, got {seed!r} (a {_type(seed)})")
+    if threads is not None:
+        check_int("threads", threads, 1, MAX_THREADS)
+    native: dict[str, Any] = {}
+    for name, value in options.items():
+        if name in INT_OPTIONS:
+            native[name] = check_int(name, value, *INT_OPTIONS[name])
+        elif name in BUDGETS:
+            if value is not None:
+                native[name] = check_number(name, value, allow_infinity=True)
+        elif name in NUMBER_OPTIONS:
+            native[name] = check_number(name, value, allow_infinity=False)
+        elif name in BOOL_OPTIONS:
+            if not isinstance(value, bool):
+                raise OptionTypeError(f"{name} must be True or False, got {value!r} (a {_type(value)})")
+            native[name] = value
+        elif name == "max_counts":
+            native[name] = check_max_counts(value)
+        else:
+            known = sorted([*INT_OPTIONS, *BUDGETS, *NUMBER_OPTIONS, *BOOL_OPTIONS, "max_counts"])
+            raise OptionError(f"unknown option '{name}' (known: {', '.join(known)})")
+    defaults = _native.default_options()
+    lo_w, hi_w = native.get("min_weights", defaults["min_weights"]), native.get("max_weights", defaults["max_weights"])
+    if lo_w > hi_w:
+        raise OptionError(f"min_weights={lo_w} is above max_weights={hi_w}: no operator can satisfy both")
+    return native
+
+
+def check_sample_arguments(count: Any, seed: Any, threads: Any, time_limit: Any, max_attempts: Any,
+                           budget: Any) -> None:
+    """Checks OperatorSpace.sample's arguments (the count and thread count most of all)."""
+    check_int("count", count, 0, (1 << 31) - 1)
+    if not _is_int(seed):
+        raise OptionTypeError(f"seed must be an integer, got {seed!r} (a {_type(seed)})")
+    if threads is not None:
+        check_int("threads", threads, 1, MAX_THREADS)
+    check_number("time_limit", time_limit, allow_infinity=True)
+    if max_attempts is not None:
+        check_int("max_attempts", max_attempts, 0, _INT64_MAX)
+    check_int("budget", budget, 1, _INT64_MAX)
+
+
+def budget_conflict(budgets: Mapping[str, float], bounds: Mapping[str, float], mappings: int) -> str | None:
+    """Which budget empties the space, given the core's bounds on every operator's totals (native/bounds.hpp),
+    or None when the bounds do not prove it (sampling then finds out)."""
+    summed = f"summed over the {mappings} mapping(s)"
+    checks = [
+        ("max_flops", budgets.get("max_flops", math.inf) < bounds["min_flops"],
+         f"every operator needs at least {bounds['min_flops']:.4g} FLOPs ({summed}: min_weights weights, each "
+         f"contraction costing at least 2 FLOPs per weight element)"),
+        ("min_flops", budgets.get("min_flops", 0.0) > bounds["max_flops"],
+         f"no operator reaches it: at most {bounds['max_flops']:.4g} FLOPs ({summed}) within max_weights, "
+         f"max_reductions and the variables' occurrence allowances"),
+        ("max_params", budgets.get("max_params", math.inf) < bounds["min_params"],
+         f"every operator has at least {bounds['min_params']:.4g} weight elements ({summed}: min_weights "
+         f"weights of at least max(1, min_weight_params) elements)"),
+        ("min_params", budgets.get("min_params", 0.0) > bounds["max_params"],
+         f"no operator reaches it: at most {bounds['max_params']:.4g} weight elements ({summed})"),
+        ("max_memory", budgets.get("max_memory", math.inf) < bounds["min_memory"],
+         f"every operator stores an intermediate of at least {bounds['min_memory']:.4g} bytes (4 per element)"),
+    ]
+    for name, empty, why in checks:
+        if empty:
+            return f"{name}={budgets[name]:.6g} empties the space: {why}"
+    return None

@@ -19,7 +19,7 @@ from typing import Any
 from syno_automl import _native
 from syno_automl.errors import OptionError, OptionTypeError, SpecError
 
-__all__ = ["check_space_arguments", "check_sample_arguments", "check_mappings", "budget_conflict", "INT_OPTIONS", "NUMBER_OPTIONS", "BOOL_OPTIONS",
+__all__ = ["check_space_arguments", "check_sample_arguments", "check_mappings", "budget_conflict", "check_size_enumeration", "check_built_space", "INT_OPTIONS", "NUMBER_OPTIONS", "BOOL_OPTIONS",
            "BUDGETS", "MAX_THREADS"]
 
 #: integer options and their inclusive ranges (the core's int fields; degrees beyond 8 make size enumeration
@@ -203,3 +203,45 @@ def budget_conflict(budgets: Mapping[str, float], bounds: Mapping[str, float], m
         if empty:
             return f"{name}={budgets[name]:.6g} empties the space: {why}"
     return None
+
+
+#: most candidate sizes one step may enumerate (REDUCE domains, MERGE blocks): beyond it a single expansion
+#: would run for minutes to ages (e.g. degree 8 over 16 variables is 17^16 candidates), so the space is refused
+MAX_SIZE_CANDIDATES = 10_000_000
+
+
+def check_size_enumeration(variables: Sequence[Mapping[str, Any]], shapes: Sequence[Sequence[Mapping[str, Any]]],
+                           options: Mapping[str, Any]) -> None:
+    """Refuses degree/occurrence/exponent settings whose size enumeration could not finish (OptionError)."""
+    defaults = _native.default_options()
+    deg_p = options.get("max_primary_degree", defaults["max_primary_degree"])
+    deg_c = options.get("max_coefficient_degree", defaults["max_coefficient_degree"])
+    exponents: dict[str, int] = {}
+    for dims in shapes:
+        for dim in dims:
+            for name, e in dim["factors"]:
+                exponents[name] = exponents.get(name, 0) + abs(e)
+    sizes = divisors = 1
+    for v in variables:
+        occ = v["max_occurrences"]
+        if v["primary"]:
+            sizes *= min(occ, deg_p) + 1
+            divisors *= exponents.get(v["name"], 0) + 2 * occ + 1
+        else:
+            sizes *= 2 * min(occ, deg_c) + 1
+            divisors *= 2 * deg_c + 1
+    worst = max(sizes, divisors)
+    if worst > MAX_SIZE_CANDIDATES:
+        raise OptionError(
+            f"one search step could enumerate about {worst:.3g} candidate sizes (max_primary_degree={deg_p}, "
+            f"max_coefficient_degree={deg_c}, {len(variables)} variables with their occurrence counts and the "
+            f"shapes' exponents): at most {MAX_SIZE_CANDIDATES:.0e}; lower the degrees, the ': n' occurrence "
+            f"counts or the exponents")
+
+
+def check_built_space(native: Any, input_shape: str, output_shape: str, options: Mapping[str, Any],
+                      budgets: Mapping[str, float]) -> str | None:
+    """Checks that need the core's view of the space (its variables, bounds); returns budget_conflict's verdict."""
+    check_size_enumeration(native.variables(), [_native.parse_shape(input_shape), _native.parse_shape(output_shape)],
+                           options)
+    return budget_conflict(budgets, native.budget_bounds(), native.num_mappings)

@@ -616,7 +616,7 @@ def substitute(
         flops.append(layer_flops(layer, in_shape, out_shape))
     baseline = sum(flops)
     budgets: dict[str, float] = {}
-    if (flops_ratio is None and "max_flops" not in space_options
+    if (kind == "conv2d" and flops_ratio is None and "max_flops" not in space_options
             and any(layer.groups > 1 for _, _, layer, _, _ in chosen)):
         # a dense [N, C_in, H, W] -> [N, C_out, H, W] operator in place of a depthwise (or grouped) conv costs up to
         # C_in (g) times the layer: unless asked otherwise, operators may cost what the replaced layers cost

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from syno_automl import _native
 from syno_automl.errors import EmptySpaceError, OperatorFormatError
-from syno_automl.options import budget_conflict, check_mappings, check_sample_arguments, check_space_arguments
+from syno_automl.options import check_built_space, check_mappings, check_sample_arguments, check_space_arguments
 
 FORMAT = "syno-operator/1"
 MappingLike = "int | Mapping[str, int] | None"
@@ -103,8 +103,8 @@ class OperatorSpace:
         self._native = _native.Space(
             input_shape, output_shape, self.primary, self.coefficients, self.mappings, self.fixed, native_options
         )
-        self._budget_conflict: str | None = budget_conflict(self.budgets, self._native.budget_bounds(),
-                                                            self.num_mappings)
+        self._budget_conflict = check_built_space(self._native, input_shape, output_shape, native_options,
+                                                  self.budgets)  # why the budgets empty the space, if proven
 
     # -- structure -------------------------------------------------------------------------------------
     def config(self) -> dict[str, Any]:

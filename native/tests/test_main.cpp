@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "bounds.hpp"
 #include "hash.hpp"
 #include "lower.hpp"
 #include "space.hpp"
@@ -109,6 +110,41 @@ static void test_enumeration_soundness_small() {
     CHECK(ea.operator_count == eb.operator_count && ea.operator_count > 0);
 }
 
+static void test_exponent_overflow_is_never_a_wrap() {
+    Space s = conv_space();
+    const SizeContext& ctx = s.ctx;
+    Size h = ctx.variable(ctx.index_of("H"));
+    Size big = h;
+    for (int i = 0; i < 126; ++i) big = big * h;                 // H^127: the largest exponent
+    CHECK(big.exponent[ctx.index_of("H")] == 127 && !big.overflowed());
+    Size over = big * h;                                         // H^128 would wrap to H^-128
+    CHECK(over.overflowed() && !ctx.is_legal(over) && !ctx.value(over, 0) && !ctx.is_valid_extent(over));
+    CHECK((over / h).overflowed());                              // an overflow stays one
+    CHECK(ctx.to_string(over) == "H^(overflow)");
+    std::string h257 = "[";
+    for (int i = 0; i < 32; ++i) h257 += "H^8*";
+    CHECK(throws_spec_error_at([&] { parse_shape(h257 + "H]"); }, 1));
+    try {
+        parse_shape(std::string("[N,\0 C]", 7));
+        CHECK(false);
+    } catch (const SpecError& e) {  // a NUL does not cut the message short
+        CHECK(std::string(e.what()) == "\"[N,\\x00 C]\": expected a dimension (a variable name) at position 3");
+    }
+}
+
+static void test_budget_bounds_hold() {
+    Space s = conv_space(5);
+    BudgetBounds b = budget_bounds(s);
+    CHECK(b.min_flops > 0 && b.min_params > 0 && b.min_memory == 4 && b.max_flops > b.min_flops);
+    auto e = enumerate(s, s.root, 5, 1u << 30, 30, 1u << 30);
+    CHECK(!e.operators.empty());
+    for (auto& op : e.operators) {
+        CHECK(op->final_info->flops >= b.min_flops && op->final_info->flops <= b.max_flops);
+        CHECK(op->final_info->params >= b.min_params && op->final_info->params <= b.max_params);
+        CHECK(op->final_info->memory >= b.min_memory);
+    }
+}
+
 int main() {
     test_hash_constants();
     test_sizes();
@@ -116,6 +152,8 @@ int main() {
     test_interning();
     test_distance_and_sampling();
     test_enumeration_soundness_small();
+    test_exponent_overflow_is_never_a_wrap();
+    test_budget_bounds_hold();
     if (failures) std::printf("%d check(s) failed\n", failures);
     else std::printf("all native checks passed\n");
     return failures ? 1 : 0;

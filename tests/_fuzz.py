@@ -197,14 +197,17 @@ def gen_space_case(src: Source) -> dict[str, Any]:
         else:
             kwargs[name] = src.odd_value()
     sample = None
-    if src.integer(0, 2) == 0:
-        sample = {"count": src.choice([0, 1, 2, 3, src.odd_value()]),
-                  "time_limit": src.choice([0.005, 0.02, 0.05, math.nan, -1.0, "1"]),
-                  "max_attempts": src.choice([1, 50, 300, -1, 0.5]),
-                  "seed": src.choice([0, 7, -1, 2**70, None, "1", 1.5])}
-        threads = src.choice([None, 1, 2, 4, 0, -1, 1024, 1025, 100000, 2.0])
+    if src.integer(0, 2) == 0:  # valid sample() arguments, then maybe one of them odd
+        sample = {"count": src.choice([0, 1, 2, 3]), "time_limit": src.choice([0.005, 0.02, 0.05]),
+                  "max_attempts": src.choice([1, 50, 300]), "seed": src.choice([0, 7, -1, 2**70, None])}
+        threads = src.choice([None, 1, 2, 4, 1024])
         if threads is not None:
             sample["threads"] = threads
+        if src.integer(0, 1):
+            key = src.choice(["count", "time_limit", "max_attempts", "seed", "threads"])
+            sample[key] = src.choice([src.odd_value(), math.nan, -1, 0, 1025, 100000, 2**40, "1", 1.5])
+            if key == "time_limit" and _is_number(sample[key]) and not sample[key] < 1:
+                sample[key] = -1.0  # a long or unlimited search is not what this input is about
     return {"kind": "space", "kwargs": kwargs, "sample": sample}
 
 
@@ -409,6 +412,8 @@ def run_case(case: dict[str, Any]) -> tuple:
     """('ok', note) | ('error', type name, message, stage) | ('wrong', what). Never raises."""
     from syno_automl import Operator, OperatorSpace, _native
 
+    if case["kind"] == "abort":  # the harness's self-test: a crash must be seen as one
+        os.abort()
     try:
         if case["kind"] == "parse":
             (_native.parse_shape if case["which"] == "shape" else _native.parse_spec)(case["text"])
@@ -425,7 +430,7 @@ def run_case(case: dict[str, Any]) -> tuple:
         if case["sample"] is None:
             return ("ok", "built")
     except Exception as e:  # noqa: BLE001 - classifying is the point
-        return ("error", type(e).__name__, str(e)[:300], "build")
+        return ("error", type(e).__name__, str(e)[:300], "build" if case["kind"] == "space" else "run")
     try:
         ops = space.sample(**case["sample"])
         for op in ops:
@@ -444,7 +449,10 @@ def worker_main() -> None:
     """Reads pickled cases from stdin, writes pickled outcomes to the original stdout (prints go to stderr)."""
     import resource
 
-    resource.setrlimit(resource.RLIMIT_AS, (6 << 30, resource.RLIM_INFINITY))
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = 6 << 30 if hard == resource.RLIM_INFINITY else min(6 << 30, hard)
+    if soft == resource.RLIM_INFINITY or soft > cap:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))  # an input that eats memory fails alone
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     inp = sys.stdin.buffer

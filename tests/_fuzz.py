@@ -344,7 +344,7 @@ def sample_reasons(sample: dict[str, Any]) -> list[str]:
     if not _is_number(t) or math.isnan(t) or t < 0:
         reasons.append(f"time_limit={t!r}")
     a = sample["max_attempts"]
-    if not _is_int(a) or a < 0:
+    if a is not None and (not _is_int(a) or a < 0):
         reasons.append(f"max_attempts={a!r}")
     s = sample["seed"]
     if s is not None and not _is_int(s):
@@ -408,6 +408,26 @@ def _mutate(doc: str, mutations: list[tuple]) -> Any:
     return data
 
 
+def _check_budget_proof(kwargs: dict[str, Any], message: str) -> str | None:
+    """A budget said to empty the space: operators sampled without it must all break it (else the proof lied)."""
+    from syno_automl import OperatorSpace
+
+    name = message.split("=", 1)[0]
+    limit = kwargs[name]
+    free = OperatorSpace(**{k: v for k, v in kwargs.items() if k != name})
+    try:
+        ops = free.sample(20, seed=0, time_limit=0.2)
+    except Exception:  # noqa: BLE001 - empty without the budget too: nothing to compare
+        return None
+    key = {"max_flops": "flops", "min_flops": "flops", "max_params": "params", "min_params": "params",
+           "max_memory": "memory"}[name]
+    for op in ops:
+        value = op._native.totals()[key]
+        if (value <= limit) if name.startswith("max") else (value >= limit):
+            return f"{name}={limit} was said to empty the space, but operator {op.hash} has {key}={value}"
+    return None
+
+
 def run_case(case: dict[str, Any]) -> tuple:
     """('ok', note) | ('error', type name, message, stage) | ('wrong', what). Never raises."""
     from syno_automl import Operator, OperatorSpace, _native
@@ -433,6 +453,13 @@ def run_case(case: dict[str, Any]) -> tuple:
         return ("error", type(e).__name__, str(e)[:300], "build" if case["kind"] == "space" else "run")
     try:
         ops = space.sample(**case["sample"])
+    except Exception as e:  # noqa: BLE001
+        if type(e).__name__ == "EmptySpaceError" and "empties the space" in str(e):
+            unsound = _check_budget_proof(case["kwargs"], str(e))
+            if unsound:
+                return ("wrong", unsound)
+        return ("error", type(e).__name__, str(e)[:300], "sample")
+    try:
         for op in ops:
             t = op._native.totals()
             b = space.budgets

@@ -19,8 +19,9 @@ from typing import Any
 from syno_automl import _native
 from syno_automl.errors import OptionError, OptionTypeError, SpecError
 
-__all__ = ["check_space_arguments", "check_sample_arguments", "check_mappings", "budget_conflict", "check_size_enumeration", "check_built_space", "INT_OPTIONS", "NUMBER_OPTIONS", "BOOL_OPTIONS",
-           "BUDGETS", "MAX_THREADS"]
+__all__ = ["check_space_arguments", "check_sample_arguments", "check_mappings", "check_built_space",
+           "check_size_enumeration", "budget_conflict", "INT_OPTIONS", "NUMBER_OPTIONS", "BOOL_OPTIONS", "BUDGETS",
+           "MAX_THREADS", "MAX_SIZE_CANDIDATES"]
 
 #: integer options and their inclusive ranges (the core's int fields; degrees beyond 8 make size enumeration
 #: blow up combinatorially, as spec exponents are limited to [-8, 8] per factor)

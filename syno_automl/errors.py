@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from syno_automl._native import SpecError  # a ValueError: "<text>": expected ... at position N
 
-__all__ = ["SpecError", "EmptySpaceError", "OperatorFormatError", "SubstitutionError"]
+__all__ = ["SpecError", "EmptySpaceError", "OperatorFormatError", "SubstitutionError", "ValuationError"]
 
 
 class EmptySpaceError(ValueError):
@@ -16,3 +16,8 @@ class OperatorFormatError(ValueError):
 
 class SubstitutionError(ValueError):
     """A model layer cannot be replaced (an unsupported layer, or no shape information)."""
+
+
+class ValuationError(ValueError):
+    """Sizes under which an operator does not exist: one of its coordinates is not a positive integer there
+    (or an UNFOLD window is even). Canonicity is structural; only this is re-checked at a new valuation."""

@@ -45,3 +45,23 @@ def test_same_seed_same_trials_on_a_quiet_and_a_loaded_machine(tmp_path: Path) -
     a, b = _trials(quiet), _trials(loaded)
     assert len(a) == 4 and a[0][2] is None   # the baseline, then 3 operator trials
     assert a == b
+
+
+def test_relative_step_time_leaves_the_trained_model_untouched() -> None:
+    import torch
+    from torch import nn
+
+    from syno_automl.lightning import TrainingTimeLimit, relative_step_time
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.Dropout(0.5), nn.Flatten())
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    batch = (torch.randn(4, 1, 8, 8), torch.zeros(4))
+    rng = torch.get_rng_state()
+    ratio = relative_step_time(model, lambda: nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.Flatten()), batch)
+    assert ratio > 0
+    assert torch.equal(torch.get_rng_state(), rng)   # dropout and init in the copies do not move the trial's RNG
+    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())   # BatchNorm statistics too
+    with pytest.raises(ValueError, match="needs seconds"):
+        TrainingTimeLimit()

@@ -240,9 +240,9 @@ class TrainingTimeLimit(L.Callback):
     alternately on the same batch, in this process, in CPU time (another process's load does not count, and
     a loaded machine slows both alike), and the trial fails only when the ratio exceeds `max_slowdown`
     (default 100x, a generous multiple: operators inside the search's budgets run within a few x of the
-    baseline, so none sits near the limit where measurement noise could flip the decision). The wall clock then only stops a trial that runs
-    `overrun` times longer than its own projection at the probe (the load tripled mid-trial) *and* longer
-    than `seconds`. Without `baseline` the total time is projected from the steps after the first (warm-up)
+    baseline, so none sits near the limit where measurement noise could flip the decision). The wall clock
+    then only stops a trial that runs `overrun` times longer than its own projection at the probe (the load
+    tripled mid-trial) *and* longer than `seconds`. Without `baseline` the total time is projected from the steps after the first (warm-up)
     and compared with `seconds`, an absolute clock, as for a user's own Trainer.
 
     Example:
@@ -331,7 +331,8 @@ def relative_step_time(module: nn.Module, baseline: "nn.Module | Callable[[], nn
 
     x = batch[0] if isinstance(batch, (tuple, list)) else batch
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"relative_step_time needs a tensor batch (or an (inputs, targets) pair), got {type(x).__name__}")
+        raise TypeError("relative_step_time needs a tensor batch (or an (inputs, targets) pair), "
+                        f"got {type(x).__name__}")
     x = x.detach()
     times: dict[str, list[float]] = {"module": [], "baseline": []}
     with torch.random.fork_rng(devices=[]):

@@ -56,7 +56,7 @@ def test_issue_valuation_replays_every_sampled_operator() -> None:
     mapping = {"N": 2, "C_in": 8, "C_out": 8, "H": 12, "W": 12}
     ops = readme_space().sample(40, seed=0)
     assert len(ops) == 40
-    for op in ops:   # C_in = C_out = 8 and H = W = 12 divide by every s^2 or s*k... these ops use: all valid
+    for op in ops:   # every size of these 40 is a positive integer at this valuation
         _run(op, mapping)
 
 
@@ -102,7 +102,8 @@ def test_smaller_valuations_either_replay_or_name_the_size_that_fails() -> None:
     ops = readme_space().sample(40, seed=5)
     failures = 0
     for op in ops:
-        for mapping in ({"N": 2, "C_in": 4, "C_out": 6, "H": 6, "W": 6}, {"N": 1, "C_in": 2, "C_out": 2, "H": 4, "W": 4}):
+        for mapping in ({"N": 2, "C_in": 4, "C_out": 6, "H": 6, "W": 6},
+                        {"N": 1, "C_in": 2, "C_out": 2, "H": 4, "W": 4}):
             try:
                 op.program(mapping)
             except ValuationError as e:

@@ -175,6 +175,7 @@ Options make_options(const py::dict& kw) {
         else if (k == "distance_pruning") o.distance_pruning = bool_option(k, value);
         else if (k == "flops_pruning") o.flops_pruning = bool_option(k, value);
         else if (k == "canonical_rules") o.canonical_rules = bool_option(k, value);
+        else if (k == "structural") o.structural = bool_option(k, value);
         else if (k == "max_counts") {
             if (!py::isinstance<py::dict>(value)) throw std::invalid_argument("max_counts must be a dict, got a " + type_name(value));
             for (auto [pk, pv] : value.cast<py::dict>()) {
@@ -370,6 +371,27 @@ PYBIND11_MODULE(_native, m) {
              },
              py::arg("max_depth"), py::arg("max_nodes"), py::arg("time_limit"), py::arg("max_operators"),
              py::arg("start") = py::none())
+        .def("replay",
+             [](const std::shared_ptr<Space>& s, const std::vector<std::string>& keys) {
+                 std::vector<uint64_t> hashes;
+                 for (auto& k : keys) {
+                     uint64_t h = 0;  // a malformed key matches no child
+                     if (k.size() == 16 && k.find_first_not_of("0123456789abcdef") == std::string::npos)
+                         h = std::stoull(k, nullptr, 16);
+                     hashes.push_back(h);
+                 }
+                 ReplayResult r;
+                 {
+                     py::gil_scoped_release release;
+                     r = replay(*s, hashes);
+                 }
+                 py::dict info;
+                 info["failed_step"] = r.failed_step;
+                 info["invalid_size"] = r.invalid_size;
+                 info["reason"] = r.reason;
+                 return py::make_tuple(r.node ? py::cast(PyNode{s, r.node}) : py::none(), info);
+             },
+             py::arg("keys"))
         .def("stats", [](const Space& s) {
             py::dict out;
             py::list rules;

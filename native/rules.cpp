@@ -43,7 +43,8 @@ const std::array<Rule, RuleCount> kRules = {{
      "MERGE of a reduction is two reductions"},
     {"merge-large-block-above-unfold", Prim::Merge, false,
      "approximate (paper Fig. 3c): MERGE(b) of an UNFOLD with window k <= b equals UNFOLDs of both halves "
-     "at almost every point"},
+     "at almost every point; decided on structure (a block with a primary factor is large; coefficient-only "
+     "sizes compare at their spec values), so every valuation agrees"},
     {"shift-of-reduction", Prim::Shift, true,
      "a cyclic SHIFT of a summed coordinate does not change the sum"},
     {"shift-chain", Prim::Shift, false,

@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "describe.hpp"
 #include "hash.hpp"
 
 namespace syno {
@@ -150,7 +151,11 @@ Space::Space(const std::string& input_shape, const std::string& output_shape, co
 bool Space::valid_extent(const Size& s) const {
     int vars = 0;
     for (int i = 0; i < ctx.count(); ++i) vars += s.exponent[i] != 0;
-    return vars <= options.max_size_variables && ctx.is_valid_extent(s);
+    return vars <= options.max_size_variables && admissible(s);
+}
+
+bool Space::admissible(const Size& s) const {
+    return options.structural ? ctx.is_legal(s) : ctx.is_valid_extent(s);
 }
 
 double Space::sum_over_mappings(const Size& s) const {
@@ -183,7 +188,7 @@ std::vector<Size> Space::enumerate_sizes(const NodeState& n, bool coefficient_on
     Size s;
     for (int i = 0; i < count; ++i) s.exponent[i] = static_cast<int8_t>(lo[i]);
     while (true) {
-        if (!s.is_one() && ctx.primary_degree(s) <= options.max_primary_degree && ctx.is_valid_extent(s)) out.push_back(s);
+        if (!s.is_one() && ctx.primary_degree(s) <= options.max_primary_degree && admissible(s)) out.push_back(s);
         int i = 0;
         while (i < count && s.exponent[i] == hi[i]) { s.exponent[i] = static_cast<int8_t>(lo[i]); ++i; }
         if (i == count) break;
@@ -204,8 +209,8 @@ std::vector<Size> Space::enumerate_divisors(const NodeState& n, const Size& of) 
     for (int i = 0; i < count; ++i) b.exponent[i] = static_cast<int8_t>(lo[i]);
     while (true) {
         Size q = of / b;
-        if (!b.is_one() && ctx.primary_degree(b) <= options.max_primary_degree && ctx.is_valid_extent(b) &&
-            ctx.is_valid_extent(q)) {
+        if (!b.is_one() && ctx.primary_degree(b) <= options.max_primary_degree && admissible(b) &&
+            admissible(q)) {
             std::array<int8_t, kMaxVariables> usage{};
             for (int i = 0; i < count; ++i)
                 usage[i] = static_cast<int8_t>((std::abs(q.exponent[i]) + std::abs(b.exponent[i]) - std::abs(of.exponent[i])) / 2);
@@ -273,8 +278,8 @@ NodePtr build_child(const Space& space, const NodePtr& parent, Step step, std::a
     }
     c.step = std::move(step);
     if (c.depth > o.max_depth) return nullptr;
-    if (o.flops_pruning && c.flops_bound > o.max_flops) return nullptr;
-    if (c.params > o.max_params) return nullptr;
+    if (!o.structural && o.flops_pruning && c.flops_bound > o.max_flops) return nullptr;
+    if (!o.structural && c.params > o.max_params) return nullptr;
     c.distance = shape_distance(space, c);
     if (o.distance_pruning && c.depth + c.distance > o.max_depth) return nullptr;  // also when unreachable
     return child;
@@ -317,6 +322,70 @@ std::vector<NodePtr> Space::generate_children(const NodePtr& node) const {
         if (!rules.check(EqualReductionsInterchangeable, duplicate)) unique.push_back(c);
     }
     return unique;
+}
+
+namespace {
+
+std::string valuation_text(const Space& space, const Size& s, int v) {
+    std::string out;
+    for (int i = 0; i < space.ctx.count(); ++i) {
+        if (!s.exponent[i]) continue;
+        if (!out.empty()) out += ", ";
+        out += space.ctx.variables[i].name + "=" + std::to_string(space.ctx.valuations[v][i]);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string invalid_sizes(const Space& space, const Step& step) {
+    const SizeContext& ctx = space.ctx;
+    for (size_t v = 0; v < ctx.valuations.size(); ++v) {
+        int vi = static_cast<int>(v);
+        for (const Dim* d : step.produced) {
+            auto x = ctx.value(d->size, vi);
+            if (!ctx.is_legal(d->size) || !x || *x < 1)
+                return "size " + ctx.to_string(d->size) + " is not a positive integer at " +
+                       valuation_text(space, d->size, vi) + " (mapping " + std::to_string(v) + ")";
+        }
+        if (step.prim == Prim::Unfold) {
+            const Size& k = step.consumed[1]->size;
+            auto x = ctx.value(k, vi);
+            if (x && *x % 2 == 0)
+                return "the UNFOLD window " + ctx.to_string(k) + " = " + std::to_string(*x) + " is even at " +
+                       valuation_text(space, k, vi) + " (mapping " + std::to_string(v) +
+                       "); an UNFOLD needs an odd window";
+        }
+    }
+    return "";
+}
+
+ReplayResult replay(const Space& space, const std::vector<uint64_t>& keys) {
+    ReplayResult r;
+    NodePtr node = space.root;
+    for (size_t i = 0; i < keys.size(); ++i) {
+        NodePtr next;
+        Space::Children children = space.children(node);  // held: a range-for over *temporary would dangle
+        for (const NodePtr& c : *children)
+            if (c->hash == keys[i]) next = c;
+        r.failed_step = static_cast<int>(i);
+        if (!next) {
+            r.reason = "is not a canonical child in this space";
+            return r;
+        }
+        if (!next->is_final()) {
+            r.reason = invalid_sizes(space, next->step);
+            if (!r.reason.empty()) {
+                r.invalid_size = true;
+                r.reason = "(" + describe_step(space, next->step) + "): " + r.reason;
+                return r;
+            }
+        }
+        node = next;
+    }
+    r.failed_step = -1;
+    r.node = node;
+    return r;
 }
 
 }  // namespace syno

@@ -37,6 +37,10 @@ struct Options {
     bool distance_pruning = true;
     bool flops_pruning = true;
     bool canonical_rules = true;  // false only for ablations: heuristic rules off, canonical kept
+    // A replay space: children are decided by structure alone (canonical rules, depth, counts, allowances,
+    // legal exponents). The search-time filters on the space's own valuations (sizes >= 2, window limits,
+    // min_unfold_ratio, min_weight_params, budgets) are off; replay() checks that sizes are valid instead.
+    bool structural = false;
 };
 
 struct InputDim {
@@ -92,6 +96,7 @@ struct Space {
 
     // Helpers for generators.
     bool valid_extent(const Size& s) const;
+    bool admissible(const Size& s) const;  // search: valid (>= 2) under every valuation; structural: legal
     bool within_allowance(const NodeState& n, const std::array<int8_t, kMaxVariables>& extra) const;
     std::vector<Size> enumerate_sizes(const NodeState& n, bool coefficient_only) const;
     std::vector<Size> enumerate_divisors(const NodeState& n, const Size& of) const;
@@ -118,6 +123,19 @@ struct EnumerateResult {
 };
 EnumerateResult enumerate(const Space&, const NodePtr& from, int max_depth, uint64_t max_nodes, double time_limit,
                           uint64_t max_operators);
+
+// Why the coordinates `step` creates are not valid sizes under the space's valuations ("" when they are):
+// every size a positive integer, every UNFOLD window odd. What replay re-checks at a new valuation.
+std::string invalid_sizes(const Space&, const Step&);
+
+// Follows child keys from the root of a structural space (Options::structural) and checks each step's sizes.
+struct ReplayResult {
+    NodePtr node;              // the node reached (null on failure)
+    int failed_step = -1;      // the step that failed, or -1
+    bool invalid_size = false; // the step exists structurally but its sizes are not valid here
+    std::string reason;
+};
+ReplayResult replay(const Space&, const std::vector<uint64_t>& keys);
 
 // Generators (one file each under primitives/).
 void generate_reduce(const Space&, const NodePtr&, std::vector<NodePtr>&);

@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from syno_automl.errors import (EmptySpaceError, OperatorFormatError, OptionError, SpecError, SubstitutionError,
-                                SynoError)
+                                SynoError, ValuationError)
 from syno_automl.space import Node, Operator, OperatorSpace
 
 __all__ = ["OperatorSpace", "Operator", "Node", "Placeholder", "Substitution", "substitute", "SynoSampler",
            "suggest_operator", "SynoError", "SpecError", "OptionError", "EmptySpaceError", "OperatorFormatError",
-           "SubstitutionError"]
+           "SubstitutionError", "ValuationError"]
 __version__ = "0.1.0"
 
 _LAZY = {

@@ -89,8 +89,9 @@ def _model_options(p: argparse.ArgumentParser, trials: bool = True) -> None:
     if trials:
         p.add_argument("--trials", type=int, default=10, help="operator trials, beside the baseline (default: %(default)s)")
         p.add_argument("--timeout", type=float, default=None,
-                       help="seconds of training per trial, projected after 2 steps; over it the trial fails; 0: no limit "
-                            "(default: 60)")
+                       help="safety net: a trial fails when its step takes over 100x the baseline model's (CPU time, in "
+                            "the same process), or when it runs 3x over its own projection and past this many "
+                            "seconds; 0: no limit (default: 60)")
         p.add_argument("--threads", type=int, default=None,
                        help="torch threads (default: 1 for digits, else torch's default)")
 

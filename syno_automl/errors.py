@@ -7,7 +7,8 @@ docs/architecture.md ("Errors") lists which call raises which.
 from __future__ import annotations
 
 __all__ = ["SynoError", "SpecError", "OptionError", "OptionTypeError", "EmptySpaceError", "OperatorFormatError",
-           "SubstitutionError", "ResourceError", "InternalError"]
+           "SubstitutionError", "ResourceError", "InternalError",
+           "ValuationError"]
 
 
 class SynoError(Exception):
@@ -47,3 +48,8 @@ class ResourceError(SynoError, RuntimeError):
 
 class InternalError(SynoError, RuntimeError):
     """A broken invariant inside the native core: a bug in syno_automl (please report it with the input)."""
+
+
+class ValuationError(SynoError, ValueError):
+    """Sizes under which an operator does not exist: one of its coordinates is not a positive integer there
+    (or an UNFOLD window is even). Canonicity is structural; only this is re-checked at a new valuation."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from syno_automl import _native
-from syno_automl.errors import EmptySpaceError, OperatorFormatError
+from syno_automl.errors import EmptySpaceError, OperatorFormatError, ValuationError
 from syno_automl.options import check_built_space, check_mappings, check_sample_arguments, check_space_arguments
 
 FORMAT = "syno-operator/1"
@@ -196,14 +196,24 @@ class OperatorSpace:
         return s
 
     def replay(self, path: Sequence[str]) -> "Node":
-        """Follows child keys from the root; every step must be a canonical child here."""
-        node = self._native.root()
-        for i, key in enumerate(path):
-            match = [c for c in node.children() if c.key == key]
-            if not match:
-                raise OperatorFormatError(f"step {i} (key {key}) is not a canonical child in this space")
-            node = match[0]
+        """Follows child keys from the root. Every step must be a canonical child by structure (the same at
+        every valuation); its sizes must be positive integers under this space's mappings (ValuationError).
+        Search-time filters (budgets, sizes >= 2, window limits) do not apply: they chose what to propose."""
+        node, info = self._structural().replay(list(path))
+        if node is None:
+            i = info["failed_step"]
+            if info["invalid_size"]:
+                raise ValuationError(f"step {i} {info['reason']}: the operator does not exist at these sizes")
+            raise OperatorFormatError(f"step {i} (key {path[i]}) {info['reason']}")
         return Node(self, node)
+
+    def _structural(self) -> Any:
+        """This space's twin that decides children by structure only (built once, on the first replay)."""
+        if getattr(self, "_structural_native", None) is None:
+            options = {"max_depth": self.max_depth, **self.options, "structural": True}
+            self._structural_native = _native.Space(self.input_shape, self.output_shape, self.primary,
+                                                    self.coefficients, self.mappings, self.fixed, options)
+        return self._structural_native
 
 
 class Node:

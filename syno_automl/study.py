@@ -103,7 +103,7 @@ class SearchConfig:
     reward_upper: float = 1.0
     reward_power: float = 2.0
     exploration: float = 1.0
-    trial_timeout: float | None = 60.0   # seconds of training per trial (projected after 2 steps); over: failed
+    trial_timeout: float | None = 60.0   # safety net: fails > 100x the baseline's step, or 3x over its projection
     heartbeat: int | None = 10
     grace_period: int | None = None
     threads: int | None = None        # torch threads; None: 1 for the embedded digits demo, else torch's default
@@ -472,8 +472,8 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
     callbacks.append(SynoPruning(trial, monitor="val_acc",
                                  milestones=config.milestones if milestones is None else milestones))
     timeout = config.trial_timeout if timeout == -1.0 else timeout
-    if timeout:
-        callbacks.append(TrainingTimeLimit(timeout))
+    if timeout:  # a safety net measured against the baseline model in this process: load does not decide
+        callbacks.append(TrainingTimeLimit(timeout, baseline=context.build_model))
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         warnings.filterwarnings("ignore", message=".*LeafSpec.*")

@@ -78,7 +78,7 @@ void generate_contraction(const Space& space, const NodePtr& node, std::vector<N
             params += w;
             min_weight = std::min(min_weight, w);
         }
-        if (min_weight < o.min_weight_params) continue;
+        if (!o.structural && min_weight < o.min_weight_params) continue;  // a search-time filter
         for (size_t k = 0; k < n; ++k) {
             if (roles[k] == Role::None) continue;
             const Dim* d = dims[k];

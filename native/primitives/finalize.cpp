@@ -57,8 +57,8 @@ void assign(const Space& space, const NodePtr& node, const std::vector<const Dim
             info->memory = std::max(info->memory, 4 * p.peak_elements);
         }
         const Options& o = space.options;
-        if (info->flops > o.max_flops || info->flops < o.min_flops || info->params > o.max_params ||
-            info->params < o.min_params || info->memory > o.max_memory)
+        if (!o.structural && (info->flops > o.max_flops || info->flops < o.min_flops || info->params > o.max_params ||
+            info->params < o.min_params || info->memory > o.max_memory))
             return;
         child->hash = operator_hash(*node, *info);
         child->distance = 0;
@@ -88,6 +88,10 @@ void generate_finalize(const Space& space, const NodePtr& node, std::vector<Node
     for (size_t i = 0; i < space.input.size(); ++i)
         if (space.input[i].fixed_output < 0) desired.push_back(static_cast<int>(i));
     if (data.size() != desired.size()) return;
+    // A structural space generates children whatever their sizes: lower only a path valid at its valuations.
+    if (space.options.structural)
+        for (const Step* step : node->path())
+            if (!invalid_sizes(space, *step).empty()) return;
     std::vector<const Dim*> chosen;
     std::vector<bool> used(data.size(), false);
     assign(space, node, data, desired, chosen, used, out);

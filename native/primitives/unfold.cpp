@@ -8,8 +8,11 @@ namespace syno {
 
 namespace {
 
+// A window is coefficient-only (structure). The search also wants it odd and at most max_unfold_window at
+// the space's valuations; a structural (replay) space leaves oddness to replay's size check.
 bool is_window(const Space& space, const Dim* w) {
     if (space.ctx.has_primary(w->size)) return false;
+    if (space.options.structural) return true;
     for (size_t v = 0; v < space.ctx.valuations.size(); ++v) {
         auto k = space.ctx.value(w->size, static_cast<int>(v));
         if (!k || *k % 2 == 0 || *k > space.options.max_unfold_window) return false;
@@ -17,7 +20,9 @@ bool is_window(const Space& space, const Dim* w) {
     return true;
 }
 
+// A search-time filter on the space's valuations (a window wider than its main extent is still well defined).
 bool ratio_ok(const Space& space, const Dim* m, const Dim* w) {
+    if (space.options.structural) return true;
     for (size_t v = 0; v < space.ctx.valuations.size(); ++v)
         if (space.ctx.approx(m->size, static_cast<int>(v)) <
             space.options.min_unfold_ratio * space.ctx.approx(w->size, static_cast<int>(v)))

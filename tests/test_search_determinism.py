@@ -1,0 +1,69 @@
+"""Decisions independent of machine load (issue 10, item 4): the same seed gives the same trials on a quiet
+machine and on one where a CPU hog spins on every core (operators in order, states, failed trials)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+
+from test_cli_search import cli
+
+SEARCH = ("search", "--trials", "3", "--epochs", "1", "--seed", "5", "--tracking-uri", "none", "--quiet")
+
+
+def _trials(cwd: Path) -> list[tuple]:
+    storage = optuna.storages.RDBStorage(f"sqlite:///{cwd / 'syno.db'}", skip_table_creation=True,
+                                         skip_compatibility_check=True)
+    study = optuna.load_study(study_name="syno", storage=storage)
+    # Values are not compared: one generated module (525799dfaf86324e, a strided t.sum) trains to a different
+    # val_acc in every process, quiet or loaded (torch CPU reductions are not bit-reproducible across processes).
+    failure = lambda t: (t.user_attrs.get("syno.failure") or "").split(":")[0]  # the error type, not its figures
+    return [(t.number, t.state.name, t.user_attrs.get("syno.hash"), failure(t)) for t in study.trials]
+
+
+def _hog(cores: int) -> list[subprocess.Popen]:
+    """Processes that spin on `cores` cores until killed."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+
+
+@pytest.mark.slow
+def test_same_seed_same_trials_on_a_quiet_and_a_loaded_machine(tmp_path: Path) -> None:
+    quiet, loaded = tmp_path / "quiet", tmp_path / "loaded"
+    quiet.mkdir()
+    loaded.mkdir()
+    cli(quiet, *SEARCH)
+    hogs = _hog(max(2, os.cpu_count() or 2))
+    try:
+        cli(loaded, *SEARCH)
+        assert all(h.poll() is None for h in hogs), "the hog stopped before the loaded run ended"
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    a, b = _trials(quiet), _trials(loaded)
+    assert len(a) == 4 and a[0][2] is None   # the baseline, then 3 operator trials
+    assert a == b
+
+
+def test_relative_step_time_leaves_the_trained_model_untouched() -> None:
+    import torch
+    from torch import nn
+
+    from syno_automl.lightning import TrainingTimeLimit, relative_step_time
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.Dropout(0.5), nn.Flatten())
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    batch = (torch.randn(4, 1, 8, 8), torch.zeros(4))
+    rng = torch.get_rng_state()
+    ratio = relative_step_time(model, lambda: nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.Flatten()), batch)
+    assert ratio > 0
+    assert torch.equal(torch.get_rng_state(), rng)   # dropout and init in the copies do not move the trial's RNG
+    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())   # BatchNorm statistics too
+    with pytest.raises(ValueError, match="needs seconds"):
+        TrainingTimeLimit()

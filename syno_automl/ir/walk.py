@@ -145,9 +145,10 @@ def _stride(p: Program, s: State, st: Stride) -> State:
     _fresh(s, st.dst, st.src)
     if st.stride < 1:
         raise IRError(f"stride {st.stride} < 1")
-    if _size(p, st.dst) * st.stride != _size(p, st.src):
-        raise IRError(f"stride {st.src} -> {st.dst} by {st.stride}: |{st.src}| = {_size(p, st.src)} != "
-                      f"{st.stride} * |{st.dst}| = {st.stride * _size(p, st.dst)}")
+    n, e = _size(p, st.src), _size(p, st.dst)
+    if e != -(-n // st.stride):  # ceil: T[::s] (native programs have s dividing |src|)
+        raise IRError(f"stride {st.src} -> {st.dst} by {st.stride}: |{st.dst}| = {e}, but |{st.src}| = {n} "
+                      f"keeps ceil({n} / {st.stride}) = {-(-n // st.stride)}")
     return _rename(s, st.src, st.dst)
 
 

@@ -18,9 +18,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reference_eval  # noqa: E402
 
+from syno_automl import known  # noqa: E402
 from syno_automl.codegen.torch import build_module, program_to_source  # noqa: E402
 from syno_automl.codegen.torch_steps import TorchGen  # noqa: E402
 from syno_automl.ir import EXPR_OPS, STEP_OPS, IRError, count_flops, parse, parse_expr, walk  # noqa: E402
+from syno_automl.ir.expr import index_table  # noqa: E402
 from syno_automl.ir.flops import FlopCount  # noqa: E402
 from syno_automl.ir.init import VarianceGain  # noqa: E402
 from syno_automl.ir.program import STEP_TYPES  # noqa: E402
@@ -49,6 +51,7 @@ STEP_TABLES = {
     "init": lambda: VarianceGain.STEPS,
 }
 EXPR_TABLES = {
+    "index": index_table,  # known.py's index evaluation
     "reference": lambda: reference_eval.EXPR,
     "tvm_fused": _tvm_exprs,
 }
@@ -183,6 +186,7 @@ def test_expressions_round_trip():
     assert str(node) == "pad((((i2 * 3) + r0) - 1), 6)"
     assert reference_eval.eval_index(e, [0, 0, 2], [0]) == (5, True)
     assert reference_eval.eval_index(e, [0, 0, 2], [2]) == (7, False)
+    assert known.evaluate_index(e, [0, 0, 2], [0]) == 5 and known.evaluate_index(e, [0, 0, 2], [2]) is None
 
 
 def test_walk_tracks_broadcast_dims():

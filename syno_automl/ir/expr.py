@@ -11,13 +11,13 @@ ops every table must cover (tests/test_ir.py checks it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from syno_automl.ir.errors import IRError
 
-__all__ = ["EXPR_OPS", "LEAF_OPS", "Expr", "parse_expr", "fold", "iter_nodes"]
+__all__ = ["EXPR_OPS", "LEAF_OPS", "Expr", "parse_expr", "fold", "iter_nodes", "index_table", "evaluate_index"]
 
 LEAF_OPS = ("it", "red", "const")
 BINARY_OPS = ("add", "sub")
@@ -108,3 +108,24 @@ def iter_nodes(e: Expr):
     yield e
     for a in e.args:
         yield from iter_nodes(a)
+
+
+def index_table(its: Sequence[int] = (), reds: Sequence[int] = ()) -> dict[str, Callable[..., tuple[int, bool]]]:
+    """The integer backend: op -> handler on (index, every pad guard holds) pairs."""
+    return {
+        "it": lambda node: (int(its[node.value]), True),
+        "red": lambda node: (int(reds[node.value]), True),
+        "const": lambda node: (node.value, True),
+        "add": lambda node, a, b: (a[0] + b[0], a[1] and b[1]),
+        "sub": lambda node, a, b: (a[0] - b[0], a[1] and b[1]),
+        "mul": lambda node, a: (a[0] * node.value, a[1]),
+        "div": lambda node, a: (a[0] // node.value, a[1]),
+        "mod": lambda node, a: (a[0] % node.value, a[1]),
+        "pad": lambda node, a: (a[0], a[1] and 0 <= a[0] < node.value),
+    }
+
+
+def evaluate_index(e: Expr | Any, its: Sequence[int], reds: Sequence[int] = ()) -> tuple[int, bool]:
+    """(index, guards hold) of one expression (an Expr or its JSON form) at integer iterators / reductions."""
+    node = e if isinstance(e, Expr) else parse_expr(e)
+    return fold(node, index_table(its, reds))

@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 from syno_automl.ir.errors import IRError
-from syno_automl.ir.expr import EXPR_OPS, Expr, fold, parse_expr
+from syno_automl.ir.expr import EXPR_OPS, Expr, evaluate_index, fold, index_table, parse_expr
 from syno_automl.ir.flops import count_flops
 from syno_automl.ir.init import weight_stds
 from syno_automl.ir.parse import oracle, parse
@@ -26,6 +26,7 @@ from syno_automl.ir.program import (STEP_OPS, Contract, Expand, Merge, Oracle, P
                                     Stride, Tensor, Unfold)
 from syno_automl.ir.walk import ContractInfo, State, StepBackend, Transition, advance, walk
 
-__all__ = ["IRError", "EXPR_OPS", "STEP_OPS", "Expr", "fold", "parse_expr", "parse", "oracle", "walk", "advance", "State",
-           "Transition", "ContractInfo", "StepBackend", "Program", "Tensor", "Oracle", "Step", "Split", "Merge",
-           "Shift", "Stride", "Unfold", "Expand", "Reduce", "Contract", "count_flops", "weight_stds"]
+__all__ = ["IRError", "EXPR_OPS", "STEP_OPS", "Expr", "fold", "parse_expr", "evaluate_index", "index_table",
+           "parse", "oracle", "walk", "advance", "State", "Transition", "ContractInfo", "StepBackend", "Program",
+           "Tensor", "Oracle", "Step", "Split", "Merge", "Shift", "Stride", "Unfold", "Expand", "Reduce", "Contract",
+           "count_flops", "weight_stds"]

@@ -81,11 +81,11 @@ def _product_program(c_in: int, c_mid: int, c_out: int) -> dict:
     }
 
 
-def test_products_of_weights_split_the_scale_per_contraction():
-    """Each contraction keeps the scale of what it reads; the 1/3 of torch's layers is shared equally."""
+def test_products_of_weights_share_the_scale_equally():
+    """The product's variance is the layer's; the weights get equal stds (balanced gradients)."""
     s0, s1 = weight_stds(_product_program(100, 8, 50))
-    assert s0 ** 2 == pytest.approx((1 / 3) ** 0.5 / 100)
-    assert s1 ** 2 == pytest.approx((1 / 3) ** 0.5 / 8)
+    assert s0 == s1
+    assert (s0 ** 2) * (s1 ** 2) * 100 * 8 == pytest.approx(1 / 3)
     torch.manual_seed(2)
     outs = []
     for _ in range(20):

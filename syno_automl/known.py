@@ -18,6 +18,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from syno_automl.errors import OperatorFormatError
+from syno_automl.ir.expr import evaluate_index as ir_evaluate_index
 from syno_automl.space import Node, Operator, OperatorSpace
 
 __all__ = ["walk", "conv2d", "depthwise_conv2d", "grouped_conv2d", "avg_pool2d", "pixel_shuffle", "linear"]
@@ -38,29 +39,8 @@ def _normalize(description: str) -> str:
 
 def evaluate_index(expr: Any, iterators: Sequence[int], reductions: Sequence[int] = ()) -> int | None:
     """Evaluates an IR index expression (docs/architecture.md §2); None where a padding guard fails."""
-    op = expr[0]
-    if op == "it":
-        return iterators[expr[1]]
-    if op == "red":
-        return reductions[expr[1]]
-    if op == "const":
-        return expr[1]
-    a = evaluate_index(expr[1], iterators, reductions)
-    if a is None:
-        return None
-    if op in ("add", "sub"):
-        b = evaluate_index(expr[2], iterators, reductions)
-        return None if b is None else (a + b if op == "add" else a - b)
-    c = expr[2]
-    if op == "mul":
-        return a * c
-    if op == "div":
-        return a // c
-    if op == "mod":
-        return a % c
-    if op == "pad":
-        return a if 0 <= a < c else None
-    raise ValueError(f"unknown index expression {expr!r}")
+    value, ok = ir_evaluate_index(expr, iterators, reductions)
+    return value if ok else None
 
 
 def walk(space: OperatorSpace, steps: Sequence[str], check: Callable[[Operator], bool] | None = None) -> Operator:

@@ -1,16 +1,17 @@
-"""Reference evaluator of the operator oracle (docs/architecture.md §1) for tests.
+"""Reference evaluator of the operator oracle (docs/architecture.md §1) for tests: an expression backend of the IR.
 
-``program["expr"]`` gives, for the input and each weight, one index expression per tensor dim over the
-output iterators ``i_j`` (sizes ``expr["iterators"]``, in output-dim order) and the reductions ``r_j``
-(sizes ``expr["reductions"]``):
+``program["expr"]`` (parsed by ``syno_automl.ir``) gives, for the input and each weight, one index expression
+per tensor dim over the output iterators ``i_j`` (sizes ``expr.iterators``, in output-dim order) and the
+reductions ``r_j`` (sizes ``expr.reductions``):
 
     out[i] = SCALE * sum_r x[e_x(i, r)] * prod_k w_k[e_k(i, r)]      (terms whose guards fail are 0)
 
-with ``SCALE = 1 / prod |r_j|`` over the reductions flagged in ``expr["mean"]``.
+with ``SCALE = 1 / prod |r_j|`` over the reductions flagged in ``expr.mean``.
 
-``evaluate_reference`` evaluates this with numpy broadcasting over the full (iterators x reductions) grid;
-``evaluate_reference_loops`` is the literal nested-loop version (slow; for cross-checking on tiny sizes).
-Both work in float64 and only on the nominal sizes of ``expr``.
+One table (``EXPR``: op -> handler on (index, guard) pairs) evaluates the expressions, whatever the leaves are:
+``evaluate_reference`` gives the leaves as numpy ``arange``s broadcast over the full (iterators x reductions)
+grid; ``evaluate_reference_loops`` (the literal nested-loop version, tiny sizes only) and ``eval_index`` give
+them as Python ints. Both work in float64 and only on the nominal sizes of ``expr``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,35 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["evaluate_reference", "evaluate_reference_loops", "eval_index"]
+from syno_automl.ir import Expr, fold, oracle, parse, parse_expr
+
+__all__ = ["evaluate_reference", "evaluate_reference_loops", "eval_index", "EXPR"]
+
+TRUE = np.True_
+
+
+def _leaf(values: Sequence):
+    return lambda node: (values[node.value], TRUE)
+
+
+# op -> handler(node, *(index, guard) of the children) -> (index, guard)
+EXPR_BASE = {
+    "const": lambda node: (node.value, TRUE),
+    "add": lambda node, a, b: (a[0] + b[0], a[1] & b[1]),
+    "sub": lambda node, a, b: (a[0] - b[0], a[1] & b[1]),
+    "mul": lambda node, a: (a[0] * node.value, a[1]),
+    "div": lambda node, a: (a[0] // node.value, a[1]),
+    "mod": lambda node, a: (a[0] % node.value, a[1]),
+    "pad": lambda node, a: (a[0], a[1] & (a[0] >= 0) & (a[0] < node.value)),
+}
+
+
+def table(its: Sequence, reds: Sequence) -> dict:
+    """The full table for given leaf values (``it j`` -> its[j], ``red j`` -> reds[j])."""
+    return {"it": _leaf(its), "red": _leaf(reds), **EXPR_BASE}
+
+
+EXPR = table((), ())  # for tests/test_ir.py: the ops this backend covers
 
 
 def _as_numpy(t: Any) -> np.ndarray:
@@ -29,77 +58,31 @@ def _as_numpy(t: Any) -> np.ndarray:
     return np.asarray(t, dtype=np.float64)
 
 
-def _expr_parts(program: dict):
-    expr = program["expr"]
-    its = [int(s) for s in expr["iterators"]]
-    reds = [int(s) for s in expr["reductions"]]
-    mean = [bool(m) for m in expr.get("mean", [False] * len(reds))]
-    if len(mean) != len(reds):
-        raise ValueError("expr: 'mean' and 'reductions' differ in length")
-    scale = 1.0
-    for size, m in zip(reds, mean):
-        if m:
-            scale /= size
-    return expr, its, reds, scale
-
-
-def eval_index(e: Sequence, it: Sequence[int], red: Sequence[int]) -> tuple[int, bool]:
+def eval_index(e: Sequence | Expr, it: Sequence[int], red: Sequence[int]) -> tuple[int, bool]:
     """Scalar evaluation of an index expression: (index, guard ok)."""
-    op = e[0]
-    if op == "it":
-        return int(it[e[1]]), True
-    if op == "red":
-        return int(red[e[1]]), True
-    if op == "const":
-        return int(e[1]), True
-    if op in ("add", "sub"):
-        a, ga = eval_index(e[1], it, red)
-        b, gb = eval_index(e[2], it, red)
-        return (a + b if op == "add" else a - b), ga and gb
-    if op in ("mul", "div", "mod"):
-        a, ga = eval_index(e[1], it, red)
-        c = int(e[2])
-        return {"mul": a * c, "div": a // c, "mod": a % c}[op], ga
-    if op == "pad":
-        a, ga = eval_index(e[1], it, red)
-        return a, ga and 0 <= a < int(e[2])
-    raise ValueError(f"unknown index expression {e!r}")
+    node = e if isinstance(e, Expr) else parse_expr(e)
+    v, g = fold(node, table([int(i) for i in it], [int(r) for r in red]))
+    return int(v), bool(g)
 
 
-def _eval_grid(e: Sequence, its: list[int], reds: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorized evaluation on the broadcast grid: (index array, guard mask)."""
+def _grid_leaves(its: list[int], reds: list[int]) -> tuple[list, list]:
     n = len(its) + len(reds)
-    op = e[0]
-    if op in ("it", "red"):
-        axis = int(e[1]) + (0 if op == "it" else len(its))
-        size = (its if op == "it" else reds)[int(e[1])]
+
+    def axis(j: int, size: int) -> np.ndarray:
         shape = [1] * n
-        shape[axis] = size
-        return np.arange(size).reshape(shape), np.ones([1] * n, dtype=bool)
-    if op == "const":
-        return np.full([1] * n, int(e[1])), np.ones([1] * n, dtype=bool)
-    if op in ("add", "sub"):
-        a, ma = _eval_grid(e[1], its, reds)
-        b, mb = _eval_grid(e[2], its, reds)
-        return (a + b if op == "add" else a - b), ma & mb
-    if op in ("mul", "div", "mod"):
-        a, ma = _eval_grid(e[1], its, reds)
-        c = int(e[2])
-        return {"mul": a * c, "div": a // c, "mod": a % c}[op], ma
-    if op == "pad":
-        a, ma = _eval_grid(e[1], its, reds)
-        return a, ma & (a >= 0) & (a < int(e[2]))
-    raise ValueError(f"unknown index expression {e!r}")
+        shape[j] = size
+        return np.arange(size).reshape(shape)
+
+    return ([axis(j, s) for j, s in enumerate(its)], [axis(len(its) + j, s) for j, s in enumerate(reds)])
 
 
-def _gather(a: np.ndarray, exprs: list, its: list[int], reds: list[int], what: str) -> np.ndarray:
+def _gather(a: np.ndarray, exprs: Sequence[Expr], tab: dict, full: tuple[int, ...], what: str) -> np.ndarray:
     if len(exprs) != a.ndim:
         raise ValueError(f"{what}: {len(exprs)} index expressions for a {a.ndim}-d tensor")
-    full = tuple(its) + tuple(reds)
     mask = np.ones(full, dtype=bool)
     idx = []
     for e in exprs:
-        v, m = _eval_grid(e, its, reds)
+        v, m = fold(e, tab)
         mask = mask & m
         idx.append(np.broadcast_to(v, full))
     safe = []
@@ -114,40 +97,40 @@ def _gather(a: np.ndarray, exprs: list, its: list[int], reds: list[int], what: s
 def evaluate_reference(program: dict, x: Any, weights: Sequence[Any] = ()) -> np.ndarray:
     """Evaluate ``program["expr"]`` on ``x`` and ``weights`` (numpy arrays or torch tensors, in the program's
     layouts) in float64; returns an array of shape ``expr["iterators"]`` (= the output shape)."""
-    expr, its, reds, scale = _expr_parts(program)
+    ex = oracle(parse(program))
+    its, reds = list(ex.iterators), list(ex.reductions)
     weights = list(weights)
-    if len(weights) != len(expr["weights"]):
-        raise ValueError(f"{len(weights)} weights given, expr has {len(expr['weights'])}")
-    term = _gather(_as_numpy(x), expr["input"], its, reds, "input")
-    for k, (w, ew) in enumerate(zip(weights, expr["weights"])):
-        term = term * _gather(_as_numpy(w), ew, its, reds, f"weight {k}")
+    if len(weights) != len(ex.weights):
+        raise ValueError(f"{len(weights)} weights given, expr has {len(ex.weights)}")
+    tab = table(*_grid_leaves(its, reds))
+    full = tuple(its) + tuple(reds)
+    term = _gather(_as_numpy(x), ex.input, tab, full, "input")
+    for k, (w, ew) in enumerate(zip(weights, ex.weights)):
+        term = term * _gather(_as_numpy(w), ew, tab, full, f"weight {k}")
     out = term.sum(axis=tuple(range(len(its), len(its) + len(reds)))) if reds else term
-    return np.asarray(out * scale, dtype=np.float64).reshape(its)
+    return np.asarray(out * ex.scale, dtype=np.float64).reshape(its)
 
 
 def evaluate_reference_loops(program: dict, x: Any, weights: Sequence[Any] = ()) -> np.ndarray:
     """Same as ``evaluate_reference`` with plain nested Python loops (tiny sizes only)."""
-    expr, its, reds, scale = _expr_parts(program)
+    ex = oracle(parse(program))
     xs = _as_numpy(x)
     ws = [_as_numpy(w) for w in weights]
-    out = np.zeros(its, dtype=np.float64)
-    for it in itertools.product(*[range(s) for s in its]):
+    out = np.zeros(ex.iterators, dtype=np.float64)
+    for it in itertools.product(*[range(s) for s in ex.iterators]):
         acc = 0.0
-        for red in itertools.product(*[range(s) for s in reds]):
+        for red in itertools.product(*[range(s) for s in ex.reductions]):
+            tab = table(it, red)
             term = 1.0
-            for a, exprs in [(xs, expr["input"])] + list(zip(ws, expr["weights"])):
-                idx = []
-                ok = True
-                for e in exprs:
-                    v, g = eval_index(e, it, red)
-                    ok = ok and g
-                    idx.append(v)
-                if not ok:
+            for a, exprs in [(xs, ex.input)] + list(zip(ws, ex.weights)):
+                pairs = [fold(e, tab) for e in exprs]
+                if not all(g for _, g in pairs):
                     term = 0.0
                     break
+                idx = tuple(int(v) for v, _ in pairs)
                 if any(not 0 <= v < n for v, n in zip(idx, a.shape)):
                     raise IndexError(f"unguarded index {idx} out of range for shape {a.shape}")
-                term *= a[tuple(idx)]
+                term *= a[idx]
             acc += term
-        out[it] = acc * scale
+        out[it] = acc * ex.scale
     return out

@@ -382,18 +382,20 @@ def test_free_batch_dim():
                 torch.testing.assert_close(module(x), case.torch_fn(x, *tw), rtol=RTOL, atol=ATOL)
 
 
-def test_weight_init_is_kaiming_normal():
+def test_weight_init_matches_conv2d_default():
+    """Issue 10 item 6: the conv-equivalent program starts as nn.Conv2d does (U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+    std 1/sqrt(3 fan_in)), not at Kaiming's sqrt(2 / fan_in) (2.45x larger)."""
     torch.manual_seed(4)
     prog = conv2d_program(N=1, C_in=64, C_out=128, H=3, W=3)
     module = build_module(prog)
     w = module.w0.detach()
     assert list(w.shape) == [128, 64, 3, 3]
     assert isinstance(module.w0, torch.nn.Parameter)
-    expected = math.sqrt(2.0 / (64 * 9))
-    ref = torch.empty(128, 64, 3, 3)
-    torch.nn.init.kaiming_normal_(ref)  # fan_in mode, gain sqrt(2)
+    expected = 1 / math.sqrt(3 * 64 * 9)
+    ref = torch.nn.Conv2d(64, 128, 3).weight.detach()
     assert abs(w.std().item() / expected - 1) < 0.03
     assert abs(ref.std().item() / expected - 1) < 0.03
+    assert w.abs().max().item() <= 1 / math.sqrt(64 * 9) + 1e-7  # the same uniform bound as nn.Conv2d
     assert abs(w.mean().item()) < 0.05 * expected
 
 

@@ -292,8 +292,8 @@ def test_conv2d_equivalent_matches_f_conv2d():
     module = op.to_module(0).double()
     (w,) = list(module.parameters())
     assert tuple(w.shape) == (16, 8, 3, 3)
-    # starts like a Kaiming-initialized conv: std sqrt(2 / fan_in)
-    assert abs(w.std().item() - (2 / (8 * 9)) ** 0.5) < 0.03
+    # starts like torch's default nn.Conv2d init: std 1 / sqrt(3 fan_in) (issue 10, item 6)
+    assert abs(w.std().item() - (1 / (3 * 8 * 9)) ** 0.5) < 0.03
     x = torch.randn(3, 8, 10, 12, dtype=torch.float64, requires_grad=True)  # another batch size
     out = module(x)
     torch.testing.assert_close(out, F.conv2d(x, w, padding=1), rtol=1e-10, atol=1e-10)

@@ -1,0 +1,10 @@
+"""The error a malformed kernel-IR program raises."""
+
+from __future__ import annotations
+
+__all__ = ["IRError"]
+
+
+class IRError(ValueError):
+    """A program dict (docs/architecture.md §2) that is malformed or inconsistent; the message names the key,
+    the step or the dim at fault."""

@@ -1,0 +1,43 @@
+"""FLOPs of a program by the rule of docs/architecture.md §2, as a step backend.
+
+contract = 2 · Π sizes of all its letters (one multiply and one add per point); reduce = numel(T) additions;
+views = 0. Broadcast dims count as ordinary dims of T, whether or not a generator stores them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from syno_automl.ir.program import Program
+from syno_automl.ir.walk import StepBackend, Transition, walk
+
+__all__ = ["FlopCount", "count_flops"]
+
+
+class FlopCount(StepBackend):
+    def __init__(self, program: Program) -> None:
+        self.p = program
+        self.total = 0
+
+    def view(self, tr: Transition) -> None:
+        pass
+
+    def reduce(self, tr: Transition) -> None:
+        self.total += self.p.numel(tr.pre.dims)
+
+    def contract(self, tr: Transition) -> None:
+        self.total += 2 * self.p.numel(tr.contract.letters)
+
+    STEPS = {"split": view, "merge": view, "shift": view, "stride": view, "unfold": view, "expand": view,
+             "reduce": reduce, "contract": contract}
+
+
+def count_flops(program: Mapping[str, Any] | Program) -> int:
+    """FLOPs of ``program`` (a dict or a parsed Program)."""
+    from syno_automl.ir.parse import parse
+
+    p = parse(program)
+    backend = FlopCount(p)
+    walk(p, backend)
+    return backend.total

@@ -81,6 +81,12 @@ py::dict program_to_py(const Program& p) {
     out["flops"] = static_cast<int64_t>(p.flops);
     out["params"] = static_cast<int64_t>(p.params);
     out["peak_elements"] = static_cast<int64_t>(p.peak_elements);
+    py::dict cost;
+    cost["flops"] = p.cost.flops;
+    cost["materialized"] = p.cost.materialized;
+    cost["peak"] = p.cost.peak;
+    cost["total"] = p.cost.total();
+    out["cost"] = cost;
     py::dict expr;
     expr["iterators"] = p.iterator_sizes;
     expr["reductions"] = p.reduction_sizes;
@@ -124,6 +130,7 @@ Options make_options(const py::dict& kw) {
         else if (k == "max_params") o.max_params = value.cast<double>();
         else if (k == "min_params") o.min_params = value.cast<double>();
         else if (k == "max_memory") o.max_memory = value.cast<double>();
+        else if (k == "max_cost") o.max_cost = value.cast<double>();
         else if (k == "min_weight_params") o.min_weight_params = value.cast<double>();
         else if (k == "distance_pruning") o.distance_pruning = value.cast<bool>();
         else if (k == "flops_pruning") o.flops_pruning = value.cast<bool>();
@@ -150,6 +157,7 @@ std::vector<const Step*> node_path(const PyNode& n) { return n.node->path(); }
 
 PYBIND11_MODULE(_native, m) {
     m.doc() = "syno_automl native core: the pGraph operator space";
+    m.attr("ELEMENT_COST") = kElementCost;
     py::register_exception<SpecError>(m, "SpecError", PyExc_ValueError);
 
     m.def("parse_shape", [](const std::string& text) {
@@ -322,6 +330,10 @@ PYBIND11_MODULE(_native, m) {
             d["flops"] = n.node->final_info->flops;
             d["params"] = n.node->final_info->params;
             d["memory"] = n.node->final_info->memory;
+            d["cost"] = n.node->final_info->cost;
+            d["cost_flops"] = n.node->final_info->cost_flops;
+            d["materialized"] = n.node->final_info->materialized;
+            d["peak"] = n.node->final_info->peak;
             return d;
         });
 }

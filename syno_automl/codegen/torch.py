@@ -11,7 +11,8 @@ Lowering of each step (``p`` is the position of the dim in the *materialized* te
 * ``split``    -> ``t.unflatten(p, (|a|, |b|))`` (``-1`` for a run-time sized dim)
 * ``merge``    -> ``t.permute(..)`` (b right after a, only if needed) + ``t.flatten(p, p + 1)``
 * ``shift``    -> ``torch.roll(t, -1, p)``: ``out[e] = in[(e + 1) mod n]``
-* ``stride``   -> ``t[:, ..., ::s]``: ``out[e] = in[e * s]``
+* ``stride``   -> ``t[:, ..., ::s]``: ``out[e] = in[e * s]``; ``shift`` then ``stride`` of the shifted dim by
+  s >= 2 -> one offset slice ``t[:, ..., 1::s]`` (no roll: ``(f * s + 1) mod n = f * s + 1``)
 * ``unfold``   -> ``F.pad`` (k//2 zeros both sides) + ``t.unfold(p, k, 1)`` + ``movedim`` so the window dim
   sits right after the main dim: ``out[m, w] = in[m + w - k//2]`` (0 outside)
 * ``expand``   -> nothing at first: the dim is *virtual* (broadcast, not stored). It stays virtual through
@@ -426,6 +427,34 @@ class _Gen:
         factor = _prod(_size(self.sizes, d) for d in tvirt if d not in wdims and d not in out)
         return k, out_phys, factor, still_virtual
 
+    def shift_stride(self, sh: dict, st: dict) -> bool:
+        """shift d -> e then stride e -> f by s >= 2: ``out[f] = in[(f * s + 1) mod n] = in[f * s + 1]`` (f * s + 1
+        <= n - s + 1 < n), one offset slice ``t[..., 1::s]`` (a view) instead of a roll that copies T. Returns
+        False (and emits nothing) when the steps do not have that form."""
+        d, e, s = sh["src"], sh["dst"], int(st["stride"])
+        if st["src"] != e or s < 2 or d not in self.dims or d in self.virtual:
+            return False
+        self.emit(f"# {_step_text(sh)}")
+        self.emit(f"# {_step_text(st)}")
+        self.op_shift_checks(d, e)
+        f = st["dst"]
+        if f != e:
+            self.fresh(f)
+        if _size(self.sizes, f) * s != _size(self.sizes, e):
+            raise ValueError(f"stride {e} -> {f} by {s}: |{e}| = {_size(self.sizes, e)} != {_size(self.sizes, f)} * {s}")
+        p = self.ppos(d)
+        self.emit(f"t = t[{':, ' * p}1::{s}]  # roll by -1 then stride: out[f] = in[f * {s} + 1]")
+        self.rename(d, f)
+        self.emit(f"# T dims {self.describe()}")
+        return True
+
+    def op_shift_checks(self, d: int, e: int) -> None:
+        self.need(d)
+        if e != d:
+            self.fresh(e)
+        if _size(self.sizes, d) != _size(self.sizes, e):
+            raise ValueError(f"shift {d} -> {e}: sizes differ")
+
     def conv_steps(self, u1: dict, u2: dict, c: dict) -> bool:
         """unfold, unfold, contract -> one ``F.conv2d`` on the tensor before the unfolds, when the contraction
         sums exactly both windows against the weight and keeps both main dims (the conv pattern: the unfolds'
@@ -671,6 +700,9 @@ def program_to_source(program: dict, class_name: str = "SynoOperator", header: s
     while i < len(steps):
         if [st["op"] for st in steps[i:i + 3]] == ["unfold", "unfold", "contract"] and gen.conv_steps(*steps[i:i + 3]):
             i += 3
+            continue
+        if [st["op"] for st in steps[i:i + 2]] == ["shift", "stride"] and gen.shift_stride(*steps[i:i + 2]):
+            i += 2
             continue
         gen.step(steps[i])
         i += 1

@@ -154,6 +154,7 @@ private:
     void contract(const ProgramStep& s) {
         for (auto [from, to] : s.rename) rename(from, to);
         const auto& w = p_.weights[static_cast<size_t>(s.weight)].dims;
+        write(numel(w));  // the weight's gradient, every training step
         std::set<int> wset(w.begin(), w.end()), oset(s.out.begin(), s.out.end());
         std::vector<int> tphys = phys();
         std::set<int> letters(tphys.begin(), tphys.end());
@@ -238,6 +239,7 @@ private:
             if (!virtual_.count(d)) all.insert(d);
         for (int d : all) letters *= size(d);
         cost_.flops += 2 * letters;
+        write(numel(w));  // the weight's gradient, every training step
         // the conv's input: T permuted to (M, B, K, spatial in T's order); its output (M, B, N, mains)
         std::vector<int> pre = phys(), mm, bb, kk, nn, sp;
         for (int d : pre) {

@@ -11,12 +11,12 @@ struct Program;
 
 // FLOP-equivalents of one materialized element. Measured on 1 CPU thread (torch, forward + backward): a copied
 // element (roll, pad + unfold + contiguous) costs 8-20 ns, a GEMM FLOP 0.025-0.035 ns, i.e. 250-600 FLOPs; we
-// take the low end, since copies in a model step overlap with other work (bench/cost.py calibrates it).
-constexpr double kElementCost = 128;
+// take the low end (bench/cost.py: with 128, operators within the budget still ran up to 3x the layer's step).
+constexpr double kElementCost = 256;
 
 struct Cost {
     double flops = 0;         // multiply-adds x2 of the contractions computed + reduction adds
-    double materialized = 0;  // elements written by copies and results
+    double materialized = 0;  // elements written by copies and results, and weight gradients
     double peak = 0;          // elements of the largest tensor materialized (input included)
     double total() const { return flops + kElementCost * materialized; }
 };

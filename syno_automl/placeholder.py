@@ -286,10 +286,10 @@ def layer_flops(layer: nn.Module, input_shape: Sequence[int], output_shape: Sequ
     raise SubstitutionError(f"no FLOPs formula for {type(layer).__name__}")
 
 
-def layer_cost(flops: float, output_shape: Sequence[int]) -> float:
+def layer_cost(flops: float, output_shape: Sequence[int], weight_elements: int) -> float:
     """A Conv2d / Linear layer's cost in the units of ``Operator.cost``: what the conv-equivalent operator's
-    plan costs (one convolution or matmul: its FLOPs, its output written, no other copy)."""
-    return float(flops) + _native.ELEMENT_COST * math.prod(output_shape)
+    plan costs (one convolution or matmul: its FLOPs, its output and its weight's gradient written)."""
+    return float(flops) + _native.ELEMENT_COST * (math.prod(output_shape) + weight_elements)
 
 
 @dataclass
@@ -623,7 +623,7 @@ def substitute(
             full = {"N": math.prod(in_shape[:-1]), "C_in": in_shape[-1], "C_out": out_shape[-1]}
         mappings.append({k: v for k, v in full.items() if k in names})
         flops.append(layer_flops(layer, in_shape, out_shape))
-        costs.append(layer_cost(flops[-1], out_shape))
+        costs.append(layer_cost(flops[-1], out_shape, layer.weight.numel()))
     baseline = sum(flops)
     budgets: dict[str, float] = {}
     if flops_ratio is not None:

@@ -519,7 +519,8 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
     if out is not None:
         print(f"syno-automl: study {config.study!r} in {config.storage}: {n_trials} trials to run "
               f"({config.model} on {config.dataset}, {len(context.substitution.placeholders)} layers substituted, "
-              f"FLOPs budget {config.flops_ratio}x of {context.substitution.baseline_flops / 1e6:.1f} MFLOPs)",
+              f"FLOPs budget {config.flops_ratio}x of {context.substitution.baseline_flops / 1e6:.1f} MFLOPs"
+              + (f", cost budget {config.cost_ratio}x" if config.cost_ratio else "") + ")",
               file=out, flush=True)
     # our own progress lines report failures in one line; Optuna would add a traceback per failed trial
     optuna.logging.set_verbosity(optuna.logging.ERROR if out is not None else optuna.logging.WARNING)

@@ -44,11 +44,12 @@ def test_conv2d_costs_one_convolution():
     cost = op.cost()
     out = 4 * 16 * 8 * 8
     assert cost["flops"] == op.flops() == 2 * out * 8 * 9
-    assert cost["materialized"] == out  # the conv's result: no pad, im2col or permute copy
+    weight = 16 * 8 * 9
+    assert cost["materialized"] == out + weight  # the conv's result and its weight's gradient: no other copy
     assert cost["total"] == cost["flops"] + E * cost["materialized"]
     assert cost["peak"] == max(out, 4 * 8 * 8 * 8)
     layer = nn.Conv2d(8, 16, 3, padding=1, bias=False)
-    assert layer_cost(2 * out * 8 * 9, (4, 16, 8, 8)) == pytest.approx(cost["total"])
+    assert layer_cost(2 * out * 8 * 9, (4, 16, 8, 8), layer.weight.numel()) == pytest.approx(cost["total"])
     assert op.total_cost() == pytest.approx(cost["total"])
 
 
@@ -88,7 +89,7 @@ def test_max_cost_is_a_hard_budget():
 def test_substitute_bounds_cost_relative_to_layers():
     model = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1, bias=False))
     sub = substitute(model, nn.Conv2d, torch.randn(2, 8, 8, 8), flops_ratio=0.5, cost_ratio=0.8, max_depth=6)
-    assert sub.baseline_cost == pytest.approx(2 * layer_cost(2 * 2 * 8 * 8 * 8 * 8 * 9, (2, 8, 8, 8)))
+    assert sub.baseline_cost == pytest.approx(2 * layer_cost(2 * 2 * 8 * 8 * 8 * 8 * 9, (2, 8, 8, 8), 8 * 8 * 9))
     assert sub.space.budgets["max_cost"] == pytest.approx(0.8 * sub.baseline_cost)
     for op in sub.space.sample(10, seed=1):
         assert sub.cost_ratio(op) <= 0.8 + 1e-9

@@ -86,6 +86,12 @@ py::dict program_to_py(const Program& p) {
     out["flops"] = static_cast<int64_t>(p.flops);
     out["params"] = static_cast<int64_t>(p.params);
     out["peak_elements"] = static_cast<int64_t>(p.peak_elements);
+    py::dict cost;
+    cost["flops"] = p.cost.flops;
+    cost["materialized"] = p.cost.materialized;
+    cost["peak"] = p.cost.peak;
+    cost["total"] = p.cost.total();
+    out["cost"] = cost;
     py::dict expr;
     expr["iterators"] = p.iterator_sizes;
     expr["reductions"] = p.reduction_sizes;
@@ -171,6 +177,7 @@ Options make_options(const py::dict& kw) {
         else if (k == "max_params") o.max_params = number_option(k, value, true);
         else if (k == "min_params") o.min_params = number_option(k, value, true);
         else if (k == "max_memory") o.max_memory = number_option(k, value, true);
+        else if (k == "max_cost") o.max_cost = number_option(k, value, true);
         else if (k == "min_weight_params") o.min_weight_params = number_option(k, value, false);
         else if (k == "distance_pruning") o.distance_pruning = bool_option(k, value);
         else if (k == "flops_pruning") o.flops_pruning = bool_option(k, value);
@@ -269,6 +276,7 @@ PYBIND11_MODULE(_native, m) {
     m.def("default_options", [] { return options_to_py(Options{}); },
           "The core's option defaults (the one place they are written down).");
     m.attr("MAX_THREADS") = kMaxThreads;
+    m.attr("ELEMENT_COST") = kElementCost;
 
     m.def("parse_shape", [](py::handle text) {
         py::list out;
@@ -477,6 +485,10 @@ PYBIND11_MODULE(_native, m) {
             d["flops"] = n.node->final_info->flops;
             d["params"] = n.node->final_info->params;
             d["memory"] = n.node->final_info->memory;
+            d["cost"] = n.node->final_info->cost;
+            d["cost_flops"] = n.node->final_info->cost_flops;
+            d["materialized"] = n.node->final_info->materialized;
+            d["peak"] = n.node->final_info->peak;
             return d;
         });
 }

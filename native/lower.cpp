@@ -1,5 +1,7 @@
 #include "lower.hpp"
 
+#include "plan.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -81,6 +83,8 @@ public:
             p_.params += n;
         }
         for (auto& [d, i] : ids_) p_.sizes[i] = size(d);
+        plan(p_);  // reorders view steps only: FLOPs (counted above, in canonical order) are unchanged
+        p_.cost = plan_cost(p_);
         return p_;
     }
 

@@ -1,11 +1,13 @@
 // Lowering a final operator to the kernel IR ("program", docs/architecture.md §2) for one valuation:
-// forward steps on one running data tensor, exact FLOPs, and the index expressions of every tensor.
+// forward steps on one running data tensor (ordered by the planner, plan.hpp), exact FLOPs, the cost of the
+// planned steps (cost.hpp), and the index expressions of every tensor.
 #pragma once
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cost.hpp"
 #include "space.hpp"
 
 namespace syno {
@@ -43,6 +45,7 @@ struct Program {
     std::vector<bool> mean;
     std::vector<Expr> input_expr;
     std::vector<std::vector<Expr>> weight_exprs;
+    Cost cost;                           // of the planned steps (cost.hpp)
 };
 
 Program lower(const Space& space, const NodeState& final_node, int valuation);

@@ -28,6 +28,7 @@ struct FinalInfo {
     std::vector<std::vector<const Dim*>> weights;   // in parameter order; each weight's dims in layout order
     std::vector<uint64_t> weight_groups;
     double flops = 0, params = 0, memory = 0;       // summed over mappings
+    double cost = 0, materialized = 0, cost_flops = 0, peak = 0;  // planned cost (cost.hpp): summed; peak: max
 };
 
 struct NodeState {

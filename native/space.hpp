@@ -33,6 +33,7 @@ struct Options {
     double max_params = std::numeric_limits<double>::infinity();
     double min_params = 0;
     double max_memory = std::numeric_limits<double>::infinity();  // bytes of the largest intermediate
+    double max_cost = std::numeric_limits<double>::infinity();    // planned cost (cost.hpp), summed over mappings
     double min_weight_params = 0;
     bool distance_pruning = true;
     bool flops_pruning = true;

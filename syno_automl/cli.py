@@ -82,6 +82,9 @@ def _model_options(p: argparse.ArgumentParser, trials: bool = True) -> None:
                    help="lm: byte (vocabulary 256, the default), char, or tiktoken:NAME where installed")
     p.add_argument("--flops-ratio", type=float, default=0.5,
                    help="FLOPs budget relative to the replaced layers (default: %(default)s)")
+    p.add_argument("--cost-ratio", type=float, default=1.0,
+                   help="planned-cost budget (FLOPs + elements materialized, Operator.cost) relative to the "
+                        "replaced layers; 0 turns it off (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="search seed (default: %(default)s)")
     p.add_argument("--image-size", type=int, default=None, help="image side (default: the dataset's)")
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.05 SGD; lm: 3e-3 AdamW)")
@@ -188,7 +191,8 @@ def _config(args: argparse.Namespace, **extra: Any):
     elif args.epochs is not None or args.image_size is not None:
         raise ValueError("--epochs and --image-size apply to --task image; --task lm trains for --steps")
     config = SearchConfig(task=task, model=args.model, dataset=args.dataset, data_dir=args.data_dir,
-                          flops_ratio=args.flops_ratio, seed=args.seed, **extra)
+                          flops_ratio=args.flops_ratio, seed=args.seed,
+                          cost_ratio=args.cost_ratio if args.cost_ratio else None, **extra)
     for name, attr in (("epochs", "epochs"), ("image_size", "image_size"), ("lr", "lr"),
                        ("max_depth", "max_depth"), ("timeout", "trial_timeout"), ("threads", "threads"),
                        ("steps", "max_steps"), ("time_budget", "time_budget"), ("seq_len", "seq_len"),
@@ -286,7 +290,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"operator {op.hash}  (study {study.study_name}, trial {trial.number}, {trial.state.name})")
     print(str(op))
     print(f"depth {op.depth}; primitives: {', '.join(op.primitives)}")
-    for key, label in (("syno.flops_ratio", "FLOPs ratio"), ("syno.flops", "FLOPs"), ("syno.params", "params")):
+    for key, label in (("syno.flops_ratio", "FLOPs ratio"), ("syno.flops", "FLOPs"), ("syno.params", "params"),
+                       ("syno.cost_ratio", "cost ratio"), ("syno.cost", "cost"),
+                       ("syno.materialized", "elements materialized"), ("syno.peak", "peak tensor (elements)")):
         if key in trial.user_attrs:
             print(f"{label}: {trial.user_attrs[key]}")
     if trial.value is not None:

@@ -132,6 +132,7 @@ class SynoSubstitution(L.Callback):
         self.params: int | None = None
         self.baseline_flops: int | None = None
         self.flops_ratio_used: float | None = None
+        self.cost: dict[str, float] = {}   # planned cost figures (Operator.cost) summed over the placeholders
         self._done_for: int | None = None
 
     def _is_baseline(self) -> bool:
@@ -160,6 +161,7 @@ class SynoSubstitution(L.Callback):
                 sub.restore()
                 raise OperatorBuildError(f"operator {op.hash}: cannot size it for the model's layers: {e}") from e
             self.flops_ratio_used = self.flops / sub.baseline_flops if sub.baseline_flops else math.inf
+            self.cost = _cost_figures(sub, op)
             if self.max_flops_ratio is not None and self.flops_ratio_used > self.max_flops_ratio * (1 + 1e-9):
                 sub.restore()
                 raise BudgetExceededError(f"operator {op.hash} needs {self.flops_ratio_used:.3f}x the FLOPs of the "
@@ -184,6 +186,20 @@ class SynoSubstitution(L.Callback):
                                ("syno.baseline_flops", self.baseline_flops),
                                ("syno.flops_ratio", self.flops_ratio_used)):
                 self.trial.set_user_attr(key, value)
+            for key, value in self.cost.items():
+                self.trial.set_user_attr(f"syno.{key}", value)
+
+    def cost_metrics(self) -> dict[str, float]:
+        """The operator's cost figures for MLflow (cost, cost_ratio, materialized, peak); empty for the baseline."""
+        return dict(self.cost)
+
+
+def _cost_figures(sub: Substitution, op: Operator) -> dict[str, float]:
+    """Planned cost of `op` over the substitution's placeholders: summed total and materialized, largest peak."""
+    costs = [op.cost(sub._mapping_for(op, i)) for i in range(len(sub.placeholders))]
+    total = sum(c["total"] for c in costs)
+    return {"cost": total, "cost_ratio": total / sub.baseline_cost if sub.baseline_cost else math.inf,
+            "materialized": sum(c["materialized"] for c in costs), "peak": max(c["peak"] for c in costs)}
 
 
 class SynoPruning(L.Callback):

@@ -293,6 +293,12 @@ def layer_flops(layer: nn.Module, input_shape: Sequence[int], output_shape: Sequ
     raise SubstitutionError(f"no FLOPs formula for {type(layer).__name__}")
 
 
+def layer_cost(flops: float, output_shape: Sequence[int], weight_elements: int) -> float:
+    """A Conv2d / Linear layer's cost in the units of ``Operator.cost``: what the conv-equivalent operator's
+    plan costs (one convolution or matmul: its FLOPs, its output and its weight's gradient written)."""
+    return float(flops) + _native.ELEMENT_COST * (math.prod(output_shape) + weight_elements)
+
+
 @dataclass
 class Substitution:
     """Result of :func:`substitute`.
@@ -313,6 +319,7 @@ class Substitution:
     kind: str
     layer_flops: list[int]
     _sites: dict[str, list[tuple[nn.Module, str]]] = field(default_factory=dict, repr=False)
+    layer_costs: list[float] = field(default_factory=list)
     _installed: bool = field(default=True, repr=False)
     operator: Operator | None = field(default=None, repr=False)
 
@@ -330,6 +337,18 @@ class Substitution:
 
     def flops_ratio(self, op: Operator) -> float:
         return self.operator_flops(op) / self.baseline_flops if self.baseline_flops else math.inf
+
+    @property
+    def baseline_cost(self) -> float:
+        """The replaced layers' cost in the units of ``Operator.cost`` (what ``cost_ratio`` is relative to)."""
+        return sum(self.layer_costs)
+
+    def operator_cost(self, op: Operator) -> float:
+        """The operator's planned cost (``total``) summed over all placeholders (what ``cost_ratio`` limits)."""
+        return sum(op.cost(self._mapping_for(op, i))["total"] for i in range(len(self.placeholders)))
+
+    def cost_ratio(self, op: Operator) -> float:
+        return self.operator_cost(op) / self.baseline_cost if self.baseline_cost else math.inf
 
     def operator_params(self, op: Operator) -> int:
         return sum(op.params(self._mapping_for(op, i)) for i in range(len(self.placeholders)))
@@ -471,6 +490,7 @@ def substitute(
     max_depth: int = 8,
     flops_ratio: float | None = None,
     min_flops_ratio: float | None = None,
+    cost_ratio: float | None = None,
     kernel_sizes: Sequence[int] | None = (3,),
     groups: bool = False,
     seed: int = 0,
@@ -491,6 +511,9 @@ def substitute(
         max_depth: of the space.
         flops_ratio / min_flops_ratio: bounds on the operator's FLOPs summed over all placeholders, relative
             to the replaced layers' FLOPs summed (the space's ``max_flops`` / ``min_flops``).
+        cost_ratio: bound on the operator's planned cost (``Operator.cost``: FLOPs computed plus elements
+            materialized) summed over all placeholders, relative to the replaced layers' cost (the space's
+            ``max_cost``): operators that cannot run about as fast as the layers are not in the space.
         kernel_sizes: Conv2d kernel sizes to substitute (None: every odd square kernel; each mapping then
             holds its layer's ``k``).
         groups: also substitute grouped/depthwise convolutions (each mapping holds its layer's ``g`` if
@@ -602,7 +625,7 @@ def substitute(
     coefficients = list(d_coefficients if coefficients is None else coefficients)
     names = _spec_names(primary) | _spec_names(coefficients)
 
-    mappings, flops = [], []
+    mappings, flops, costs = [], [], []
     for _, name, layer, in_shape, out_shape in chosen:
         if kind == "conv2d":
             # g: the layer's groups where it is grouped, else the common one (a coefficient must fit every mapping;
@@ -614,6 +637,7 @@ def substitute(
             full = {"N": math.prod(in_shape[:-1]), "C_in": in_shape[-1], "C_out": out_shape[-1]}
         mappings.append({k: v for k, v in full.items() if k in names})
         flops.append(layer_flops(layer, in_shape, out_shape))
+        costs.append(layer_cost(flops[-1], out_shape, layer.weight.numel()))
     baseline = sum(flops)
     budgets: dict[str, float] = {}
     if (kind == "conv2d" and flops_ratio is None and "max_flops" not in space_options
@@ -625,6 +649,10 @@ def substitute(
         budgets["max_flops"] = float(flops_ratio) * baseline
     if min_flops_ratio is not None:
         budgets["min_flops"] = float(min_flops_ratio) * baseline
+    if cost_ratio is not None:
+        if not (cost_ratio > 0 and math.isfinite(cost_ratio)):
+            raise SubstitutionError(f"cost_ratio must be a positive number, got {cost_ratio!r}")
+        budgets["max_cost"] = float(cost_ratio) * sum(costs)
     if kind == "conv2d" and "min_unfold_ratio" not in space_options:
         # the core's default (an unfold's main dim at least `ratio` times its window, in every mapping) may shut the
         # conv-equivalent operator out of the space when a layer is small (ResNet-18's 4x4 stage on CIFAR): relax
@@ -649,4 +677,4 @@ def substitute(
             setattr(parent, attr, p)
         phs.append((name, p))
         site_map[name] = sites[key]
-    return Substitution(model, phs, skipped, space, kind, flops, site_map)
+    return Substitution(model, phs, skipped, space, kind, flops, site_map, layer_costs=costs)

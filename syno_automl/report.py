@@ -187,12 +187,13 @@ def canonical_rate_table(stats: dict[str, Any]) -> str:
 
 
 def trial_table(study: optuna.Study) -> str:
-    """Markdown table of the trials: number, state, operator, FLOPs ratio, objective value."""
+    """Markdown table of the trials: number, state, operator, FLOPs ratio, cost ratio, objective value."""
     name = "val_loss" if study.direction == optuna.study.StudyDirection.MINIMIZE else "val_acc"
-    lines = [f"| trial | state | operator | flops ratio | {name} |", "|---:|---|---|---:|---:|"]
+    lines = [f"| trial | state | operator | flops ratio | cost ratio | {name} |", "|---:|---|---|---:|---:|---:|"]
     for t in study.get_trials(deepcopy=False):
         label = "baseline" if t.user_attrs.get("syno.baseline") else t.user_attrs.get("syno.hash", "-")
         ratio = t.user_attrs.get("syno.flops_ratio")
-        lines.append(f"| {t.number} | {t.state.name} | {label} | "
-                     f"{'-' if ratio is None else f'{ratio:.3f}'} | {'-' if t.value is None else f'{t.value:.4f}'} |")
+        cost = t.user_attrs.get("syno.cost_ratio")  # planned cost vs the replaced layers' (Operator.cost)
+        lines.append(f"| {t.number} | {t.state.name} | {label} | {'-' if ratio is None else f'{ratio:.3f}'} | "
+                     f"{'-' if cost is None else f'{cost:.3f}'} | {'-' if t.value is None else f'{t.value:.4f}'} |")
     return "\n".join(lines)

@@ -77,6 +77,7 @@ class OperatorSpace:
         max_params: float | None = None,
         min_params: float | None = None,
         max_memory: float | None = None,
+        max_cost: float | None = None,
         fixed: Sequence[str] = (),
         seed: int = 0,
         threads: int | None = None,
@@ -84,7 +85,7 @@ class OperatorSpace:
     ) -> None:
         budgets = {
             "max_flops": max_flops, "min_flops": min_flops, "max_params": max_params,
-            "min_params": min_params, "max_memory": max_memory,
+            "min_params": min_params, "max_memory": max_memory, "max_cost": max_cost,
         }
         # every argument checked once, here, with a message naming it (syno_automl/options.py)
         native_options = check_space_arguments(input_shape, output_shape, primary, coefficients,
@@ -329,6 +330,16 @@ class Operator:
 
     def total_params(self) -> float:
         return self._native.totals()["params"]
+
+    def cost(self, mapping: "int | Mapping[str, int] | None" = None) -> dict[str, float]:
+        """Cost of the planned program for one valuation (docs/architecture.md §2, "Cost"): ``flops`` computed,
+        elements ``materialized``, ``peak`` (largest tensor, elements) and ``total`` = flops + ELEMENT_COST x
+        materialized (what ``max_cost`` limits). ``flops()`` stays the paper's metric."""
+        return dict(self.program(mapping)["cost"])
+
+    def total_cost(self) -> float:
+        """Cost summed over all the space's mappings (what ``max_cost`` limits)."""
+        return self._native.totals()["cost"]
 
     # -- artifacts -------------------------------------------------------------------------------------
     def graphviz(self) -> str:

@@ -82,6 +82,7 @@ class SearchConfig:
     study: str = "syno"
     tracking_uri: str | None = "sqlite:///mlflow.db"  # None: no MLflow
     flops_ratio: float = 0.5
+    cost_ratio: float | None = 1.0    # planned cost (FLOPs + materialized elements) vs the replaced layers'; None: off
     seed: int = 0
     layer: str | None = None          # None: the task's default (conv2d / linear)
     where: str | None = None          # glob of the layers to substitute; None: the task's default (lm: *.qkv)
@@ -135,6 +136,8 @@ class SearchConfig:
             raise ValueError(f"--epochs must be >= 1, got {self.epochs}")
         if not (self.flops_ratio > 0 and math.isfinite(self.flops_ratio)):
             raise ValueError(f"--flops-ratio must be a positive number, got {self.flops_ratio}")
+        if self.cost_ratio is not None and not (self.cost_ratio > 0 and math.isfinite(self.cost_ratio)):
+            raise ValueError(f"--cost-ratio must be a positive number, got {self.cost_ratio}")
         if self.layer not in LAYERS:
             raise ValueError(f"layer must be one of {', '.join(LAYERS)}, got {self.layer!r}")
         if self.latency_trials < 0:
@@ -231,6 +234,8 @@ def prepare(config: SearchConfig) -> SearchContext:
     layer = LAYERS[config.layer]
     options: dict[str, Any] = {"max_depth": config.max_depth, "flops_ratio": config.flops_ratio,
                                "seed": config.seed}
+    if config.cost_ratio is not None:
+        options["cost_ratio"] = config.cost_ratio
     if config.where is not None:
         options["where"] = config.where
     elif layer is nn.Conv2d:  # keep the stem (it reads the image channels), as the original did
@@ -458,7 +463,8 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
     substitution = SynoSubstitution(operator if operator is not None else trial, LAYERS[config.layer],
                                     example_input=context.example,
                                     flops_ratio=None if operator is not None else config.flops_ratio,
-                                    **{k: v for k, v in context.substitute_options.items() if k != "flops_ratio"})
+                                    **{k: v for k, v in context.substitute_options.items()
+                                       if k not in ("flops_ratio", "cost_ratio")})
     if config.task == "lm":
         from syno_automl.lm_trial import train_lm
 
@@ -486,7 +492,7 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
         finally:
             if run is not None and substitution.flops is not None:
                 run.log_metrics({"flops": substitution.flops, "params": substitution.params,
-                                 "flops_ratio": substitution.flops_ratio_used,
+                                 "flops_ratio": substitution.flops_ratio_used, **substitution.cost_metrics(),
                                  "train_seconds": time.time() - started})
     value = trainer.callback_metrics.get("val_acc")
     if value is None or not math.isfinite(float(value)):
@@ -514,7 +520,8 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
     if out is not None:
         print(f"syno-automl: study {config.study!r} in {config.storage}: {n_trials} trials to run "
               f"({config.model} on {config.dataset}, {len(context.substitution.placeholders)} layers substituted, "
-              f"FLOPs budget {config.flops_ratio}x of {context.substitution.baseline_flops / 1e6:.1f} MFLOPs)",
+              f"FLOPs budget {config.flops_ratio}x of {context.substitution.baseline_flops / 1e6:.1f} MFLOPs"
+              + (f", cost budget {config.cost_ratio}x" if config.cost_ratio else "") + ")",
               file=out, flush=True)
     # our own progress lines report failures in one line; Optuna would add a traceback per failed trial
     optuna.logging.set_verbosity(optuna.logging.ERROR if out is not None else optuna.logging.WARNING)

@@ -55,10 +55,14 @@ void assign(const Space& space, const NodePtr& node, const std::vector<const Dim
             info->flops += p.flops;
             info->params += p.params;
             info->memory = std::max(info->memory, 4 * p.peak_elements);
+            info->cost += p.cost.total();
+            info->cost_flops += p.cost.flops;
+            info->materialized += p.cost.materialized;
+            info->peak = std::max(info->peak, p.cost.peak);
         }
         const Options& o = space.options;
         if (!o.structural && (info->flops > o.max_flops || info->flops < o.min_flops || info->params > o.max_params ||
-            info->params < o.min_params || info->memory > o.max_memory))
+            info->params < o.min_params || info->memory > o.max_memory || info->cost > o.max_cost))
             return;
         child->hash = operator_hash(*node, *info);
         child->distance = 0;

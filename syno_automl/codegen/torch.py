@@ -14,6 +14,7 @@ tensor):
 * ``merge``    -> ``t.permute(..)`` (b right after a, only if needed) + ``t.flatten(p, p + 1)``
 * ``shift``    -> ``torch.roll(t, -1, p)``: ``out[e] = in[(e + 1) mod n]``
 * ``stride``   -> ``t[:, ..., ::s]``: ``out[e] = in[e * s]``
+  (``shift`` then ``stride`` by s >= 2 of the rolled dim -> one offset slice ``t[:, ..., 1::s]``, no roll)
 * ``unfold``   -> ``F.pad`` (k//2 zeros both sides) + ``t.unfold(p, k, 1)`` + ``movedim`` so the window dim
   sits right after the main dim: ``out[m, w] = in[m + w - k//2]`` (0 outside)
 * ``expand``   -> nothing at first: the dim is *virtual* (broadcast, not stored). It stays virtual through

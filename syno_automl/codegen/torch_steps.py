@@ -147,9 +147,25 @@ class TorchGen(StepBackend):
     def conv(self, trs: list[Transition]) -> bool:
         return emit_conv(self, trs)
 
+    def shift_stride(self, trs: list[Transition]) -> bool:
+        """SHIFT d -> e then STRIDE e -> f by s >= 2 with |e| = |f| * s: ``out[f] = in[(f * s + 1) mod n] =
+        in[f * s + 1]`` (f * s + 1 <= n - s + 1 < n), one offset slice (a view) instead of a roll that copies T.
+        The planner (native/plan.cpp) puts a roll right before the stride of its dim so this applies."""
+        sh, st = trs
+        d, e = sh.step.src, sh.step.dst
+        if st.step.src != e or st.step.stride < 2 or d in self.virtual:
+            return False
+        if self.size(st.step.dst) * st.step.stride != self.size(e):
+            return False
+        self.begin(sh)
+        self.emit(f"# {st.step.text()}")
+        self.emit(f"t = t[{':, ' * self.ppos(d)}1::{st.step.stride}]  # roll by -1 then stride")
+        self.end(st)
+        return True
+
     STEPS = {"split": split, "merge": merge, "shift": shift, "stride": stride, "unfold": unfold, "expand": expand,
              "reduce": reduce, "contract": contract}
-    PATTERNS = {("unfold", "unfold", "contract"): conv}
+    PATTERNS = {("unfold", "unfold", "contract"): conv, ("shift", "stride"): shift_stride}
 
     def finish(self, state: State) -> None:
         out = list(self.p.output.dims)

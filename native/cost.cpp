@@ -1,0 +1,289 @@
+#include "cost.hpp"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include "lower.hpp"
+
+namespace syno {
+
+namespace {
+
+// T as the PyTorch generator holds it: logical dims, the virtual (broadcast, not stored) ones, and whether the
+// stored tensor is known to be contiguous (a reshape of a non-contiguous tensor copies).
+class Walker {
+public:
+    explicit Walker(const Program& p) : p_(p), dims_(p.input.dims), layout_(p.input.dims) {
+        cost_.peak = numel(phys());
+    }
+
+    Cost run() {
+        const auto& steps = p_.steps;
+        for (size_t i = 0; i < steps.size(); ++i) {
+            if (i + 2 < steps.size() && steps[i].op == "unfold" && steps[i + 1].op == "unfold" &&
+                steps[i + 2].op == "contract" && conv(steps[i], steps[i + 1], steps[i + 2])) {
+                i += 2;
+                continue;
+            }
+            if (i + 1 < steps.size() && steps[i].op == "shift" && steps[i + 1].op == "stride" &&
+                steps[i + 1].src[0] == steps[i].dst[0] && !virtual_.count(steps[i].src[0])) {
+                rename(steps[i].src[0], steps[i].dst[0]);  // roll + stride = one offset slice (a view)
+                contiguous_ = false;
+                rename(steps[i + 1].src[0], steps[i + 1].dst[0]);
+                ++i;
+                continue;
+            }
+            step(steps[i]);
+        }
+        // the output: broadcast dims stored and T permuted to the output order (a copy when the layout differs)
+        std::vector<int> out = p_.output.dims;
+        if (!virtual_.empty() || layout_ != out || !contiguous_) write(numel(out));
+        return cost_;
+    }
+
+private:
+    double size(int d) const {
+        auto it = p_.sizes.find(d);
+        if (it == p_.sizes.end()) throw std::logic_error("internal error: cost of an unknown coordinate");
+        return static_cast<double>(it->second);
+    }
+    double numel(const std::vector<int>& ds) const {
+        double n = 1;
+        for (int d : ds) n *= size(d);
+        return n;
+    }
+    std::vector<int> phys() const {
+        std::vector<int> out;
+        for (int d : dims_)
+            if (!virtual_.count(d)) out.push_back(d);
+        return out;
+    }
+    size_t at(int d) const { return static_cast<size_t>(std::find(dims_.begin(), dims_.end(), d) - dims_.begin()); }
+    void write(double elements) {
+        cost_.materialized += elements;
+        cost_.peak = std::max(cost_.peak, elements);
+    }
+    // A copy: the stored tensor is now contiguous in T's (logical) order.
+    void copied() {
+        contiguous_ = true;
+        layout_ = phys();
+    }
+    void rename(int from, int to) {
+        dims_[at(from)] = to;
+        std::replace(layout_.begin(), layout_.end(), from, to);
+        if (virtual_.erase(from)) virtual_.insert(to);
+    }
+    void store(const std::vector<int>& ds) {  // unsqueeze + expand: a view, not contiguous any more
+        for (int d : ds)
+            if (virtual_.erase(d)) contiguous_ = false;
+    }
+
+    void step(const ProgramStep& s) {
+        if (s.op == "split") {
+            size_t i = at(s.src[0]);
+            bool v = virtual_.erase(s.src[0]) > 0;
+            dims_[i] = s.dst[0];
+            dims_.insert(dims_.begin() + static_cast<long>(i) + 1, s.dst[1]);
+            if (v) virtual_.insert(s.dst.begin(), s.dst.end());
+            auto l = std::find(layout_.begin(), layout_.end(), s.src[0]);
+            if (l != layout_.end()) {
+                *l = s.dst[0];
+                layout_.insert(l + 1, s.dst[1]);
+            }
+        } else if (s.op == "merge") {
+            int a = s.src[0], b = s.src[1];
+            bool both_virtual = virtual_.count(a) && virtual_.count(b);
+            bool copy = false;
+            if (!both_virtual) {
+                store({a, b});
+                auto ia = std::find(layout_.begin(), layout_.end(), a), ib = std::find(layout_.begin(), layout_.end(), b);
+                copy = ia == layout_.end() || ib != ia + 1 || !contiguous_;  // flatten of a non-adjacent pair copies
+                if (copy) write(numel(phys()));
+            }
+            virtual_.erase(a);
+            virtual_.erase(b);
+            dims_.erase(dims_.begin() + static_cast<long>(at(b)));
+            dims_[at(a)] = s.dst[0];
+            if (both_virtual) virtual_.insert(s.dst[0]);
+            if (copy) {
+                copied();
+            } else if (!both_virtual) {
+                layout_.erase(std::find(layout_.begin(), layout_.end(), b));
+                std::replace(layout_.begin(), layout_.end(), a, s.dst[0]);
+            }
+        } else if (s.op == "shift") {
+            bool roll = !virtual_.count(s.src[0]);
+            if (roll) write(numel(phys()));  // torch.roll copies T
+            rename(s.src[0], s.dst[0]);
+            if (roll) copied();
+        } else if (s.op == "stride") {
+            if (!virtual_.count(s.src[0]) && s.stride != 1) contiguous_ = false;
+            rename(s.src[0], s.dst[0]);
+        } else if (s.op == "unfold") {
+            store({s.src[0]});
+            double before = numel(phys());
+            write(before / size(s.src[0]) * (size(s.src[0]) + static_cast<double>(s.window) - 1));  // F.pad
+            size_t i = at(s.src[0]);
+            dims_[i] = s.dst[0];
+            dims_.insert(dims_.begin() + static_cast<long>(i) + 1, s.dst[1]);
+            write(numel(phys()));  // the window view is copied by whatever reads it next
+            copied();
+        } else if (s.op == "expand") {
+            dims_.push_back(s.dst[0]);
+            virtual_.insert(s.dst[0]);
+        } else if (s.op == "reduce") {
+            int d = s.src[0];
+            if (!virtual_.count(d)) {
+                std::vector<int> ph = phys();
+                cost_.flops += numel(ph);
+                write(numel(ph) / size(d));
+            }
+            bool stored = !virtual_.erase(d);
+            dims_.erase(dims_.begin() + static_cast<long>(at(d)));
+            if (stored) copied();
+        } else if (s.op == "contract") {
+            contract(s);
+        } else {
+            throw std::logic_error("internal error: unknown step '" + s.op + "' in the cost model");
+        }
+    }
+
+    // T's stored dims x weight -> out (T's virtual dims the weight provides are left out; those it does not
+    // provide stay virtual). One bmm: T copied to a contiguous operand unless it is one, the result written.
+    void contract(const ProgramStep& s) {
+        for (auto [from, to] : s.rename) rename(from, to);
+        const auto& w = p_.weights[static_cast<size_t>(s.weight)].dims;
+        write(numel(w));  // the weight's gradient, every training step
+        std::set<int> wset(w.begin(), w.end()), oset(s.out.begin(), s.out.end());
+        std::vector<int> tphys = phys();
+        std::set<int> letters(tphys.begin(), tphys.end());
+        letters.insert(w.begin(), w.end());
+        std::set<int> still_virtual;
+        for (int d : s.out)
+            if (virtual_.count(d) && !wset.count(d)) still_virtual.insert(d);
+        for (int d : s.out)
+            if (!still_virtual.count(d)) letters.insert(d);
+        bool summed = false;
+        for (int d : tphys) summed |= wset.count(d) && !oset.count(d);
+        double l = 1;
+        for (int d : letters) l *= size(d);
+        cost_.flops += summed ? 2 * l : l;
+        std::vector<int> out_phys;
+        for (int d : s.out)
+            if (!still_virtual.count(d)) out_phys.push_back(d);
+        // the generator's bmm operand: T's dims as (B, M, K) or (B, K, M) in its stored order when they are,
+        // else permuted (B, M in the output's order); a copy unless T is stored contiguously in that order
+        std::vector<int> b, m, k, n;
+        for (int d : tphys) {
+            if (wset.count(d) && oset.count(d)) b.push_back(d);
+            else if (oset.count(d)) m.push_back(d);
+            else if (wset.count(d)) k.push_back(d);
+        }
+        auto cat = [](std::vector<int> x, const std::vector<int>& y) { x.insert(x.end(), y.begin(), y.end()); return x; };
+        bool as_is = tphys == cat(cat(b, m), k) || tphys == cat(cat(b, k), m);
+        if (!as_is) {
+            b.clear(), m.clear();
+            for (int d : out_phys)
+                if (std::find(tphys.begin(), tphys.end(), d) != tphys.end()) (wset.count(d) ? b : m).push_back(d);
+        }
+        for (int d : out_phys)
+            if (wset.count(d) && std::find(tphys.begin(), tphys.end(), d) == tphys.end()) n.push_back(d);
+        if (summed && !(as_is && contiguous_ && layout_ == tphys)) write(numel(tphys));
+        write(numel(out_phys));
+        dims_ = s.out;
+        virtual_ = still_virtual;
+        contiguous_ = true;
+        if (!summed) layout_ = out_phys;  // the broadcast product is laid out in the output's order
+        else if (cat(cat(b, n), m) == out_phys && cat(cat(b, m), n) != out_phys) layout_ = cat(cat(b, n), m);
+        else layout_ = cat(cat(b, m), n);
+    }
+
+    // unfold, unfold, contract summing both windows against the weight and keeping both main dims: one conv2d on
+    // T before the unfolds (codegen/torch.py conv_steps), no im2col copy.
+    bool conv(const ProgramStep& u1, const ProgramStep& u2, const ProgramStep& c) {
+        int s1 = u1.src[0], s2 = u2.src[0];
+        if (s1 == s2 || virtual_.count(s1) || virtual_.count(s2)) return false;
+        for (int f : p_.free_dims)
+            if (f == s1 || f == s2) return false;
+        auto r = [&](int d) {
+            for (auto [from, to] : c.rename)
+                if (from == d) return to;
+            return d;
+        };
+        const auto& w = p_.weights[static_cast<size_t>(c.weight)].dims;
+        std::set<int> wset(w.begin(), w.end()), oset(c.out.begin(), c.out.end());
+        for (const ProgramStep* u : {&u1, &u2}) {
+            int m = r(u->dst[0]), win = r(u->dst[1]);
+            if (!oset.count(m) || wset.count(m) || !wset.count(win) || oset.count(win)) return false;
+        }
+        std::set<int> tset;
+        for (int d : phys())
+            if (d != s1 && d != s2) {
+                int x = r(d);
+                if (!wset.count(x) && !oset.count(x)) return false;
+                tset.insert(x);
+            }
+        std::set<int> windows{r(u1.dst[1]), r(u2.dst[1])}, mains{r(u1.dst[0]), r(u2.dst[0])};
+        for (int d : w)
+            if (!tset.count(d) && !oset.count(d) && !windows.count(d)) return false;
+        if (!virtual_.empty()) {  // the generator keeps broadcast dims out of the conv only when unused by it
+            for (int d : dims_)
+                if (virtual_.count(d) && (wset.count(r(d)) || !oset.count(r(d)))) return false;
+        }
+        double letters = 1;
+        std::set<int> all(tset);
+        all.insert(w.begin(), w.end());
+        all.insert(mains.begin(), mains.end());
+        for (int d : c.out)
+            if (!virtual_.count(d)) all.insert(d);
+        for (int d : all) letters *= size(d);
+        cost_.flops += 2 * letters;
+        write(numel(w));  // the weight's gradient, every training step
+        // the conv's input: T permuted to (M, B, K, spatial in T's order); its output (M, B, N, mains)
+        std::vector<int> pre = phys(), mm, bb, kk, nn, sp;
+        for (int d : pre) {
+            if (d == s1 || d == s2) { sp.push_back(d); continue; }
+            int x = r(d);
+            if (wset.count(x) && oset.count(x)) bb.push_back(d);
+            else if (oset.count(x)) mm.push_back(d);
+            else kk.push_back(d);
+        }
+        std::vector<int> order = mm;
+        order.insert(order.end(), bb.begin(), bb.end());
+        order.insert(order.end(), kk.begin(), kk.end());
+        order.insert(order.end(), sp.begin(), sp.end());
+        if (!contiguous_ || layout_ != order) write(numel(pre));
+        std::vector<int> out_phys;
+        std::set<int> still_virtual;
+        for (int d : dims_)
+            if (virtual_.count(d)) still_virtual.insert(r(d));
+        for (int d : c.out)
+            if (!still_virtual.count(d)) out_phys.push_back(d);
+        write(numel(out_phys));
+        std::vector<int> res;
+        for (int d : mm) res.push_back(r(d));
+        for (int d : bb) res.push_back(r(d));
+        for (int d : c.out)
+            if (wset.count(d) && !tset.count(d) && !windows.count(d) && !still_virtual.count(d)) res.push_back(d);
+        for (int d : sp) res.push_back(r(d == s1 ? u1.dst[0] : u2.dst[0]));
+        dims_ = c.out;
+        virtual_ = still_virtual;
+        contiguous_ = true;
+        layout_ = res;
+        return true;
+    }
+
+    const Program& p_;
+    std::vector<int> dims_;
+    std::set<int> virtual_;
+    std::vector<int> layout_;  // stored dims in memory order (meaningful while contiguous_)
+    bool contiguous_ = true;
+    Cost cost_;
+};
+
+}  // namespace
+
+Cost plan_cost(const Program& program) { return Walker(program).run(); }
+
+}  // namespace syno

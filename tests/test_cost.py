@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_eval import evaluate_reference  # noqa: E402
 
 from syno_automl import OperatorSpace, _native  # noqa: E402
-from syno_automl.errors import OperatorFormatError  # noqa: E402
+from syno_automl.errors import OperatorFormatError, ValuationError  # noqa: E402
 from syno_automl.codegen.torch import build_module, program_to_source  # noqa: E402
 from syno_automl.known import conv2d  # noqa: E402
 from syno_automl.placeholder import layer_cost, substitute  # noqa: E402
@@ -63,7 +63,7 @@ def test_cost_is_monotone_in_sizes():
         for bigger in ({"N": 4}, {"C_in": 8}, {"C_out": 8}, {"H": 16}):
             try:
                 grown = op.cost({**small.mapping(0), **bigger})
-            except OperatorFormatError:  # not valid at that valuation (issue 10, item 5): nothing to compare
+            except (OperatorFormatError, ValuationError):  # not valid at that valuation (issue 10, item 5): nothing to compare
                 continue
             compared += 1
             assert grown["total"] >= base["total"], (op.hash, bigger)
@@ -82,8 +82,10 @@ def test_max_cost_is_a_hard_budget():
     inside = bounded.sample(20, seed=5)
     assert inside and all(op.total_cost() <= limit for op in inside)
     over = next(op for op in ops if op.total_cost() > limit)
-    with pytest.raises(Exception, match="not a canonical child"):
-        bounded.replay(over.path)
+    assert over.hash not in {op.hash for op in bounded.sample(40, seed=6)}
+    # Budgets steer the search only: replay is structural (docs/architecture.md, "Valuations and replay"), so
+    # an over-budget operator still loads there, with its cost unchanged.
+    assert bounded.replay(over.path).to_operator().total_cost() == over.total_cost()
 
 
 def test_substitute_bounds_cost_relative_to_layers():

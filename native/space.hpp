@@ -111,6 +111,7 @@ SampleResult sample(const Space&, const NodePtr& prefix, int count, uint64_t see
 struct EnumerateResult {
     std::vector<NodePtr> operators;   // distinct final operators (first max_operators kept)
     uint64_t operator_count = 0;
+    std::vector<uint64_t> operator_hashes;  // every distinct operator, in discovery order (8 bytes each)
     std::vector<uint64_t> nodes_per_depth;
     std::vector<uint64_t> finals_per_depth;
     std::string stop_reason;          // "exhausted", "limit", "time"

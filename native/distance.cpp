@@ -132,6 +132,9 @@ int shape_distance(const Space& space, const NodeState& n) { return shape_distan
 
 bool may_reach(const Space& space, const NodeState& parent, const std::vector<const Dim*>& consumed,
                const std::vector<Size>& produced, Prim prim) {
+    // The count limit, as build_child checks it, but before any coordinate is interned (memory).
+    int limit = space.options.max_count[static_cast<int>(prim)];
+    if (limit >= 0 && parent.counts[static_cast<int>(prim)] >= limit) return false;
     for (const Size& p : produced)
         if (!space.valid_extent(p)) return false;
     if (!space.options.distance_pruning) return true;

@@ -143,7 +143,8 @@ struct ShapeSummary {
 int shape_distance(const Space&, const ShapeSummary&);
 int shape_distance(const Space&, const NodeState&);
 // Cheap pre-check before building a child: can the child (parent minus `consumed` plus `produced` data
-// sizes) still reach a final operator within the depth limit? Saves interning coordinates of dead children.
+// sizes) still reach a final operator within the depth limit, and is the primitive's count limit not reached?
+// Saves interning coordinates of dead children (the coordinate store only grows).
 bool may_reach(const Space& space, const NodeState& parent, const std::vector<const Dim*>& consumed,
                const std::vector<Size>& produced, Prim prim);
 

@@ -371,6 +371,9 @@ PYBIND11_MODULE(_native, m) {
                  py::dict info;
                  info["operators"] = wrap(s, r.operators);
                  info["operator_count"] = r.operator_count;
+                 py::list hashes;
+                 for (uint64_t h : r.operator_hashes) hashes.append(hex(h));
+                 info["operator_hashes"] = hashes;
                  info["nodes_per_depth"] = r.nodes_per_depth;
                  info["finals_per_depth"] = r.finals_per_depth;
                  info["stop_reason"] = r.stop_reason;

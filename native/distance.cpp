@@ -1,14 +1,40 @@
-// Shape distance: a sound lower bound on the number of primitives still needed to turn the frontier's data
-// coordinates into exactly the input coordinates. Derivation (docs/architecture.md has the table):
-//   match frontier data coordinates to input coordinates of equal size (a maximum matching, M);
-//   u = unmatched frontier coordinates, v = unmatched input coordinates.
-//   One primitive changes at most: SPLIT/UNFOLD u by 2, v by 1; MERGE u by 1, v by 2; others u, v by 1;
-//   so steps >= max(ceil(u/2), ceil(v/2), ceil((u+v)/3)).
-//   A CONTRACTION never lowers v but may drop any number of coordinates (outer SHAREs): with one still
-//   available the u-part of the bound is capped at 1. If a weight is still required, add that step.
-//   If numel(frontier) != numel(input), at least one numel-changing primitive is needed.
+// Shape distance: a lower bound on the primitives still needed to turn the frontier into a final operator
+// (its data coordinates become exactly the input's non-pass-through coordinates). It must be SOUND: never
+// above the true number, under every option. The bound is the minimum over the ways the path may continue
+// (c = how many more CONTRACTIONs it uses), each computed as if every other primitive were available: a
+// bound for a relaxed space is a bound for the real one, so count limits (max_counts, including 0), size
+// allowances, coefficient degrees and budgets only ever make the true distance larger.
+//
+// Counting coordinates. Match frontier data coordinates to input coordinates of equal size (a maximum
+// matching M); u = unmatched frontier coordinates, v = unmatched input coordinates. A final node has u = v = 0.
+// What one step can lower (bottom-up; pass-through and unordered dims change nothing: pass-through pairs
+// are outside both sides, and sizes ignore order):
+//     primitive            consumes  produces  u lowered by  v lowered by
+//     SPLIT, UNFOLD           2         1          <= 2          <= 1
+//     MERGE                   1         2          <= 1          <= 2
+//     SHIFT, STRIDE           1         1          <= 1          <= 1
+//     EXPAND                  1         0          <= 1             0
+//     REDUCE                  0         1             0          <= 1
+//     CONTRACTION           group     inner       any           0   (outer SHAREs drop coordinates; inner
+//                                                                     SHAREs keep their sizes)
+//   views(u, v) = max(ceil(u/2), ceil(v/2), ceil((u+v)/3)) lower-bounds the views needed.
+//   c = 0: views(u, v).
+//   c = 1: outer SHAREs cannot drop a bare reduction (no-expand-reduce, never switched off), and an inner one
+//     keeps its size, so right after the contraction u >= r, where r = bare reductions left unmatched by
+//     matching them alone. Every view lowers (r, v) by the amounts in the table, so views(r, v) can fall by
+//     at most 1 per view before the contraction, and bounds the views after it: 1 + views(r, v).
+//   c >= 2: a bare reduction can be inner-shared by one contraction and dropped by the next, so only
+//     v counts: c + ceil(v/2). c >= min_weights - contractions, c <= max_weights - contractions.
+// Counting elements. numel(frontier) must become numel(input); q = their quotient, a monomial. Every
+// coordinate size is legal (no negative primary exponent; a size without primaries has no negative
+// exponent), so per variable the primitives that can move q's exponent are:
+//     raise a primary:        REDUCE (a new domain)
+//     lower a primary:        EXPAND, CONTRACTION (outer SHARE)          (windows and strides have none)
+//     raise a coefficient:    REDUCE, STRIDE, EXPAND, CONTRACTION        (dividing by e.g. s^-1*C)
+//     lower a coefficient:    REDUCE, UNFOLD, EXPAND, CONTRACTION
+//   A needed move whose primitives are all unavailable (count limit 0, reduction stage over, no contraction
+//   left) makes that continuation unreachable; q != 1 needs at least one step.
 #include <algorithm>
-#include <map>
 
 #include "space.hpp"
 
@@ -18,77 +44,79 @@ namespace {
 
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-}  // namespace
+int views(int u, int v) { return std::max({ceil_div(u, 2), ceil_div(v, 2), ceil_div(u + v, 3)}); }
 
-int shape_distance(const Space& space, const ShapeSummary& n) {
-    const std::vector<Size>& data = n.data;
-    std::vector<Size> desired;
-    for (auto& in : space.input)
-        if (in.fixed_output < 0) desired.push_back(in.size);
+using Counts = std::vector<std::pair<Size, int>>;
 
-    // Maximum matching by equal size = sum over sizes of min(counts).
-    std::vector<std::pair<Size, int>> have, want;
-    auto add = [](std::vector<std::pair<Size, int>>& v, const Size& s) {
-        for (auto& [size, c] : v)
-            if (size == s) { ++c; return; }
-        v.emplace_back(s, 1);
-    };
-    for (const Size& d : data) add(have, d);
-    for (const Size& s : desired) add(want, s);
+void add(Counts& counts, const Size& s) {
+    for (auto& [size, c] : counts)
+        if (size == s) { ++c; return; }
+    counts.emplace_back(s, 1);
+}
+
+// Size of a maximum matching by equal size: the sum over sizes of the smaller count.
+int matching(const Counts& have, const Counts& want) {
     int matched = 0;
     for (auto& [s, c] : have)
         for (auto& [t, k] : want)
             if (s == t) matched += std::min(c, k);
-    int u = static_cast<int>(data.size()) - matched;
-    int v = static_cast<int>(desired.size()) - matched;
+    return matched;
+}
 
-    auto views_only = [](int u, int v) { return std::max({ceil_div(u, 2), ceil_div(v, 2), ceil_div(u + v, 3)}); };
-    int view_bound = views_only(u, v);
+// Which exponent moves of q the remaining primitives allow, with or without another contraction.
+struct Moves {
+    bool raise_primary, lower_primary, raise_coefficient, lower_coefficient;
+};
+
+bool feasible(const SizeContext& ctx, const Size& q, const Moves& m) {
+    for (int i = 0; i < ctx.count(); ++i) {
+        int e = q.exponent[i];  // > 0: the frontier has too much of variable i; going up must lower it
+        bool primary = ctx.is_primary(i);
+        if (e < 0 && !(primary ? m.raise_primary : m.raise_coefficient)) return false;
+        if (e > 0 && !(primary ? m.lower_primary : m.lower_coefficient)) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+int shape_distance(const Space& space, const ShapeSummary& n) {
+    const Options& o = space.options;
+    auto available = [&](Prim p) { return o.max_count[static_cast<int>(p)] != 0; };
+
+    Counts have, want, reduces;
+    for (const Size& d : n.data) add(have, d);
+    for (const Size& r : n.reduces) add(reduces, r);
+    int desired = 0;
+    for (auto& in : space.input)
+        if (in.fixed_output < 0) add(want, in.size), ++desired;
+    int matched = matching(have, want);
+    int u = static_cast<int>(n.data.size()) - matched;
+    int v = desired - matched;
+    int r = static_cast<int>(n.reduces.size()) - matching(reduces, want);
 
     Size numel_have, numel_want;
-    for (const Size& d : data) numel_have = numel_have * d;
-    for (const Size& s : desired) numel_want = numel_want * s;
+    for (const Size& d : n.data) numel_have = numel_have * d;
+    for (auto& in : space.input)
+        if (in.fixed_output < 0) numel_want = numel_want * in.size;
     Size q = numel_have / numel_want;
-    bool more_reductions = n.reducing && n.reductions < space.options.max_reductions;
-    bool bare_expand = space.options.max_count[static_cast<int>(Prim::Expand)] != 0;
-    bool strides = space.options.max_count[static_cast<int>(Prim::Stride)] != 0;
-    if (!q.is_one()) {
-        // Going up, numel grows only by STRIDE (coefficients) and REDUCE (reduction stage); it shrinks by
-        // UNFOLD (coefficient windows), EXPAND and outer SHAREs.
-        bool primary_excess = false;
-        for (int i = 0; i < space.ctx.count(); ++i) {
-            int e = q.exponent[i];
-            if (space.ctx.is_primary(i)) {
-                if (e < 0 && !more_reductions) return kUnreachable;
-                if (e > 0) primary_excess = true;
-            } else if (e < 0 && !strides && !more_reductions) {
-                return kUnreachable;
-            }
-        }
-        view_bound = std::max(view_bound, 1);
-        // Views alone cannot remove a primary factor without a bare EXPAND.
-        if (primary_excess && !bare_expand) view_bound = kUnreachable;
-    }
+    bool reduce = n.reducing && n.reductions < o.max_reductions && available(Prim::Reduce);
+    bool expand = available(Prim::Expand);
+    Moves view_moves{reduce, expand, reduce || available(Prim::Stride) || expand,
+                     reduce || available(Prim::Unfold) || expand};
+    Moves contraction_moves{reduce, true, true, true};
+    int numel_steps = q.is_one() ? 0 : 1;
 
-    // Either no more contraction (views only), or at least one contraction: it never lowers v, and its
-    // outer SHAREs can drop any unmatched coordinate except bare reductions (no-expand-reduce). So at best
-    // the unmatched bare reductions remain: match reductions first to find how few that can be.
-    int reduce_unmatched = 0;
-    {
-        std::vector<std::pair<Size, int>> red;
-        for (const Size& r : n.reduces) add(red, r);
-        for (auto& [r, c] : red) {
-            int wanted = 0;
-            for (auto& [t, k] : want)
-                if (t == r) wanted = k;
-            reduce_unmatched += std::max(0, c - wanted);
-        }
+    int contractions_left = o.max_weights - n.contractions;
+    int contractions_needed = std::max(0, o.min_weights - n.contractions);
+    int best = kUnreachable;
+    if (contractions_needed == 0 && feasible(space.ctx, q, view_moves))
+        best = std::max(views(u, v), numel_steps);
+    if (feasible(space.ctx, q, contraction_moves)) {
+        if (contractions_left >= 1 && contractions_needed <= 1) best = std::min(best, 1 + views(r, v));
+        if (contractions_left >= 2) best = std::min(best, std::max(2, contractions_needed) + ceil_div(v, 2));
     }
-    bool contraction_left = n.contractions < space.options.max_weights;
-    bool contraction_needed = n.contractions < space.options.min_weights;
-    int with_contraction = contraction_left ? 1 + views_only(reduce_unmatched, v) : kUnreachable;
-    if (contraction_needed) return with_contraction;
-    return std::min(view_bound, with_contraction);
+    return best;
 }
 
 ShapeSummary summarize(const NodeState& n) {
@@ -104,6 +132,9 @@ int shape_distance(const Space& space, const NodeState& n) { return shape_distan
 
 bool may_reach(const Space& space, const NodeState& parent, const std::vector<const Dim*>& consumed,
                const std::vector<Size>& produced, Prim prim) {
+    // The count limit, as build_child checks it, but before any coordinate is interned (memory).
+    int limit = space.options.max_count[static_cast<int>(prim)];
+    if (limit >= 0 && parent.counts[static_cast<int>(prim)] >= limit) return false;
     for (const Size& p : produced)
         if (!space.valid_extent(p)) return false;
     if (!space.options.distance_pruning) return true;

@@ -188,6 +188,7 @@ EnumerateResult enumerate(const Space& space, const NodePtr& from, int max_depth
             ++r.finals_per_depth[depth];
             if (operators.insert(node->hash).second) {
                 ++r.operator_count;
+                r.operator_hashes.push_back(node->hash);
                 if (r.operators.size() < max_operators) r.operators.push_back(node);
             }
             continue;

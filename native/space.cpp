@@ -305,14 +305,17 @@ std::vector<NodePtr> Space::generate_children(const NodePtr& node) const {
     std::vector<NodePtr> all;
     RuleCounters::current_depth() = node->depth;
     depth_counters.expanded[RuleCounters::depth_slot()].fetch_add(1, std::memory_order_relaxed);
-    if (node->reducing) generate_reduce(*this, node, all);
-    generate_split(*this, node, all);
-    generate_merge(*this, node, all);
-    generate_shift(*this, node, all);
-    generate_stride(*this, node, all);
-    generate_unfold(*this, node, all);
-    generate_expand(*this, node, all);
-    generate_contraction(*this, node, all);
+    // At the depth limit only FINALIZE (which adds no depth) can succeed: skip building doomed candidates.
+    if (node->depth < options.max_depth) {
+        if (node->reducing) generate_reduce(*this, node, all);
+        generate_split(*this, node, all);
+        generate_merge(*this, node, all);
+        generate_shift(*this, node, all);
+        generate_stride(*this, node, all);
+        generate_unfold(*this, node, all);
+        generate_expand(*this, node, all);
+        generate_contraction(*this, node, all);
+    }
     generate_finalize(*this, node, all);
     // Children equal up to interchangeable reductions have equal hashes: keep the first of each.
     std::vector<NodePtr> unique;

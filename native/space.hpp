@@ -117,6 +117,7 @@ SampleResult sample(const Space&, const NodePtr& prefix, int count, uint64_t see
 struct EnumerateResult {
     std::vector<NodePtr> operators;   // distinct final operators (first max_operators kept)
     uint64_t operator_count = 0;
+    std::vector<uint64_t> operator_hashes;  // every distinct operator, in discovery order (8 bytes each)
     std::vector<uint64_t> nodes_per_depth;
     std::vector<uint64_t> finals_per_depth;
     std::string stop_reason;          // "exhausted", "limit", "time"
@@ -161,7 +162,8 @@ struct ShapeSummary {
 int shape_distance(const Space&, const ShapeSummary&);
 int shape_distance(const Space&, const NodeState&);
 // Cheap pre-check before building a child: can the child (parent minus `consumed` plus `produced` data
-// sizes) still reach a final operator within the depth limit? Saves interning coordinates of dead children.
+// sizes) still reach a final operator within the depth limit, and is the primitive's count limit not reached?
+// Saves interning coordinates of dead children (the coordinate store only grows).
 bool may_reach(const Space& space, const NodeState& parent, const std::vector<const Dim*>& consumed,
                const std::vector<Size>& produced, Prim prim);
 

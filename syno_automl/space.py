@@ -53,7 +53,7 @@ class Enumeration:
     finals_per_depth: list[int]
     stop_reason: str  # "exhausted", "limit", "time"
     seconds: float
-    hashes: set[str] = field(default_factory=set)
+    hashes: set[str] = field(default_factory=set)  # every operator found, also beyond max_operators
 
 
 class OperatorSpace:
@@ -182,12 +182,16 @@ class OperatorSpace:
 
     def enumerate(self, max_depth: int | None = None, *, max_nodes: int = 10_000_000, time_limit: float = 600.0,
                   max_operators: int = 100_000, start: "Node | None" = None) -> Enumeration:
-        """Walks every canonical node (memoized by hash) and collects the distinct final operators."""
+        """Walks every canonical node (memoized by hash) and collects the distinct final operators.
+
+        Only the first `max_operators` become Operator objects; `hashes` holds every operator found, so
+        counting or comparing spaces needs no objects (max_operators=0 keeps memory flat).
+        """
         info = self._native.enumerate(max_depth or self.max_depth, max_nodes, float(time_limit), max_operators,
                                       start._native if start is not None else None)
         ops = [Operator(self, n) for n in info["operators"]]
         return Enumeration(ops, info["operator_count"], info["nodes_per_depth"], info["finals_per_depth"],
-                           info["stop_reason"], info["seconds"], {op.hash for op in ops})
+                           info["stop_reason"], info["seconds"], set(info["operator_hashes"]))
 
     def stats(self) -> dict[str, Any]:
         """Rule counters (tried/rejected), per-depth canonical rates, interned coordinates."""

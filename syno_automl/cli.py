@@ -512,6 +512,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # anywhere: while importing, loading data, training (see syno_automl.interrupt)
+        print("syno-automl: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -520,9 +528,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     _quiet()
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("syno-automl: interrupted", file=sys.stderr)
-        return 130
     except Exception as e:  # one clear line; --debug for the traceback
         if getattr(args, "debug", False):
             traceback.print_exc()

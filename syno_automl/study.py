@@ -51,6 +51,7 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 RUN_ID_ATTR = "syno.mlflow_run_id"
 FAILURE_ATTR = "syno.failure"
+INTERRUPTED = "interrupted by the user (Ctrl-C / SIGINT)"
 _log = logging.getLogger(__name__)
 
 
@@ -336,6 +337,13 @@ class Objective:
             extra = self._throughput(trial, run, baseline) if config.task == "lm" else ""
             if op is not None and config.latency_targets:
                 extra += self._latency(trial, run, op, value)
+        except KeyboardInterrupt:  # Ctrl-C: this trial fails now (Optuna marks it FAIL and re-raises)
+            trial.set_user_attr(FAILURE_ATTR, INTERRUPTED)
+            if run is not None:
+                run.log_failure(INTERRUPTED)
+                run.finish("KILLED")
+            self._print(trial, op, "interrupted", started)
+            raise
         except optuna.TrialPruned as e:
             if run is not None:
                 run.set_tags({"syno.pruned": str(e)})
@@ -450,6 +458,7 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
     """
     import lightning as L
 
+    from syno_automl.interrupt import fit
     from syno_automl.tracking import EpochMetricsLogger
 
     config = context.config
@@ -481,7 +490,7 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
                             num_sanity_val_steps=0, callbacks=callbacks)
         started = time.time()
         try:
-            trainer.fit(task, datamodule=context.datamodule)
+            fit(trainer, task, datamodule=context.datamodule)  # Ctrl-C stays a KeyboardInterrupt
         finally:
             if run is not None and substitution.flops is not None:
                 run.log_metrics({"flops": substitution.flops, "params": substitution.params,
@@ -522,6 +531,9 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
     try:
         study.optimize(objective, n_trials=n_trials, catch=(Exception,), gc_after_trial=True)
         status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
     finally:
         if tracker is not None and parent is not None:
             _summarize_parent(tracker, parent, study)

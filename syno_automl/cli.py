@@ -34,23 +34,31 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def _quiet(training: bool = False) -> None:
-    """Keeps the terminal for progress lines: libraries' info chatter goes."""
+def _quiet(training: bool = False, verbose: bool = False) -> None:
+    """Keeps the terminal for progress lines: libraries' info chatter goes (unless -v)."""
     if training:
         import lightning.pytorch  # noqa: F401 - it sets its loggers' levels on import: override them after
 
+    level = logging.INFO if verbose else logging.WARNING
     for name in ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "mlflow",
-                 "alembic", "optuna"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+                 "alembic", "optuna", "syno_automl"):
+        logging.getLogger(name).setLevel(level)
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.INFO if verbose else optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*experimental feature.*")
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+
+
+def _verbosity(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines, warnings and errors only")
+    p.add_argument("-v", "--verbose", action="store_true", help="the libraries' info logs too (Optuna, MLflow...)")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -63,7 +71,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _model_options(p: argparse.ArgumentParser, trials: bool = True) -> None:
-    p.add_argument("--task", choices=["image", "lm"], default="image",
+    p.add_argument("--task", choices=["image", "lm"], default=None,
                    help="image: classification, maximize val_acc (default); lm: the GPT's QKV projections, "
                         "minimize val_loss")
     p.add_argument("--model", default=None, help="model of lightning_modules (default: small_cnn; lm: gpt)")
@@ -80,9 +88,9 @@ def _model_options(p: argparse.ArgumentParser, trials: bool = True) -> None:
     p.add_argument("--val-every", type=int, default=None, help="lm: validate every N steps (default: 50)")
     p.add_argument("--tokenizer", default=None,
                    help="lm: byte (vocabulary 256, the default), char, or tiktoken:NAME where installed")
-    p.add_argument("--flops-ratio", type=float, default=0.5,
-                   help="FLOPs budget relative to the replaced layers (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="search seed (default: %(default)s)")
+    p.add_argument("--flops-ratio", type=float, default=None,
+                   help="FLOPs budget relative to the replaced layers (default: 0.5)")
+    p.add_argument("--seed", type=int, default=None, help="search seed (default: 0)")
     p.add_argument("--image-size", type=int, default=None, help="image side (default: the dataset's)")
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.05 SGD; lm: 3e-3 AdamW)")
     p.add_argument("--max-depth", type=int, default=None, help="maximum primitives per operator (default: 8)")
@@ -96,17 +104,20 @@ def _model_options(p: argparse.ArgumentParser, trials: bool = True) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from syno_automl import __version__
+
     parser = _Parser(prog="syno-automl", description="Synthesize neural operators with Optuna + MLflow.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     p = sub.add_parser("search", help="run (or --resume) a search")
     _model_options(p)
     _common(p)
-    p.add_argument("--resume", action="store_true", help="continue an existing study")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an existing study with its settings (options given must agree with them)")
     p.add_argument("--heartbeat", type=int, default=10,
                    help="seconds between worker heartbeats (RDB storages); a trial silent for 3x this is failed "
                         "and retried with its operator (default: %(default)s; 0: off)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--latency", default="", metavar="TARGETS",
                    help="TVM latency of each trial's operator vs the replaced layers on these targets, e.g. llvm or "
                         "llvm,cuda or rpc:KEY@host:port (default: none)")
@@ -166,18 +177,82 @@ def build_parser() -> argparse.ArgumentParser:
                         "./.tvm_tuning)")
     _common(p)
     p.set_defaults(func=cmd_tune)
+    for command in sub.choices.values():
+        _verbosity(command)
     return parser
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
 def _tracking(args: argparse.Namespace) -> str | None:
-    return None if str(args.tracking_uri).lower() in ("none", "", "off") else args.tracking_uri
+    """The MLflow tracking URI (None for 'none'), checked to be reachable in a few seconds."""
+    uri = None if str(args.tracking_uri).lower() in ("none", "", "off") else args.tracking_uri
+    if uri is not None:
+        check_tracking_uri(uri)
+    return uri
+
+
+def check_tracking_uri(uri: str, seconds: float = 3.0) -> None:
+    """Fails in `seconds` with one line when an MLflow server does not answer, or a local store's folder is
+    missing; MLflow's own client would retry for minutes. Creates nothing."""
+    import socket
+    from urllib.parse import urlparse
+
+    parsed = urlparse(uri)
+    if parsed.scheme in ("http", "https"):
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        try:
+            socket.create_connection((parsed.hostname or "localhost", port), timeout=seconds).close()
+        except OSError as e:
+            raise ConnectionError(f"MLflow tracking server {uri} is unreachable ({e.strerror or e}): start it "
+                                  f"(mlflow server --host {parsed.hostname} --port {port}) or pass --tracking-uri "
+                                  f"none") from None
+        # once reachable, a server that goes away later fails a call in seconds, not after minutes of retries
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    elif parsed.scheme == "sqlite" and uri.startswith("sqlite:///"):
+        folder = Path(uri[len("sqlite:///"):]).parent
+        if not folder.is_dir():
+            raise FileNotFoundError(f"--tracking-uri {uri}: folder {folder} does not exist")
+
+
+# CLI option -> the setting a study records (SearchConfig.settings()): what --resume takes from the study
+_SETTING_OF = {"task": "task", "model": "model", "dataset": "dataset", "data_dir": "data_dir", "epochs": "epochs",
+               "image_size": "image_size", "lr": "lr", "max_depth": "max_depth", "timeout": "trial_timeout",
+               "steps": "max_steps", "time_budget": "time_budget", "seq_len": "seq_len", "val_every": "val_every",
+               "tokenizer": "tokenizer", "flops_ratio": "flops_ratio", "seed": "seed"}
+
+
+def _resume_defaults(args: argparse.Namespace) -> None:
+    """Options not given on a --resume take the study's recorded settings (the study is read, not created)."""
+    import optuna
+
+    from syno_automl.search.storage import make_storage
+
+    url = args.storage
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+        raise LookupError(f"no study {args.study!r} to resume: {url[len('sqlite:///'):]} does not exist (drop "
+                          f"--resume to start one)")
+    storage = make_storage(url, heartbeat_interval=None)
+    try:
+        recorded = optuna.load_study(study_name=args.study, storage=storage).user_attrs.get("syno.settings", {})
+    except KeyError:
+        names = ", ".join(sorted(s.study_name for s in optuna.get_all_study_summaries(storage, False))) or "none"
+        raise LookupError(f"no study {args.study!r} to resume in {url} (studies there: {names}); drop --resume "
+                          f"to start it") from None
+    for option, key in _SETTING_OF.items():
+        if getattr(args, option, None) is None and key in recorded:
+            value = recorded[key]
+            if value is None and key in ("trial_timeout", "time_budget"):
+                value = 0  # recorded as None: no limit
+            setattr(args, option, value)
 
 
 def _config(args: argparse.Namespace, **extra: Any):
-    from syno_automl.study import SearchConfig
+    from syno_automl.config import SearchConfig
 
-    task = getattr(args, "task", "image")
+    if getattr(args, "task", None) is None:
+        args.task = "image"
+    task = args.task
     if task != "lm":
         given = [o for o, v in (("--steps", args.steps), ("--time-budget", args.time_budget),
                                 ("--seq-len", args.seq_len), ("--val-every", args.val_every),
@@ -187,7 +262,8 @@ def _config(args: argparse.Namespace, **extra: Any):
     elif args.epochs is not None or args.image_size is not None:
         raise ValueError("--epochs and --image-size apply to --task image; --task lm trains for --steps")
     config = SearchConfig(task=task, model=args.model, dataset=args.dataset, data_dir=args.data_dir,
-                          flops_ratio=args.flops_ratio, seed=args.seed, **extra)
+                          flops_ratio=0.5 if args.flops_ratio is None else args.flops_ratio,
+                          seed=0 if args.seed is None else args.seed, **extra)
     for name, attr in (("epochs", "epochs"), ("image_size", "image_size"), ("lr", "lr"),
                        ("max_depth", "max_depth"), ("timeout", "trial_timeout"), ("threads", "threads"),
                        ("steps", "max_steps"), ("time_budget", "time_budget"), ("seq_len", "seq_len"),
@@ -203,6 +279,7 @@ def _config(args: argparse.Namespace, **extra: Any):
 
 
 def _load_study(args: argparse.Namespace):
+    _quiet(verbose=getattr(args, "verbose", False))
     import optuna
 
     from syno_automl.search.storage import make_storage
@@ -250,18 +327,27 @@ def _find(study, prefix: str):
 
 # -- commands --------------------------------------------------------------------------------------------
 def cmd_search(args: argparse.Namespace) -> int:
+    # everything that can reject the invocation runs before torch, Lightning and MLflow load (seconds) and
+    # before any database is created
     if args.trials < 0:
         raise ValueError(f"--trials must be >= 0, got {args.trials}")
-    _quiet(training=True)
-    from syno_automl.study import baseline_trial, best_operator_trial, objective_name, run_search
-
+    tracking_uri = _tracking(args)
+    if args.resume:
+        _resume_defaults(args)
     targets = tuple(t.strip() for t in args.latency.split(",") if t.strip())
     config = _config(args, trials=args.trials, storage=args.storage, study=args.study,
-                     tracking_uri=_tracking(args), heartbeat=args.heartbeat or None, latency_targets=targets,
+                     tracking_uri=tracking_uri, heartbeat=args.heartbeat or None, latency_targets=targets,
                      latency_trials=args.latency_trials, latency_inductor=args.latency_inductor,
                      latency_margin=None if args.latency_margin < 0 else args.latency_margin)
     if args.epochs is None:
         config.epochs = 3
+    config.validate()
+    if not args.quiet:
+        print(f"syno-automl: {'resuming' if args.resume else 'starting'} study {config.study!r} "
+              f"({config.model} on {config.dataset}); loading torch, Lightning, MLflow...", flush=True)
+    _quiet(training=True, verbose=args.verbose)
+    from syno_automl.study import baseline_trial, best_operator_trial, objective_name, run_search
+
     result = run_search(config, resume=args.resume, out=None if args.quiet else sys.stdout)
     study = result.study
     name = objective_name(study)
@@ -390,7 +476,7 @@ def cmd_enumerate(args: argparse.Namespace) -> int:
     from syno_automl.study import prepare
 
     config = _config(args, tracking_uri=None)
-    _quiet(training=True)
+    _quiet(training=True, verbose=args.verbose)
     context = prepare(config)
     space = context.space
     print(f"space: {space.input_shape} -> {space.output_shape}, primary {space.primary}, coefficients "
@@ -423,7 +509,7 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
         config.max_steps = 1000
     label, schedule = ((config.objective_name, f"{config.max_steps} steps") if config.task == "lm"
                        else ("val_acc", f"{config.epochs} epochs"))
-    _quiet(training=True)
+    _quiet(training=True, verbose=args.verbose)
     context = prepare(config)
     free_space = context.space.with_mappings(context.space.mappings)  # the new model's sizes, no FLOPs budget
     tracker = None
@@ -525,7 +611,8 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    _quiet()
+    if args.quiet:
+        logging.disable(logging.WARNING - 1)  # warnings and errors only
     try:
         return int(args.func(args) or 0)
     except Exception as e:  # one clear line; --debug for the traceback

@@ -24,6 +24,7 @@ import secrets
 import threading
 from typing import Any, Sequence
 
+import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
@@ -58,6 +59,10 @@ def operator_json_of(trial: FrozenTrial) -> str | None:
     return text if isinstance(text, str) else None
 
 
+def _trial_seed(seed: int, number: int) -> int:
+    return int(np.random.SeedSequence([seed, number]).generate_state(1)[0])
+
+
 def _path_and_hash(text: str) -> tuple[tuple[str, ...], str] | None:
     try:
         data = json.loads(text)
@@ -75,7 +80,8 @@ class SynoSampler(BaseSampler):
         exploration: the UCB1-tuned constant.
         reward: maps a finished trial to [0, 1]; default: accuracy in [0, 1] with power 2 for a maximized
             objective, a loss in [0, 10] for a minimized one. Failed and pruned trials get its low constants.
-        independent_sampler: samples the objective's other parameters (RandomSampler by default).
+        independent_sampler: samples the objective's other parameters. By default a RandomSampler seeded from
+            (seed, trial number), so a resumed process does not repeat the values of the trials before it.
         widening, widening_power: progressive widening, ceil(widening * N ** widening_power) children.
         virtual_loss: visits with reward 0 that each RUNNING trial adds along its path.
 
@@ -100,7 +106,9 @@ class SynoSampler(BaseSampler):
         self.reward = reward
         self._tree_options = dict(exploration=exploration, widening=widening, widening_power=widening_power,
                                   virtual_loss=virtual_loss)
+        self._own_independent = independent_sampler is None
         self._independent = independent_sampler or RandomSampler(seed=self.seed)
+        self._per_trial: dict[int, BaseSampler] = {}  # trial number -> its RandomSampler (default sampler only)
         self._lock = threading.RLock()
         self._operators: dict[str, Operator] = {}
         self._reset(None)
@@ -122,11 +130,21 @@ class SynoSampler(BaseSampler):
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
-        return self._independent.sample_independent(study, trial, param_name, param_distribution)
+        if not self._own_independent:
+            return self._independent.sample_independent(study, trial, param_name, param_distribution)
+        with self._lock:
+            # one RNG per trial, from (seed, number): every process draws the same values for trial n and none
+            # repeats another trial's (one RNG seeded once per process would restart in each resumed process)
+            sampler = self._per_trial.get(trial.number)
+            if sampler is None:
+                sampler = self._per_trial[trial.number] = RandomSampler(seed=_trial_seed(self.seed, trial.number))
+            return sampler.sample_independent(study, trial, param_name, param_distribution)
 
     def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
                     values: Sequence[float] | None) -> None:
         self._independent.after_trial(study, trial, state, values)
+        with self._lock:
+            self._per_trial.pop(trial.number, None)
 
     def reseed_rng(self) -> None:
         # Proposals depend on (seed, trial number) only, so threads sharing this sampler need no new seed.

@@ -13,7 +13,6 @@ Example:
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import random
@@ -21,7 +20,8 @@ import sys
 import time
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, TextIO
 
 import numpy as np
@@ -29,6 +29,8 @@ import optuna
 import torch
 from torch import nn
 
+from syno_automl.config import (TASK_DEFAULTS, TASKS, SearchConfig, StudyExistsError, StudyMismatchError,
+                                describe_diff, settings_diff)
 from syno_automl.lightning import SynoPruning, SynoSubstitution, TrainingTimeLimit
 from syno_automl.optuna import BASELINE_ATTR, HASH_ATTR, SynoSampler, suggest_operator
 from syno_automl.placeholder import Substitution, substitute
@@ -41,124 +43,10 @@ __all__ = ["SearchConfig", "SearchContext", "SearchResult", "Objective", "StudyE
            "TASKS", "objective_name", "best_operator_trial", "baseline_trial"]
 
 LAYERS: dict[str, type] = {"conv2d": nn.Conv2d, "linear": nn.Linear}
-TASKS = ("image", "lm")
-_LM_ONLY = ("max_steps", "time_budget", "val_every", "val_batches", "seq_len", "tokenizer", "max_loss")
-_IMAGE_ONLY = ("epochs", "image_size", "milestones", "trial_timeout", "reward_lower", "reward_upper")
-# what a field left at None means, per task
-TASK_DEFAULTS: dict[str, dict[str, Any]] = {
-    "image": {"model": "small_cnn", "dataset": "digits", "layer": "conv2d", "lr": 0.05, "where": None},
-    "lm": {"model": "gpt", "dataset": "text", "layer": "linear", "lr": 3e-3, "where": "*.qkv"},
-}
 RUN_ID_ATTR = "syno.mlflow_run_id"
 FAILURE_ATTR = "syno.failure"
 INTERRUPTED = "interrupted by the user (Ctrl-C / SIGINT)"
 _log = logging.getLogger(__name__)
-
-
-class StudyExistsError(ValueError):
-    """The study already exists in the storage and --resume was not given."""
-
-
-class StudyMismatchError(ValueError):
-    """--resume on a study made for another model, dataset or space."""
-
-
-@dataclass
-class SearchConfig:
-    """Everything a search depends on (the CLI's options). Defaults: the embedded digits demo.
-
-    Example:
-        >>> SearchConfig(trials=3, epochs=1).settings()["flops_ratio"]
-        0.5
-    """
-
-    task: str = "image"               # "image" (maximize val_acc) or "lm" (minimize val_loss)
-    model: str | None = None          # None: the task's default (small_cnn / gpt)
-    dataset: str | None = None        # None: the task's default (digits / text)
-    data_dir: str | None = None
-    trials: int = 10                  # operator trials, beside the baseline trial
-    epochs: int = 2
-    storage: str = "sqlite:///syno.db"
-    study: str = "syno"
-    tracking_uri: str | None = "sqlite:///mlflow.db"  # None: no MLflow
-    flops_ratio: float = 0.5
-    seed: int = 0
-    layer: str | None = None          # None: the task's default (conv2d / linear)
-    where: str | None = None          # glob of the layers to substitute; None: the task's default (lm: *.qkv)
-    max_depth: int = 8
-    image_size: int | None = None     # dataset default; digits: 8 (its native size)
-    batch_size: int = 64
-    lr: float | None = None           # None: the task's default (0.05 SGD / 3e-3 AdamW)
-    # lm: each trial trains for max_steps steps or time_budget seconds, whichever ends first, validating
-    # every val_every steps on val_batches batches; the reward is ((max_loss - val_loss) / max_loss)^power
-    max_steps: int = 200
-    time_budget: float | None = 60.0
-    val_every: int = 50
-    val_batches: int = 8
-    seq_len: int = 64
-    tokenizer: str = "byte"           # "byte" (vocab 256), "char", or "tiktoken:NAME" where installed
-    max_loss: float | None = None     # None: ln(vocabulary), the loss of a uniform guess
-    milestones: dict[int, float] = field(default_factory=lambda: {1: 0.2})
-    reward_lower: float | None = None  # None: chance level, 1 / num_classes
-    reward_upper: float = 1.0
-    reward_power: float = 2.0
-    exploration: float = 1.0
-    trial_timeout: float | None = 60.0   # seconds of training per trial (projected after 2 steps); over: failed
-    heartbeat: int | None = 10
-    grace_period: int | None = None
-    threads: int | None = None        # torch threads; None: 1 for the embedded digits demo, else torch's default
-    # TVM latency per trial (paper Algorithm 1: only operators within the margin of the baseline are tuned)
-    latency_targets: tuple[str, ...] = ()   # e.g. ("llvm",), ("llvm", "cuda"); empty: no latency in the search
-    latency_trials: int = 0                  # MetaSchedule trials per kernel (0: untuned default schedules)
-    latency_margin: float | None = 0.01      # image: val_acc >= baseline - margin; lm: val_loss <= baseline + margin
-    latency_inductor: bool = False           # also time operator and layer under torch.compile
-
-    def __post_init__(self) -> None:
-        if self.task not in TASKS:
-            raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {self.task!r}")
-        for name, value in TASK_DEFAULTS[self.task].items():
-            if getattr(self, name) is None:
-                setattr(self, name, value)
-
-    @property
-    def direction(self) -> str:
-        return "minimize" if self.task == "lm" else "maximize"
-
-    @property
-    def objective_name(self) -> str:
-        return "val_loss" if self.task == "lm" else "val_acc"
-
-    def validate(self) -> None:
-        if self.trials < 0:
-            raise ValueError(f"--trials must be >= 0, got {self.trials}")
-        if self.epochs < 1:
-            raise ValueError(f"--epochs must be >= 1, got {self.epochs}")
-        if not (self.flops_ratio > 0 and math.isfinite(self.flops_ratio)):
-            raise ValueError(f"--flops-ratio must be a positive number, got {self.flops_ratio}")
-        if self.layer not in LAYERS:
-            raise ValueError(f"layer must be one of {', '.join(LAYERS)}, got {self.layer!r}")
-        if self.latency_trials < 0:
-            raise ValueError(f"--latency-trials must be >= 0, got {self.latency_trials}")
-        if self.latency_margin is not None and not (self.latency_margin >= 0 and math.isfinite(self.latency_margin)):
-            raise ValueError(f"--latency-margin must be a non-negative number, got {self.latency_margin}")
-        if self.task == "lm":
-            if self.max_steps < 1:
-                raise ValueError(f"--steps must be >= 1, got {self.max_steps}")
-            if self.time_budget is not None and not self.time_budget > 0:
-                raise ValueError(f"--time-budget must be positive seconds, got {self.time_budget}")
-            if self.val_every < 1 or self.val_batches < 1 or self.seq_len < 2:
-                raise ValueError("--val-every and val_batches must be >= 1 and --seq-len >= 2")
-            if self.max_loss is not None and not (self.max_loss > 0 and math.isfinite(self.max_loss)):
-                raise ValueError(f"--max-loss must be a positive number, got {self.max_loss}")
-
-    def settings(self) -> dict[str, Any]:
-        """The search settings logged with every run (JSON-able)."""
-        d = dataclasses.asdict(self)
-        d["milestones"] = {str(k): v for k, v in self.milestones.items()}
-        for private in ("storage", "tracking_uri", "heartbeat", "grace_period", "threads"):
-            d.pop(private)
-        other_task = _LM_ONLY if self.task == "image" else _IMAGE_ONLY
-        return {k: v for k, v in d.items() if k not in other_task}
 
 
 @dataclass
@@ -255,13 +143,41 @@ def _reward(config: SearchConfig, context: SearchContext) -> Reward:
 
 
 def check_study(config: SearchConfig, resume: bool, storage: optuna.storages.BaseStorage | None = None) -> bool:
-    """Whether the study exists; raises StudyExistsError when it does and `resume` is False."""
+    """Whether the study exists. Raises StudyExistsError when it does and `resume` is False; with `resume`,
+    LookupError when it does not, StudyMismatchError when it was made for another task or training settings."""
+    path = config.storage[len("sqlite:///"):] if config.storage.startswith("sqlite:///") else None
+    if resume and path is not None and not Path(path).exists():  # never create a database to resume
+        raise LookupError(f"no study {config.study!r} to resume: {path} does not exist (drop --resume to start one)")
     storage = storage or make_storage(config.storage, heartbeat_interval=None)
     names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     if config.study in names and not resume:
         raise StudyExistsError(f"study {config.study!r} already exists in {config.storage}: pass --resume to "
                                f"continue it, or --study NAME for a new one")
+    if resume and config.study not in names:
+        known = ", ".join(sorted(names)) or "none"
+        raise LookupError(f"no study {config.study!r} to resume in {config.storage} (studies there: {known}); "
+                          f"drop --resume to start it")
+    if resume:
+        _check_resumed(optuna.load_study(study_name=config.study, storage=storage), config)
     return config.study in names
+
+
+def _check_resumed(study: optuna.Study, config: SearchConfig, space_config: dict[str, Any] | None = None) -> None:
+    """Refuses a --resume that would mix trials of another task, training settings or space."""
+    if study.direction.name.lower() != config.direction:
+        raise StudyMismatchError(f"study {config.study!r} was made to {study.direction.name.lower()} (another "
+                                 f"--task), not to {config.direction}")
+    recorded = study.user_attrs.get("syno.settings")
+    if isinstance(recorded, dict):
+        diff = settings_diff(recorded, config.settings())
+        if diff:
+            raise StudyMismatchError(f"study {config.study!r} was trained with other settings: {describe_diff(diff)}; "
+                                     f"resume with the study's settings, or --study NAME for a new search")
+    space = study.user_attrs.get("syno.space")
+    if space_config is not None and isinstance(space, dict) and space != space_config:
+        diff = settings_diff(space, space_config, ignore=frozenset())
+        raise StudyMismatchError(f"study {config.study!r} searched another space (model, dataset, layers or "
+                                 f"--flops-ratio differ): {describe_diff(diff)}")
 
 
 def open_study(config: SearchConfig, context: SearchContext, resume: bool = False,
@@ -274,13 +190,7 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
     if check_study(config, resume, storage):
         study = optuna.load_study(study_name=config.study, storage=storage, sampler=sampler,
                                   pruner=optuna.pruners.NopPruner())
-        recorded = study.user_attrs.get("syno.space")
-        if study.direction.name.lower() != config.direction:
-            raise StudyMismatchError(f"study {config.study!r} was made to {study.direction.name.lower()} (another "
-                                     f"--task), not to {config.direction}")
-        if recorded is not None and recorded != space_config:
-            raise StudyMismatchError(f"study {config.study!r} searched another space (model, dataset, layers or "
-                                     f"--flops-ratio differ): {recorded} vs {space_config}")
+        _check_resumed(study, config, space_config)
         return study
     # no median pruning: most operators start below the baseline; SynoPruning's milestones stop the hopeless
     study = optuna.create_study(study_name=config.study, storage=storage, sampler=sampler, direction=config.direction,

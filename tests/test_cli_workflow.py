@@ -68,3 +68,94 @@ def test_ctrl_c_fails_the_running_trial_and_exits_130(tmp_path):
     assert parent.info.status == "KILLED"
     base = runs[trials[0].user_attrs["syno.mlflow_run_id"]]
     assert base.info.status == "FINISHED"
+
+
+def _space():
+    from syno_automl import OperatorSpace
+
+    return OperatorSpace("[N, C_in]", "[N, C_out]", primary=["N: 0", "C_in: 2", "C_out: 2"],
+                         coefficients=["k=2: 1"], mappings=[{"N": 4, "C_in": 8, "C_out": 8}], max_depth=4)
+
+
+def test_syno_sampler_does_not_repeat_other_parameters_in_a_resumed_process(tmp_path):
+    from syno_automl.optuna import SynoSampler, suggest_operator
+
+    def objective(trial):
+        suggest_operator(trial)
+        return trial.suggest_float("lr", 1e-4, 1.0, log=True)
+
+    storage = f"sqlite:///{tmp_path / 'user.db'}"
+    study = optuna.create_study(study_name="mine", storage=storage, direction="maximize",
+                                sampler=SynoSampler(_space(), seed=0))
+    study.optimize(objective, n_trials=2)
+    # a new process: a new sampler with the same seed, the same study
+    resumed = optuna.load_study(study_name="mine", storage=storage, sampler=SynoSampler(_space(), seed=0))
+    resumed.optimize(objective, n_trials=2)
+    lrs = [t.params["lr"] for t in resumed.trials]
+    assert len(set(lrs)) == 4, lrs
+    # deterministic: the same seed gives the same values to the same trial numbers in one process
+    again = optuna.create_study(direction="maximize", sampler=SynoSampler(_space(), seed=0))
+    again.optimize(objective, n_trials=4)
+    assert [t.params["lr"] for t in again.trials] == lrs
+
+
+def _timed_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return cli(cwd, *args, check=False, timeout=120)
+
+
+def test_rejected_invocations_fail_before_the_imports_and_create_nothing(tmp_path):
+    for args, words in ((("--model", "nope"), ("nope", "small_cnn")),
+                        (("--flops-ratio", "0"), ("--flops-ratio",)),
+                        (("--dataset", "mnist"), ("--data-dir",)),
+                        (("--resume", "--study", "doesnotexist"), ("doesnotexist", "resume")),
+                        (("--tracking-uri", "http://127.0.0.1:9"), ("unreachable", "127.0.0.1:9"))):
+        done = cli(tmp_path, "search", *args, check=False, timeout=120)
+        assert done.returncode == 1, (args, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("syno-automl: error:"), (args, done.stderr)
+        assert all(w in lines[0] for w in words), (args, lines)
+        assert "loading torch" not in done.stdout  # rejected before the heavy imports
+        assert sorted(p.name for p in tmp_path.iterdir()) == [], (args, list(tmp_path.iterdir()))
+    # the library modules that decide are light: no torch, lightning, mlflow or tvm
+    probe = ("import sys, syno_automl.cli, syno_automl.config, syno_automl.vocabulary; "
+             "print(sorted(m for m in ('torch', 'lightning', 'mlflow', 'tvm') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], env=_env(), capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+    version = cli(tmp_path, "--version")
+    assert version.stdout.startswith("syno-automl ")
+    for command in ("search", "show", "export", "report", "enumerate", "reevaluate", "tune"):
+        helped = cli(tmp_path, command, "--help")
+        assert "-q, --quiet" in helped.stdout and "-v, --verbose" in helped.stdout, command
+
+
+def test_model_and_dataset_names_match_the_registries():
+    from lightning_modules.data import DATAMODULE_NAMES
+    from lightning_modules.models import MODEL_NAMES
+
+    from syno_automl import config
+
+    assert config.MODEL_NAMES == MODEL_NAMES and config.DATASET_NAMES == DATAMODULE_NAMES
+
+
+def test_resume_refuses_other_training_settings_naming_them(tmp_path):
+    from syno_automl.study import SearchConfig, open_study, prepare
+
+    storage = f"sqlite:///{tmp_path / 'syno.db'}"
+    config = SearchConfig(trials=1, epochs=1, storage=storage, tracking_uri=None, heartbeat=None)
+    open_study(config, prepare(config))
+    for args, named in ((("--epochs", "5"), ["epochs 1 (now 5)"]),
+                        (("--lr", "0.1", "--seed", "3"), ["lr 0.05 (now 0.1)", "seed 0 (now 3)"]),
+                        (("--flops-ratio", "0.25"), ["flops_ratio 0.5 (now 0.25)"])):
+        done = cli(tmp_path, "search", "--resume", "--tracking-uri", "none", *args, check=False, timeout=300)
+        assert done.returncode == 1, done.stderr
+        line = done.stderr.strip()
+        assert len(line.splitlines()) == 1 and len(line) < 300, line
+        assert all(n in line for n in named), line
+    n_trials = len(_study(tmp_path).trials)
+    # no option given: the study's own settings (1 epoch, not the CLI's default 3)
+    done = cli(tmp_path, "search", "--resume", "--tracking-uri", "none", "--trials", "0", "--timeout", "0",
+               timeout=300)
+    assert "1 trials to run" in done.stdout  # the waiting baseline
+    trials = _study(tmp_path).trials
+    assert len(trials) == n_trials and trials[0].state == optuna.trial.TrialState.COMPLETE
+    assert _study(tmp_path).user_attrs["syno.settings"]["epochs"] == 1

@@ -1,0 +1,55 @@
+"""The names syno-automl writes into Optuna and MLflow, in one place (imports nothing).
+
+Convention: every name starts with ``syno.``. Optuna *user* attributes hold what a person reads (the dashboard
+shows them); Optuna *system* attributes hold the sampler's bookkeeping (``syno:``-prefixed, as written by
+earlier versions, kept so that their studies still load). MLflow runs are found by the tags TAG_*.
+
+Example:
+    >>> from syno_automl import vocabulary as V
+    >>> V.HASH
+    'syno.hash'
+"""
+from __future__ import annotations
+
+# -- Optuna study user attributes
+SPACE = "syno.space"                  # the OperatorSpace's config (a --resume must match it)
+SETTINGS = "syno.settings"            # SearchConfig.settings() of the search (a --resume must match them)
+STUDY_RUN_ID = "syno.mlflow_run_id"   # the study's parent MLflow run
+LATENCY = "syno.latency"              # {hash: {device: entry}} measured by `syno-automl tune`
+
+# -- Optuna trial user attributes
+HASH = "syno.hash"                    # the operator's hash
+OPERATOR = "syno.operator"            # operator JSON: enqueue_trial({}, user_attrs={OPERATOR: json}) requests it
+BASELINE = "syno.baseline"            # True on the trial that trains the original layers
+FAILURE = "syno.failure"              # why the trial failed
+RUN_ID = "syno.mlflow_run_id"         # the trial's MLflow run
+FLOPS = "syno.flops"
+PARAMS = "syno.params"
+FLOPS_RATIO = "syno.flops_ratio"
+BASELINE_FLOPS = "syno.baseline_flops"
+STEPS = "syno.steps"
+TOKENS_PER_S = "syno.tokens_per_s"
+THROUGHPUT_RATIO = "syno.throughput_ratio"
+
+# -- Optuna trial system attributes (the sampler's)
+SYS_OPERATOR = "syno:operator"        # the operator JSON assigned (what suggest_operator reads)
+SYS_LEAF = "syno:leaf"                # steps of the operator's path inside the MCTS tree
+SYS_SOURCE = "syno:source"            # "mcts" | "fallback" | "enqueued"
+SYS_ERROR = "syno:error"              # why no operator could be given
+
+# -- MLflow tags
+TAG_STUDY = "syno.study"
+TAG_ROLE = "syno.role"                # "study" | "trial" | "reevaluation"
+TAG_TRIAL = "syno.trial"
+TAG_HASH = "syno.hash"
+TAG_FAILURE = "syno.failure"
+TAG_PRUNED = "syno.pruned"
+TAG_BEST_HASH = "syno.best_hash"
+
+# -- MLflow artifacts of a trial run
+ARTIFACT_OPERATOR_JSON = "operator.json"
+ARTIFACT_OPERATOR_PY = "operator.py"
+ARTIFACT_GRAPH_DOT = "graph.dot"
+ARTIFACT_GRAPH_SVG = "graph.svg"
+ARTIFACT_FAILURE = "failure.txt"
+ARTIFACT_WEIGHTS = "weights.pt"        # the trained operator modules' state dicts (`export --weights`)

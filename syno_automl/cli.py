@@ -21,6 +21,8 @@ import os
 import sys
 import traceback
 import warnings
+
+from syno_automl import vocabulary as V
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -130,15 +132,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--latency-inductor", action="store_true", help="also time both under torch.compile")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("show", help="describe an operator of the study")
-    p.add_argument("hash", help="operator hash (a unique prefix is enough)")
+    p = sub.add_parser("show", help="list the study's trials, or describe one")
+    p.add_argument("hash", nargs="?", default=None, metavar="TRIAL",
+                   help="best, baseline, a trial number, or an operator hash (a unique prefix is enough); "
+                        "none: list the trials")
     _common(p)
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("export", help="write an operator as a standalone PyTorch module")
-    p.add_argument("hash")
+    p = sub.add_parser("list", help="the study's trials: number, state, operator, value, FLOPs, reason")
+    _common(p)
+    p.set_defaults(func=cmd_show, hash=None)
+
+    p = sub.add_parser("export", help="write an operator as a drop-in PyTorch layer (standalone file, torch only)")
+    p.add_argument("hash", metavar="TRIAL", help="best, a trial number, or an operator hash prefix")
     p.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
     p.add_argument("--mapping", type=int, default=0, help="which replaced layer's sizes (default: %(default)s)")
+    p.add_argument("--weights", default=None, metavar="FILE",
+                   help="also write the trial's trained weights for that layer (from its MLflow run) to FILE, "
+                        "for SynoLayer().load_state_dict(torch.load(FILE))")
+    p.add_argument("--no-bias", action="store_true",
+                   help="no per-channel bias (the search adds one where the replaced layer had one)")
     _common(p)
     p.set_defaults(func=cmd_export)
 
@@ -304,25 +317,70 @@ def _space_of(study):
     return OperatorSpace(**config)
 
 
-def _find(study, prefix: str):
-    """(trial, Operator) for a hash prefix."""
+def _find_trial(study, ref: str):
+    """The trial `ref` names: ``best`` (the best operator), ``baseline``, a trial number, or an operator hash
+    prefix. Digits are a trial number when shorter than 4 characters; a longer run of digits that is both a
+    trial number and a hash prefix is refused as ambiguous (give more of the hash, or ``#N``)."""
+    from syno_automl.study import baseline_trial, best_operator_trial
+
+    trials = study.get_trials(deepcopy=False)
+    key = ref.strip().lower()
+    if key == "best":
+        found = best_operator_trial(study)
+        if found is None:
+            raise LookupError(f"study {study.study_name!r} has no completed operator trial yet")
+        return found
+    if key == "baseline":
+        found = baseline_trial(study) or next((t for t in trials if t.user_attrs.get(V.BASELINE)), None)
+        if found is None:
+            raise LookupError(f"study {study.study_name!r} has no baseline trial")
+        return found
+    number = int(key[1:]) if key.startswith("#") and key[1:].isdigit() else (int(key) if key.isdigit() else None)
+    by_number = next((t for t in trials if t.number == number), None) if number is not None else None
+    if key.startswith("#") or (by_number is not None and len(key) < 4):
+        if by_number is None:
+            raise LookupError(f"no trial {number} in study {study.study_name!r} ({len(trials)} trials)")
+        return by_number
+    matches: dict[str, Any] = {}
+    for t in trials:
+        h = t.user_attrs.get(V.HASH)
+        if isinstance(h, str) and h.startswith(key):
+            best = matches.get(h)  # a retried operator: its completed trial
+            if best is None or (t.state.name == "COMPLETE" and best.state.name != "COMPLETE"):
+                matches[h] = t
+    if by_number is not None and matches:
+        raise LookupError(f"{ref!r} is both trial {number} and a hash prefix of {', '.join(sorted(matches))}: "
+                          f"write #{number} for the trial, or more of the hash")
+    if by_number is not None:
+        return by_number
+    if not matches:
+        raise LookupError(f"no trial or operator {ref!r} in study {study.study_name!r} (see `syno-automl show`)")
+    if len(matches) > 1:
+        raise LookupError(f"hash prefix {ref!r} is ambiguous: {', '.join(sorted(matches))}")
+    return next(iter(matches.values()))
+
+
+def _find(study, ref: str):
+    """(trial, Operator) for `ref` (see _find_trial); the baseline has no operator."""
     from syno_automl.optuna import operator_json_of
     from syno_automl.space import Operator
 
-    prefix = prefix.lower()
-    matches: dict[str, Any] = {}
-    for t in study.get_trials(deepcopy=False):
-        h = t.user_attrs.get("syno.hash")
-        if isinstance(h, str) and h.startswith(prefix):
-            best = matches.get(h)
-            if best is None or (t.state.name == "COMPLETE" and best.state.name != "COMPLETE"):
-                matches[h] = t
-    if not matches:
-        raise LookupError(f"no operator {prefix!r} in study {study.study_name!r}")
-    if len(matches) > 1:
-        raise LookupError(f"hash prefix {prefix!r} is ambiguous: {', '.join(sorted(matches))}")
-    trial = next(iter(matches.values()))
-    return trial, Operator.from_json(_space_of(study), operator_json_of(trial))
+    trial = _find_trial(study, ref)
+    text = operator_json_of(trial)
+    if trial.user_attrs.get(V.BASELINE) or text is None:
+        raise LookupError(f"trial {trial.number} " + ("trains the baseline (the original layers): it has no operator"
+                                                      if trial.user_attrs.get(V.BASELINE) else "has no operator"))
+    return trial, Operator.from_json(_space_of(study), text)
+
+
+def _trial_line(trial, name: str) -> str:
+    state = trial.state.name
+    label = "baseline" if trial.user_attrs.get(V.BASELINE) else str(trial.user_attrs.get(V.HASH, "-"))
+    value = f"{trial.value:.4f}" if trial.value is not None else "-"
+    ratio = trial.user_attrs.get(V.FLOPS_RATIO)
+    flops = f"{ratio:.3f}x" if isinstance(ratio, (int, float)) else "-"
+    why = trial.user_attrs.get(V.FAILURE) or trial.user_attrs.get(V.PRUNED) or ""
+    return f"{trial.number:>5}  {state:<8}  {label:<16}  {value:>8}  {flops:>7}  {str(why)[:60]}"
 
 
 # -- commands --------------------------------------------------------------------------------------------
@@ -366,40 +424,106 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from syno_automl.study import objective_name
+
     study = _load_study(args)
-    trial, op = _find(study, args.hash)
-    print(f"operator {op.hash}  (study {study.study_name}, trial {trial.number}, {trial.state.name})")
-    print(str(op))
-    print(f"depth {op.depth}; primitives: {', '.join(op.primitives)}")
-    for key, label in (("syno.flops_ratio", "FLOPs ratio"), ("syno.flops", "FLOPs"), ("syno.params", "params")):
+    name = objective_name(study)
+    if args.hash is None:
+        trials = study.get_trials(deepcopy=False)
+        print(f"study {study.study_name}: {len(trials)} trials ({name}; `syno-automl show N` for one)")
+        print(f"{'trial':>5}  {'state':<8}  {'operator':<16}  {name:>8}  {'FLOPs':>7}  reason")
+        for t in trials:
+            print(_trial_line(t, name))
+        return 0
+    trial = _find_trial(study, args.hash)
+    if trial.user_attrs.get(V.BASELINE):
+        print(f"baseline (study {study.study_name}, trial {trial.number}, {trial.state.name}): the original layers")
+    else:
+        _, op = _find(study, f"#{trial.number}")
+        print(f"operator {op.hash}  (study {study.study_name}, trial {trial.number}, {trial.state.name})")
+        print(str(op))
+        print(f"depth {op.depth}; primitives: {', '.join(op.primitives)}")
+    for key, label in ((V.FLOPS_RATIO, "FLOPs ratio"), (V.FLOPS, "FLOPs"), (V.PARAMS, "params")):
         if key in trial.user_attrs:
             print(f"{label}: {trial.user_attrs[key]}")
     if trial.value is not None:
-        from syno_automl.study import objective_name
-
-        print(f"{objective_name(study)}: {trial.value:.4f}")
-    for key, label in (("syno.tokens_per_s", "training tokens/s"), ("syno.throughput_ratio", "throughput ratio")):
+        print(f"{name}: {trial.value:.4f}")
+    for key, label in ((V.TOKENS_PER_S, "training tokens/s"), (V.THROUGHPUT_RATIO, "throughput ratio")):
         if key in trial.user_attrs:
             print(f"{label}: {trial.user_attrs[key]:.4g}")
-    if "syno.failure" in trial.user_attrs:
-        print(f"failure: {trial.user_attrs['syno.failure']}")
-    if "syno.mlflow_run_id" in trial.user_attrs:
-        print(f"MLflow run: {trial.user_attrs['syno.mlflow_run_id']}")
+    for key, label in ((V.FAILURE, "failure"), (V.PRUNED, "pruned")):
+        if key in trial.user_attrs:
+            print(f"{label}: {trial.user_attrs[key]}")
+    run_id = trial.user_attrs.get(V.RUN_ID)
+    if run_id:
+        print(f"MLflow run: {run_id}" + _run_summary(_tracking(args), run_id))
     return 0
+
+
+def _run_summary(tracking: str | None, run_id: str) -> str:
+    """`` (FINISHED; artifacts: ...)`` read from the tracking store; '' without one."""
+    if tracking is None:
+        return ""
+    from syno_automl.tracking import SearchTracker
+
+    client = SearchTracker(tracking).client
+    try:
+        run = client.get_run(run_id)
+        artifacts = sorted(a.path for a in client.list_artifacts(run_id))
+    except Exception as e:  # noqa: BLE001 -- another store, or a deleted run: say so, show the rest
+        return f" (not found in {tracking}: {type(e).__name__})"
+    return f" ({run.info.status}; artifacts: {', '.join(artifacts) or 'none'})"
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from syno_automl.export import layer_source, weights_for_mapping
+
     study = _load_study(args)
-    _, op = _find(study, args.hash)
+    trial, op = _find(study, args.hash)
     if not 0 <= args.mapping < op.space.num_mappings:
         raise ValueError(f"--mapping must be in [0, {op.space.num_mappings - 1}]")
-    source = op.to_source(args.mapping)
+    mapping = op.space.mapping(args.mapping)
+    kind = study.user_attrs.get(V.SETTINGS, {}).get("layer", "conv2d")
+    state = None
+    if args.weights:
+        tracking = _tracking(args)
+        run_id = trial.user_attrs.get(V.RUN_ID)
+        if tracking is None or not run_id:
+            raise LookupError(f"--weights: trial {trial.number} has no MLflow run" if tracking else
+                              "--weights reads the trained weights from MLflow: --tracking-uri none was given")
+        state = weights_for_mapping(_download_weights(tracking, run_id, trial.number), mapping)
+    bias = not args.no_bias if state is None else "bias" in state
+    source = layer_source(op, args.mapping, kind=kind, bias=bias)
     if args.output:
         Path(args.output).write_text(source)
-        print(f"wrote {args.output} (operator {op.hash}, sizes {op.space.mapping(args.mapping)})")
+        print(f"wrote {args.output} (operator {op.hash}, trial {trial.number}, sizes {mapping}; "
+              f"`python {args.output}` smoke-tests it)")
     else:
         sys.stdout.write(source)
+    if state is not None:
+        import torch
+
+        torch.save(state, args.weights)
+        print(f"wrote {args.weights} (trained weights: SynoLayer().load_state_dict(torch.load({args.weights!r})))",
+              file=sys.stderr if not args.output else sys.stdout)
     return 0
+
+
+def _download_weights(tracking: str, run_id: str, number: int) -> dict[str, Any]:
+    import tempfile
+
+    import torch
+
+    from syno_automl.tracking import SearchTracker
+
+    client = SearchTracker(tracking).client
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            path = client.download_artifacts(run_id, V.ARTIFACT_WEIGHTS, folder)
+        except Exception as e:  # noqa: BLE001 -- MLflow raises several types for a missing artifact
+            raise LookupError(f"trial {number}'s MLflow run {run_id} has no {V.ARTIFACT_WEIGHTS} (trials that "
+                              f"did not complete, or searched before weights were kept): {type(e).__name__}") from None
+        return torch.load(path, weights_only=True)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ import optuna
 import torch
 from torch import nn
 
+from syno_automl import vocabulary as V
 from syno_automl.config import (TASK_DEFAULTS, TASKS, SearchConfig, StudyExistsError, StudyMismatchError,
                                 describe_diff, settings_diff)
 from syno_automl.lightning import SynoPruning, SynoSubstitution, TrainingTimeLimit
@@ -255,8 +256,9 @@ class Objective:
             self._print(trial, op, "interrupted", started)
             raise
         except optuna.TrialPruned as e:
+            trial.set_user_attr(V.PRUNED, str(e)[:1000])
             if run is not None:
-                run.set_tags({"syno.pruned": str(e)})
+                run.set_tags({V.TAG_PRUNED: str(e)})
                 run.finish("KILLED")
             self._print(trial, op, f"pruned ({e})", started)
             raise
@@ -381,8 +383,10 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
         from syno_automl.lm_trial import train_lm
 
         budget = config.time_budget if timeout == -1.0 else timeout
-        return train_lm(context, trial, run, substitution=substitution, steps=steps or config.max_steps,
-                        time_budget=budget or None)
+        value = train_lm(context, trial, run, substitution=substitution, steps=steps or config.max_steps,
+                         time_budget=budget or None)
+        _log_weights(run, substitution)
+        return value
     task = context.build_task(context.build_model())
     callbacks: list[Any] = [substitution]
     if run is not None:
@@ -409,7 +413,20 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
     value = trainer.callback_metrics.get("val_acc")
     if value is None or not math.isfinite(float(value)):
         raise ValueError(f"no finite val_acc after training (got {value})")
+    _log_weights(run, substitution)
     return float(value)
+
+
+def _log_weights(run: Any | None, substitution: SynoSubstitution) -> None:
+    """The trained operator weights (and added biases) of every replaced layer: the run's ``weights.pt``, read
+    by ``syno-automl export --weights`` (keys as in the exported SynoLayer's state_dict)."""
+    sub = substitution.substitution
+    if run is None or sub is None or substitution.operator is None:
+        return
+    layers = [{"name": name, "kind": ph.kind, "mapping": sub.space.mapping(i), "bias": ph.bias is not None,
+               "state": {k: v.detach().cpu().clone() for k, v in ph.state_dict().items()}}
+              for i, (name, ph) in enumerate(sub.placeholders)]
+    run.log_torch({"operator": substitution.operator.hash, "layers": layers}, V.ARTIFACT_WEIGHTS)
 
 
 def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = sys.stdout,

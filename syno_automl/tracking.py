@@ -117,6 +117,17 @@ class TrialRun:
     def log_text(self, text: str, name: str) -> None:
         self._safe(f"write {name}", self.client.log_text, self.run_id, text, name)
 
+    def log_torch(self, obj: Any, name: str) -> None:
+        """`obj` saved with torch.save as the artifact `name` (e.g. trained weights)."""
+        import tempfile
+
+        import torch
+
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / name
+            torch.save(obj, path)
+            self._safe(f"write {name}", self.client.log_artifact, self.run_id, str(path))
+
     def log_json(self, data: Any, name: str) -> None:
         self.log_text(json.dumps(data, indent=2, default=str), name)
 

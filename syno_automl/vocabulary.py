@@ -22,6 +22,7 @@ HASH = "syno.hash"                    # the operator's hash
 OPERATOR = "syno.operator"            # operator JSON: enqueue_trial({}, user_attrs={OPERATOR: json}) requests it
 BASELINE = "syno.baseline"            # True on the trial that trains the original layers
 FAILURE = "syno.failure"              # why the trial failed
+PRUNED = "syno.pruned"                # why the trial was pruned
 RUN_ID = "syno.mlflow_run_id"         # the trial's MLflow run
 FLOPS = "syno.flops"
 PARAMS = "syno.params"

@@ -159,3 +159,77 @@ def test_resume_refuses_other_training_settings_naming_them(tmp_path):
     trials = _study(tmp_path).trials
     assert len(trials) == n_trials and trials[0].state == optuna.trial.TrialState.COMPLETE
     assert _study(tmp_path).user_attrs["syno.settings"]["epochs"] == 1
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory) -> Path:
+    """One small search through the CLI, shared by the inspect/export/move tests (read-only for them)."""
+    folder = tmp_path_factory.mktemp("search")
+    cli(folder, "search", "--trials", "2", "--epochs", "1", "--timeout", "0", "--seed", "1")
+    return folder
+
+
+_TORCH_ONLY = r"""
+import sys, torch
+source = open(sys.argv[1]).read()
+namespace = {"__name__": "exported"}
+exec(compile(source, sys.argv[1], "exec"), namespace)
+layer = namespace["SynoLayer"]()
+layer.load_state_dict(torch.load(sys.argv[2], weights_only=True))
+shape = [2 if s is None else s for s in layer.INPUT_SHAPE]
+x = torch.randn(shape)
+y = layer(x)
+print("OUT", list(y.shape))
+program = torch.export.export(layer.eval(), (x,))
+print("EXPORTED", torch.allclose(program.module()(x), layer(x), atol=1e-5))
+try:
+    layer(torch.randn([s + 1 if i else s for i, s in enumerate(shape)]))
+except ValueError as e:
+    print("REFUSED", e)
+print("MODULES", sorted(m for m in ("syno_automl", "lightning", "mlflow", "optuna") if m in sys.modules))
+"""
+
+
+@pytest.mark.slow
+def test_show_and_export_with_trained_weights_in_a_torch_only_process(searched, tmp_path):
+    study = _study(searched)
+    listed = cli(searched, "show").stdout
+    assert all(f"\n{t.number:>5}  {t.state.name}" in listed for t in study.trials), listed
+    assert cli(searched, "list").stdout == listed
+    one = study.trials[1]
+    shown = cli(searched, "show", "1").stdout  # a trial number, not a hash prefix
+    assert f"trial 1," in shown and one.user_attrs["syno.hash"] in shown
+    assert cli(searched, "show", one.user_attrs["syno.hash"][:6]).stdout.splitlines()[0] == shown.splitlines()[0]
+    assert "baseline (study syno, trial 0" in cli(searched, "show", "baseline").stdout
+    best = max((t for t in study.trials[1:] if t.value is not None), key=lambda t: t.value)
+    assert f"trial {best.number}," in cli(searched, "show", "best").stdout
+    assert "weights.pt" in shown and "FINISHED" in shown  # read from the MLflow run
+    no_store = cli(searched, "show", "1", "--tracking-uri", "none").stdout
+    assert "artifacts" not in no_store
+    done = [t for t in study.trials[1:] if t.state == optuna.trial.TrialState.COMPLETE]
+    assert done, "no operator trial completed"
+    number = str(done[0].number)
+    shapes = []
+    for mapping in ("0", "1"):  # two replaced layers: two sizes
+        cli(searched, "export", number, "--mapping", mapping, "-o", str(tmp_path / f"op{mapping}.py"),
+            "--weights", str(tmp_path / f"w{mapping}.pt"))
+        script = tmp_path / "run.py"
+        script.write_text(_TORCH_ONLY)
+        out = subprocess.run([sys.executable, "-I", str(script), str(tmp_path / f"op{mapping}.py"),
+                              str(tmp_path / f"w{mapping}.pt")], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        lines = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
+        assert lines["EXPORTED"] == "True" and "expects an input of shape" in lines["REFUSED"]
+        assert lines["MODULES"] == "[]"
+        shapes.append(lines["OUT"])
+        smoke = subprocess.run([sys.executable, "-I", str(tmp_path / f"op{mapping}.py"), str(tmp_path / f"w{mapping}.pt")],
+                               capture_output=True, text=True, timeout=300)
+        assert smoke.returncode == 0 and smoke.stdout.startswith("ok:"), smoke.stderr[-2000:]
+    assert shapes[0] != shapes[1]  # the two layers' sizes (small_cnn's two substituted convolutions)
+    # the weights are the trained ones: they differ from a fresh initialisation
+    import torch
+
+    trained = torch.load(tmp_path / "w0.pt", weights_only=True)
+    assert set(trained) >= {"bias"} and any(k.startswith("operator.") for k in trained)
+    assert float(trained["bias"].abs().sum()) > 0  # the zero-initialised bias was trained

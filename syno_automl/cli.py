@@ -247,7 +247,7 @@ def _resume_defaults(args: argparse.Namespace) -> None:
                           f"--resume to start one)")
     storage = make_storage(url, heartbeat_interval=None)
     try:
-        recorded = optuna.load_study(study_name=args.study, storage=storage).user_attrs.get("syno.settings", {})
+        recorded = optuna.load_study(study_name=args.study, storage=storage).user_attrs.get(V.SETTINGS, {})
     except KeyError:
         names = ", ".join(sorted(s.study_name for s in optuna.get_all_study_summaries(storage, False))) or "none"
         raise LookupError(f"no study {args.study!r} to resume in {url} (studies there: {names}); drop --resume "
@@ -311,7 +311,7 @@ def _load_study(args: argparse.Namespace):
 def _space_of(study):
     from syno_automl.space import OperatorSpace
 
-    config = study.user_attrs.get("syno.space")
+    config = study.user_attrs.get(V.SPACE)
     if not isinstance(config, dict):
         raise LookupError(f"study {study.study_name!r} was not made by syno-automl (no syno.space attribute)")
     return OperatorSpace(**config)
@@ -558,7 +558,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     (out / "report.md").write_text(text)
     files.append(out / "report.md")
     print(text)
-    run_id = study.user_attrs.get("syno.mlflow_run_id")
+    run_id = study.user_attrs.get(V.RUN_ID)
     if tracking and run_id:
         from syno_automl.tracking import SearchTracker
 
@@ -578,14 +578,14 @@ def _loss_curves(study, tracking: str, out: Path, top: int) -> list[Path]:
     from syno_automl.tracking import SearchTracker
 
     done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if t.value is not None and "syno.mlflow_run_id" in t.user_attrs]
-    base = [t for t in done if t.user_attrs.get("syno.baseline")]
-    ops = sorted((t for t in done if not t.user_attrs.get("syno.baseline")), key=lambda t: t.value)[:top]
+            if t.value is not None and V.RUN_ID in t.user_attrs]
+    base = [t for t in done if t.user_attrs.get(V.BASELINE)]
+    ops = sorted((t for t in done if not t.user_attrs.get(V.BASELINE)), key=lambda t: t.value)[:top]
     client = SearchTracker(tracking).client
     curves: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for t in base + ops:
-        label = "baseline" if t.user_attrs.get("syno.baseline") else str(t.user_attrs.get("syno.hash", t.number))[:8]
-        run_id = t.user_attrs["syno.mlflow_run_id"]
+        label = "baseline" if t.user_attrs.get(V.BASELINE) else str(t.user_attrs.get(V.HASH, t.number))[:8]
+        run_id = t.user_attrs[V.RUN_ID]
         curves[label] = {m: [(p.step, p.value) for p in client.get_metric_history(run_id, m)]
                          for m in ("train_loss", "val_loss")}
     if not any(series.get("val_loss") for series in curves.values()):

@@ -108,7 +108,7 @@ def train_lm(context: Any, trial: Any | None, run: Any | None, *, substitution: 
                 metrics = {"train_seconds": time.time() - started, "steps": trainer.global_step,
                            "tokens_per_s": meter.tokens_per_s}
                 if substitution.flops is not None:
-                    metrics.update(flops=substitution.flops, params=substitution.params,
+                    metrics.update(flops=substitution.flops, num_params=substitution.params,
                                    flops_ratio=substitution.flops_ratio_used)
                 run.log_metrics(metrics)
                 if budget is not None and budget.stopped:

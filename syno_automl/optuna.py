@@ -1,7 +1,9 @@
 """SynoSampler: an Optuna sampler proposing Syno operators by MCTS, with state rebuilt from the study's trials.
 
-The operator of a trial is chosen in `before_trial` and stored on it: system attr ``syno:operator`` (the JSON),
-user attrs ``syno.hash`` and ``syno.operator`` (the same JSON, readable: it lists the primitives). The objective
+The operator of a trial is chosen in `before_trial` and stored on it: system attr ``syno:operator`` (the JSON,
+what the sampler reads), user attrs ``syno.hash`` and ``syno.operator`` (the JSON again: optuna-dashboard shows
+user attributes only; ``enqueue_trial({}, user_attrs={"syno.operator": json})`` requests an operator). Names:
+syno_automl.vocabulary (``syno.`` for user attributes, ``syno:`` for the sampler's system attributes). The objective
 reads it with `suggest_operator(trial)`. Any number of processes may share one storage: every decision rebuilds
 (incrementally) the search tree from the trials, RUNNING trials count as virtual loss, and an operator held by
 any other trial is never proposed again (a write-then-check protocol resolves simultaneous picks).
@@ -31,6 +33,7 @@ from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
 
+from syno_automl import vocabulary as V
 from syno_automl.errors import EmptySpaceError, OperatorFormatError
 from syno_automl.search.mcts import MCTS, Observation, SearchExhaustedError
 from syno_automl.search.reward import Reward
@@ -39,13 +42,13 @@ from syno_automl.space import Operator, OperatorSpace
 __all__ = ["SynoSampler", "suggest_operator", "operator_json_of", "Reward", "OPERATOR_ATTR", "BASELINE_ATTR",
            "HASH_ATTR", "OPERATOR_USER_ATTR"]
 
-OPERATOR_ATTR = "syno:operator"      # system attr: the operator JSON (what suggest_operator reads)
-LEAF_ATTR = "syno:leaf"              # system attr: steps of the operator's path inside the MCTS tree
-SOURCE_ATTR = "syno:source"          # system attr: "mcts" | "fallback" | "enqueued"
-ERROR_ATTR = "syno:error"            # system attr: why no operator could be given to this trial
-HASH_ATTR = "syno.hash"              # user attr
-OPERATOR_USER_ATTR = "syno.operator"  # user attr: the JSON (enqueue_trial({}, user_attrs={...: json}) to pick it)
-BASELINE_ATTR = "syno.baseline"      # user attr: True on the trial that evaluates the original layers
+OPERATOR_ATTR = V.SYS_OPERATOR       # system attr: the operator JSON (what suggest_operator reads)
+LEAF_ATTR = V.SYS_LEAF               # system attr: steps of the operator's path inside the MCTS tree
+SOURCE_ATTR = V.SYS_SOURCE           # system attr: "mcts" | "fallback" | "enqueued"
+ERROR_ATTR = V.SYS_ERROR             # system attr: why no operator could be given to this trial
+HASH_ATTR = V.HASH                   # user attr
+OPERATOR_USER_ATTR = V.OPERATOR      # user attr: a requested operator (enqueue_trial({}, user_attrs={...: json}))
+BASELINE_ATTR = V.BASELINE           # user attr: True on the trial that evaluates the original layers
 _RETRY_HISTORY = "retry_history"     # written by optuna.storages.RetryHeartbeatStaleTrialCallback
 _MAX_CONFLICTS = 16
 _log = logging.getLogger(__name__)
@@ -211,6 +214,7 @@ class SynoSampler(BaseSampler):
                 break
             taken.add(op.hash)
         self._set_user(study, trial, HASH_ATTR, op.hash)
+        # also readable in the dashboard (which shows user attrs only); tests/test_search_optuna.py holds both
         self._set_user(study, trial, OPERATOR_USER_ATTR, op.to_json())
 
     def _held_elsewhere(self, study: Study, trial: FrozenTrial, op_hash: str) -> bool:

@@ -17,6 +17,8 @@ from typing import Any, Iterable, Sequence
 
 import optuna
 
+from syno_automl import vocabulary as V
+
 __all__ = ["Point", "points_of", "latency_points", "latency_devices", "latency_schedules", "pareto_front", "plot_pareto", "plot_loss_curves",
            "canonical_rate_table", "trial_table"]
 
@@ -32,15 +34,15 @@ class Point:
     baseline: bool
 
 
-def points_of(study: optuna.Study, cost: str = "syno.flops_ratio") -> list[Point]:
+def points_of(study: optuna.Study, cost: str = V.FLOPS_RATIO) -> list[Point]:
     """Completed trials with a value and the user attr `cost` (``syno.flops_ratio``, ``syno.latency_ms.cpu``)."""
     out = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         value = t.user_attrs.get(cost)
         if value is None or t.value is None:
             continue
-        out.append(Point(t.number, t.user_attrs.get("syno.hash"), float(value), float(t.value),
-                         bool(t.user_attrs.get("syno.baseline"))))
+        out.append(Point(t.number, t.user_attrs.get(V.HASH), float(value), float(t.value),
+                         bool(t.user_attrs.get(V.BASELINE))))
     return out
 
 
@@ -50,9 +52,9 @@ def latency_points(study: optuna.Study, device: str) -> list[Point]:
     it is the later, deliberate measurement). The baseline point is the replaced layers' latency."""
     measured = study.user_attrs.get("syno.latency", {})
     out: list[Point] = []
-    base = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("syno.baseline")), None)
+    base = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(V.BASELINE)), None)
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        entry = measured.get(t.user_attrs.get("syno.hash"), {}).get(device)
+        entry = measured.get(t.user_attrs.get(V.HASH), {}).get(device)
         if entry is None:
             entry = (t.user_attrs.get("syno.latency") or {}).get(device)
         if entry is None or t.value is None or entry.get("latency_ms") is None:
@@ -191,8 +193,8 @@ def trial_table(study: optuna.Study) -> str:
     name = "val_loss" if study.direction == optuna.study.StudyDirection.MINIMIZE else "val_acc"
     lines = [f"| trial | state | operator | flops ratio | {name} |", "|---:|---|---|---:|---:|"]
     for t in study.get_trials(deepcopy=False):
-        label = "baseline" if t.user_attrs.get("syno.baseline") else t.user_attrs.get("syno.hash", "-")
-        ratio = t.user_attrs.get("syno.flops_ratio")
+        label = "baseline" if t.user_attrs.get(V.BASELINE) else t.user_attrs.get(V.HASH, "-")
+        ratio = t.user_attrs.get(V.FLOPS_RATIO)
         lines.append(f"| {t.number} | {t.state.name} | {label} | "
                      f"{'-' if ratio is None else f'{ratio:.3f}'} | {'-' if t.value is None else f'{t.value:.4f}'} |")
     return "\n".join(lines)

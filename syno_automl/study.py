@@ -44,8 +44,8 @@ __all__ = ["SearchConfig", "SearchContext", "SearchResult", "Objective", "StudyE
            "TASKS", "objective_name", "best_operator_trial", "baseline_trial"]
 
 LAYERS: dict[str, type] = {"conv2d": nn.Conv2d, "linear": nn.Linear}
-RUN_ID_ATTR = "syno.mlflow_run_id"
-FAILURE_ATTR = "syno.failure"
+RUN_ID_ATTR = V.RUN_ID
+FAILURE_ATTR = V.FAILURE
 INTERRUPTED = "interrupted by the user (Ctrl-C / SIGINT)"
 _log = logging.getLogger(__name__)
 
@@ -168,13 +168,13 @@ def _check_resumed(study: optuna.Study, config: SearchConfig, space_config: dict
     if study.direction.name.lower() != config.direction:
         raise StudyMismatchError(f"study {config.study!r} was made to {study.direction.name.lower()} (another "
                                  f"--task), not to {config.direction}")
-    recorded = study.user_attrs.get("syno.settings")
+    recorded = study.user_attrs.get(V.SETTINGS)
     if isinstance(recorded, dict):
         diff = settings_diff(recorded, config.settings())
         if diff:
             raise StudyMismatchError(f"study {config.study!r} was trained with other settings: {describe_diff(diff)}; "
                                      f"resume with the study's settings, or --study NAME for a new search")
-    space = study.user_attrs.get("syno.space")
+    space = study.user_attrs.get(V.SPACE)
     if space_config is not None and isinstance(space, dict) and space != space_config:
         diff = settings_diff(space, space_config, ignore=frozenset())
         raise StudyMismatchError(f"study {config.study!r} searched another space (model, dataset, layers or "
@@ -197,8 +197,9 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
     study = optuna.create_study(study_name=config.study, storage=storage, sampler=sampler, direction=config.direction,
                                 pruner=optuna.pruners.NopPruner(), load_if_exists=True)
     if not study.trials:
-        study.set_user_attr("syno.space", space_config)
-        study.set_user_attr("syno.settings", config.settings())
+        study.set_user_attr(V.SPACE, space_config)
+        study.set_user_attr(V.SETTINGS, config.settings())
+        study.set_metric_names([config.objective_name])  # the dashboard's and trials_dataframe's column name
         study.enqueue_trial({}, user_attrs={BASELINE_ATTR: True})
     return study
 
@@ -234,6 +235,8 @@ class Objective:
         op: Operator | None = None
         started = time.time()
         self._close_lost_run(trial)
+        if baseline:  # the reference, not a candidate: infeasible, so study.best_trial is the best operator
+            trial.set_constraint(V.BASELINE_CONSTRAINT, 1.0)
         try:
             try:
                 if not baseline:
@@ -241,10 +244,12 @@ class Objective:
             finally:  # a run even for a trial whose operator could not be given (reason recorded below)
                 if self.tracker is not None:
                     run = self.tracker.trial_run(self.parent_run_id, config.study, trial.number, op,
-                                                 settings=config.settings(), tags={"optuna.study": config.study},
+                                                 settings=_trial_run_settings(config), tags={"optuna.study": config.study},
                                                  label=None if op is not None or baseline else "no-operator")
                     trial.set_user_attr(RUN_ID_ATTR, run.run_id)
             value = train_operator(context, trial, run, epochs=config.epochs)
+            if baseline and run is not None:
+                _log_baseline(run, context)
             extra = self._throughput(trial, run, baseline) if config.task == "lm" else ""
             if op is not None and config.latency_targets:
                 extra += self._latency(trial, run, op, value)
@@ -272,7 +277,7 @@ class Objective:
             raise
         if run is not None:
             run.finish("FINISHED")
-        ratio = trial.user_attrs.get("syno.flops_ratio")
+        ratio = trial.user_attrs.get(V.FLOPS_RATIO)
         self._print(trial, op, f"{config.objective_name} {value:.4f}"
                     + (f"  flops {ratio:.3f}x" if ratio is not None else "") + extra, started)
         return value
@@ -318,16 +323,16 @@ class Objective:
     @staticmethod
     def _throughput(trial: optuna.trial.Trial, run: Any | None, baseline: bool) -> str:
         """Training tokens/s against the baseline trial's, measured in the same study ('' when unknown)."""
-        tokens_per_s = trial.user_attrs.get("syno.tokens_per_s")
+        tokens_per_s = trial.user_attrs.get(V.TOKENS_PER_S)
         if tokens_per_s is None:
             return ""
         if baseline:
             return f"  {tokens_per_s:,.0f} tokens/s"
         base = baseline_trial(trial.study)
-        if base is None or not base.user_attrs.get("syno.tokens_per_s"):
+        if base is None or not base.user_attrs.get(V.TOKENS_PER_S):
             return f"  {tokens_per_s:,.0f} tokens/s"
-        ratio = tokens_per_s / base.user_attrs["syno.tokens_per_s"]
-        trial.set_user_attr("syno.throughput_ratio", ratio)
+        ratio = tokens_per_s / base.user_attrs[V.TOKENS_PER_S]
+        trial.set_user_attr(V.THROUGHPUT_RATIO, ratio)
         if run is not None:
             run.log_metrics({"throughput_ratio": ratio})
         return f"  {tokens_per_s:,.0f} tokens/s ({ratio:.2f}x baseline)"
@@ -407,7 +412,7 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
             fit(trainer, task, datamodule=context.datamodule)  # Ctrl-C stays a KeyboardInterrupt
         finally:
             if run is not None and substitution.flops is not None:
-                run.log_metrics({"flops": substitution.flops, "params": substitution.params,
+                run.log_metrics({"flops": substitution.flops, "num_params": substitution.params,
                                  "flops_ratio": substitution.flops_ratio_used,
                                  "train_seconds": time.time() - started})
     value = trainer.callback_metrics.get("val_acc")
@@ -415,6 +420,23 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
         raise ValueError(f"no finite val_acc after training (got {value})")
     _log_weights(run, substitution)
     return float(value)
+
+
+def _trial_run_settings(config: SearchConfig) -> dict[str, Any]:
+    """What a trial run repeats of the search settings (all of them are on the study's parent run)."""
+    from syno_automl.tracking import TRIAL_RUN_SETTINGS
+
+    settings = config.settings()
+    return {k: settings[k] for k in TRIAL_RUN_SETTINGS if k in settings}
+
+
+def _log_baseline(run: Any, context: SearchContext) -> None:
+    """The baseline run's artifact: the replaced layers (so comparing runs in MLflow keeps artifact columns)."""
+    sub = context.substitution
+    run.log_json({"replaced_layers": [{"name": name, "kind": ph.kind, "layer": repr(ph.referred_layer),
+                                       "mapping": sub.space.mapping(i)} for i, (name, ph) in enumerate(sub.placeholders)],
+                  "baseline_flops": sub.baseline_flops, "space": str(sub.space.input_shape) + " -> "
+                  + str(sub.space.output_shape)}, V.ARTIFACT_BASELINE)
 
 
 def _log_weights(run: Any | None, substitution: SynoSubstitution) -> None:
@@ -520,5 +542,5 @@ def _summarize_parent(tracker: Any, parent: str, study: optuna.Study) -> None:
     best = best_operator_trial(study)
     if best is not None:
         metrics[f"best_{name}"] = best.value
-        run.set_tags({"syno.best_hash": best.user_attrs.get(HASH_ATTR)})
+        run.set_tags({V.TAG_BEST_HASH: best.user_attrs.get(HASH_ATTR)})
     run.log_metrics(metrics)

@@ -32,11 +32,20 @@ STEPS = "syno.steps"
 TOKENS_PER_S = "syno.tokens_per_s"
 THROUGHPUT_RATIO = "syno.throughput_ratio"
 
+# -- Optuna constraint (system attribute constraints:<name>): 1.0 on the baseline trial, so that the baseline is
+# infeasible and study.best_trial (and optuna-dashboard's Best Trial) is the best operator, never the baseline
+BASELINE_CONSTRAINT = "syno.baseline"
+
 # -- Optuna trial system attributes (the sampler's)
 SYS_OPERATOR = "syno:operator"        # the operator JSON assigned (what suggest_operator reads)
 SYS_LEAF = "syno:leaf"                # steps of the operator's path inside the MCTS tree
 SYS_SOURCE = "syno:source"            # "mcts" | "fallback" | "enqueued"
 SYS_ERROR = "syno:error"              # why no operator could be given
+
+# -- MLflow metrics (beside the objective val_acc / val_loss); "num_params", not "params" (MLflow's Parameters)
+METRIC_FLOPS = "flops"
+METRIC_NUM_PARAMS = "num_params"
+METRIC_FLOPS_RATIO = "flops_ratio"
 
 # -- MLflow tags
 TAG_STUDY = "syno.study"
@@ -53,4 +62,5 @@ ARTIFACT_OPERATOR_PY = "operator.py"
 ARTIFACT_GRAPH_DOT = "graph.dot"
 ARTIFACT_GRAPH_SVG = "graph.svg"
 ARTIFACT_FAILURE = "failure.txt"
+ARTIFACT_BASELINE = "layers.json"    # the baseline run's: the replaced layers
 ARTIFACT_WEIGHTS = "weights.pt"        # the trained operator modules' state dicts (`export --weights`)

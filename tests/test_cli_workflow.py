@@ -1,6 +1,7 @@
 """What a user does around a search, through the real CLI: interrupt, resume, inspect, export."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -231,3 +232,53 @@ def test_show_and_export_with_trained_weights_in_a_torch_only_process(searched, 
 
     trained = torch.load(tmp_path / "w0.pt", weights_only=True)
     assert trained and all(k.startswith("operator.") or k == "bias" for k in trained)
+
+
+@pytest.mark.slow
+def test_optuna_and_mlflow_conventions(searched):
+    study = _study(searched)
+    assert study.metric_names == ["val_acc"]
+    base = study.trials[0]
+    assert base.user_attrs["syno.baseline"] and base.constraints == {"syno.baseline": 1.0}
+    ops = [t for t in study.trials[1:] if t.state == optuna.trial.TrialState.COMPLETE]
+    if ops:  # the baseline never is the study's best trial, even with the best value
+        assert study.best_trial.number == max(ops, key=lambda t: t.value).number
+    else:
+        with pytest.raises(ValueError):
+            study.best_trial
+    runs = _runs(searched)
+    parent = next(r for r in runs if r.data.tags.get("syno.role") == "study")
+    assert len([k for k in parent.data.params if k.startswith("search.")]) >= 15
+    client = MlflowClient(f"sqlite:///{searched / 'mlflow.db'}")
+    for run in runs:
+        if run.data.tags.get("syno.role") != "trial":
+            continue
+        assert sorted(k for k in run.data.params if k.startswith("search.")) == [
+            "search.dataset", "search.model", "search.task"]
+        assert "params" not in run.data.metrics
+        if run.info.status == "FINISHED":
+            assert "num_params" in run.data.metrics
+        assert {a.path for a in client.list_artifacts(run.info.run_id)}, run.info.run_name  # baseline too
+
+
+@pytest.mark.slow
+def test_a_copied_search_folder_reads_its_own_artifacts(searched, tmp_path):
+    import shutil
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    shutil.copytree(searched, first)
+    shutil.copytree(first, second)
+    shutil.rmtree(first)  # artifacts can only come from `second` now (or the untouched original)
+    done = [t for t in _study(second).trials[1:] if t.state == optuna.trial.TrialState.COMPLETE]
+    assert done, "no operator trial completed"
+    number = str(done[0].number)
+    shown = cli(second, "show", number).stdout
+    assert "weights.pt" in shown and "operator.json" in shown, shown
+    cli(second, "export", number, "-o", "op.py", "--weights", "w.pt")
+    assert (second / "w.pt").stat().st_size > 0
+    client = MlflowClient(f"sqlite:///{second / 'mlflow.db'}")
+    run_id = done[0].user_attrs["syno.mlflow_run_id"]
+    uri = client.get_run(run_id).info.artifact_uri
+    assert str(second.resolve()) in uri, uri
+    local = Path(client.download_artifacts(run_id, "operator.json", str(tmp_path)))
+    assert json.loads(local.read_text())["hash"] == done[0].user_attrs["syno.hash"]

@@ -538,7 +538,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     maximize = name == "val_acc"
     axis = {"maximize": maximize, "ylabel": "validation accuracy" if maximize else "validation loss"}
     points = points_of(study)
-    files = plot_pareto(points, out / "pareto_flops", title=f"{study.study_name}: {name} vs FLOPs", **axis)
+    budget = study.user_attrs.get(V.SETTINGS, {}).get("flops_ratio")
+    files = plot_pareto(points, out / "pareto_flops", title=f"{study.study_name}: {name} vs FLOPs", budget=budget,
+                        **axis)
     for device in latency_devices(study):  # measured by the search or by `syno-automl tune`
         files += plot_pareto(latency_points(study, device), out / f"pareto_latency_{device}",
                              xlabel=f"latency of the replaced layers (ms) on {device}",

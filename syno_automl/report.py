@@ -96,9 +96,9 @@ def pareto_front(points: Iterable[Point], maximize: bool = True) -> list[Point]:
 
 def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, xlabel: str = "FLOPs / baseline FLOPs",
                 title: str = "Accuracy vs FLOPs", maximize: bool = True,
-                ylabel: str = "validation accuracy") -> list[Path]:
+                ylabel: str = "validation accuracy", budget: float | None = None) -> list[Path]:
     """Writes ``<out_stem>.png`` and ``.svg``: every trial, the Pareto front, the baseline as a red star
-    (with the "within 1 pp" line for accuracies)."""
+    (with the "within 1 pp" line for accuracies), and `budget` (the search's FLOPs limit) as a vertical line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -120,6 +120,8 @@ def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, xlabel: str = 
         ax.scatter([p.cost], [p.value], marker="*", s=180, color="#cc3311", zorder=5, label="baseline")
         if maximize:
             ax.axhline(p.value - 0.01, color="#cc3311", lw=0.6, ls=":", label="baseline - 1 pp")
+    if budget is not None:
+        ax.axvline(budget, color="#777777", lw=0.8, ls="--", label=f"FLOPs budget {budget:g}x")
     for p in front:
         if not p.baseline and p.hash:
             ax.annotate(p.hash[:6], (p.cost, p.value), fontsize=6, xytext=(3, 3), textcoords="offset points")
@@ -189,12 +191,17 @@ def canonical_rate_table(stats: dict[str, Any]) -> str:
 
 
 def trial_table(study: optuna.Study) -> str:
-    """Markdown table of the trials: number, state, operator, FLOPs ratio, objective value."""
+    """Markdown table of every trial (failed and pruned ones too): number, state, operator, FLOPs ratio,
+    objective value (a pruned trial's: its last reported one), why it failed or was pruned."""
     name = "val_loss" if study.direction == optuna.study.StudyDirection.MINIMIZE else "val_acc"
-    lines = [f"| trial | state | operator | flops ratio | {name} |", "|---:|---|---|---:|---:|"]
+    lines = [f"| trial | state | operator | flops ratio | {name} | reason |", "|---:|---|---|---:|---:|---|"]
     for t in study.get_trials(deepcopy=False):
         label = "baseline" if t.user_attrs.get(V.BASELINE) else t.user_attrs.get(V.HASH, "-")
         ratio = t.user_attrs.get(V.FLOPS_RATIO)
-        lines.append(f"| {t.number} | {t.state.name} | {label} | "
-                     f"{'-' if ratio is None else f'{ratio:.3f}'} | {'-' if t.value is None else f'{t.value:.4f}'} |")
+        value = t.value if t.value is not None else (
+            t.intermediate_values[max(t.intermediate_values)] if t.intermediate_values else None)
+        reason = str(t.user_attrs.get(V.FAILURE) or t.user_attrs.get(V.PRUNED) or "")
+        reason = reason.replace("|", "/").replace("\n", " ")[:200]
+        lines.append(f"| {t.number} | {t.state.name} | {label} | {'-' if ratio is None else f'{ratio:.3f}'} | "
+                     f"{'-' if value is None else f'{value:.4f}'} | {reason} |")
     return "\n".join(lines)

@@ -282,3 +282,20 @@ def test_a_copied_search_folder_reads_its_own_artifacts(searched, tmp_path):
     assert str(second.resolve()) in uri, uri
     local = Path(client.download_artifacts(run_id, "operator.json", str(tmp_path)))
     assert json.loads(local.read_text())["hash"] == done[0].user_attrs["syno.hash"]
+
+
+@pytest.mark.slow
+def test_report_lists_every_trial_with_reasons_and_draws_the_budget(searched, tmp_path):
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(searched, folder)
+    cli(folder, "report", "--tracking-uri", "none")
+    text = (folder / "report" / "report.md").read_text()
+    for t in _study(folder).trials:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {t.number} | "))
+        assert t.state.name in row
+        why = t.user_attrs.get("syno.failure") or t.user_attrs.get("syno.pruned")
+        if why:
+            assert " ".join(str(why).split())[:40] in row, row
+    assert "FLOPs budget 0.5x" in (folder / "report" / "pareto_flops.svg").read_text()

@@ -299,3 +299,15 @@ def test_report_lists_every_trial_with_reasons_and_draws_the_budget(searched, tm
         if why:
             assert " ".join(str(why).split())[:40] in row, row
     assert "FLOPs budget 0.5x" in (folder / "report" / "pareto_flops.svg").read_text()
+
+
+def test_a_source_tree_without_the_core_says_what_to_do(tmp_path):
+    import shutil
+
+    import syno_automl
+
+    shutil.copytree(Path(syno_automl.__file__).parent, tmp_path / "syno_automl",
+                    ignore=shutil.ignore_patterns("_native*", "__pycache__"))
+    done = subprocess.run([sys.executable, "-c", "import syno_automl"], cwd=tmp_path, capture_output=True,
+                          text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert done.returncode == 1 and "C++ core" in done.stderr and "cmake --build" in done.stderr, done.stderr[-800:]

@@ -168,7 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_enumerate)
 
     p = sub.add_parser("reevaluate", help="retrain chosen operators (e.g. longer, bigger dataset)")
-    p.add_argument("hashes", nargs="+", metavar="HASH")
+    p.add_argument("hashes", nargs="+", metavar="TRIAL", help="best, trial numbers or operator hash prefixes")
+    p.add_argument("--no-baseline", action="store_true",
+                   help="do not retrain the baseline (by default it is retrained first, at the same budget)")
     _model_options(p, trials=False)
     _common(p)
     p.set_defaults(func=cmd_reevaluate)
@@ -627,7 +629,11 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
     from syno_automl.study import prepare, train_operator
 
     study = _load_study(args)
-    found = [_find(study, h) for h in args.hashes]
+    # the baseline is retrained at the same budget, first: the operators' new figures are judged against it
+    refs = [h for h in args.hashes if h.lower() != "baseline"]
+    found: list[tuple[Any, Any]] = [_find(study, h) for h in refs]
+    if not args.no_baseline:
+        found.insert(0, (_find_trial(study, "baseline"), None))
     config = _config(args, tracking_uri=_tracking(args), study=args.study)
     if args.epochs is None:
         config.epochs = 10
@@ -644,7 +650,8 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
 
         tracker = SearchTracker(config.tracking_uri)
     for trial, op in found:
-        local = Operator.from_json(free_space, operator_json_of(trial))
+        local = Operator.from_json(free_space, operator_json_of(trial)) if op is not None else None
+        name = op.hash if op is not None else "baseline"
         run = None
         if tracker is not None:
             search_run = tracker.find_trial_run(study.study_name, number=trial.number)
@@ -656,11 +663,11 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
             if run is not None:
                 run.log_failure(f"{type(e).__name__}: {e}", traceback.format_exc())
                 run.finish("FAILED")
-            print(f"{op.hash}: failed: {type(e).__name__}: {e}")
+            print(f"{name}: failed: {type(e).__name__}: {e}")
             continue
         if run is not None:
             run.finish("FINISHED")
-        print(f"{op.hash}: {label} {acc:.4f} on {config.dataset} after {schedule}"
+        print(f"{name}: {label} {acc:.4f} on {config.dataset} after {schedule}"
               + (f" (search trial {trial.number}: {trial.value:.4f})" if trial.value is not None else "")
               + (f"  [MLflow run {run.run_id}]" if run is not None else ""))
     return 0

@@ -270,21 +270,23 @@ class SearchTracker:
         runs = self._search(" and ".join(clauses))
         return runs[-1] if runs else None
 
-    def reevaluation_run(self, study: str, op: Operator, search_run: Any | None, number: int | None,
+    def reevaluation_run(self, study: str, op: Operator | None, search_run: Any | None, number: int | None,
                          settings: Mapping[str, Any]) -> TrialRun:
-        """A run re-training a found operator, linked to its search trial by tags."""
-        tags = {V.TAG_ROLE: "reevaluation", V.TAG_STUDY: study, V.HASH: op.hash}
+        """A run re-training a found operator (None: the baseline), linked to its search trial by tags."""
+        label = op.hash if op is not None else "baseline"
+        tags = {V.TAG_ROLE: "reevaluation", V.TAG_STUDY: study, V.HASH: label}
         if number is not None:
             tags["syno.search_trial"] = str(number)
         if search_run is not None:
             tags["syno.search_run_id"] = search_run.info.run_id
-            tags["mlflow.note.content"] = (f"Re-evaluation of operator {op.hash} found by trial {number} "
+            tags["mlflow.note.content"] = (f"Re-evaluation of {label}, trial {number} "
                                            f"(run {search_run.info.run_id}) of study {study}.")
         run = self.client.create_run(self.experiment_id,
-                                     run_name=f"reeval-{op.hash}-{settings.get('dataset', '')}", tags=tags)
+                                     run_name=f"reeval-{label}-{settings.get('dataset', '')}", tags=tags)
         trial_run = TrialRun(self.client, run.info.run_id)
         trial_run.log_params({f"search.{k}": v for k, v in settings.items()})
-        trial_run.log_operator(op)
+        if op is not None:
+            trial_run.log_operator(op)
         return trial_run
 
     def trial_runs(self, study: str) -> list[Any]:

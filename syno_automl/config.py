@@ -130,8 +130,8 @@ class SearchConfig:
         if dataset in _LOCAL_DATASETS and self.data_dir is None:
             raise ValueError(f"dataset {self.dataset!r} is read from a local folder: pass --data-dir (datasets are "
                              f"not downloaded)")
-        if self.data_dir is not None and not Path(self.data_dir).is_dir():
-            raise ValueError(f"--data-dir {self.data_dir} is not a folder")
+        if self.data_dir is not None and not Path(self.data_dir).exists():
+            raise FileNotFoundError(f"--data-dir {self.data_dir} does not exist")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.latency_trials < 0:

@@ -235,7 +235,9 @@ class Objective:
         op: Operator | None = None
         started = time.time()
         self._close_lost_run(trial)
-        if baseline:  # the reference, not a candidate: infeasible, so study.best_trial is the best operator
+        system = trial.storage.get_trial_system_attrs(trial._trial_id)
+        if baseline and f"constraints:{V.BASELINE_CONSTRAINT}" not in system:  # (a retried baseline has it)
+            # the reference, not a candidate: infeasible, so study.best_trial is the best operator
             trial.set_constraint(V.BASELINE_CONSTRAINT, 1.0)
         try:
             try:

@@ -118,7 +118,7 @@ def test_rejected_invocations_fail_before_the_imports_and_create_nothing(tmp_pat
         assert "loading torch" not in done.stdout  # rejected before the heavy imports
         assert sorted(p.name for p in tmp_path.iterdir()) == [], (args, list(tmp_path.iterdir()))
     # the library modules that decide are light: no torch, lightning, mlflow or tvm
-    probe = ("import sys, syno_automl.cli, syno_automl.config, syno_automl.vocabulary; "
+    probe = ("import sys, syno_automl.cli, syno_automl.config, syno_automl.lookup, syno_automl.vocabulary; "
              "print(sorted(m for m in ('torch', 'lightning', 'mlflow', 'tvm') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], env=_env(), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
@@ -152,6 +152,7 @@ def test_resume_refuses_other_training_settings_naming_them(tmp_path):
         line = done.stderr.strip()
         assert len(line.splitlines()) == 1 and len(line) < 300, line
         assert all(n in line for n in named), line
+        assert "loading torch" not in done.stdout  # refused before the heavy imports
     n_trials = len(_study(tmp_path).trials)
     # no option given: the study's own settings (1 epoch, not the CLI's default 3)
     done = cli(tmp_path, "search", "--resume", "--tracking-uri", "none", "--trials", "0", "--timeout", "0",

@@ -5,8 +5,17 @@ SynoSampler/suggest_operator (optuna) are imported on first use.
 """
 from __future__ import annotations
 
+import importlib.util as _util
 from typing import Any
 
+if _util.find_spec("syno_automl._native") is None:  # the C++ core, built by CMake
+    import os as _os
+
+    raise ImportError(
+        f"syno_automl's C++ core (_native*.so) is not in {_os.path.dirname(__file__)}: this source tree shadows "
+        f"the installed package. Run from another directory to use the installed one, or build the core here: "
+        f"cmake -S . -B build/dev -G Ninja -DSKBUILD=ON -DPython_EXECUTABLE=$(which python) && cmake --build "
+        f"build/dev && cp build/dev/native/_native*.so syno_automl/")
 from syno_automl.errors import (EmptySpaceError, OperatorFormatError, OptionError, SpecError, SubstitutionError,
                                 SynoError, ValuationError)
 from syno_automl.space import Node, Operator, OperatorSpace

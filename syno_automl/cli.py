@@ -21,8 +21,12 @@ import os
 import sys
 import traceback
 import warnings
+
 from pathlib import Path
 from typing import Any, Sequence
+
+from syno_automl import vocabulary as V
+from syno_automl.lookup import check_tracking_uri, find_operator, find_trial, resume_defaults, trial_line
 
 __all__ = ["main", "build_parser"]
 
@@ -34,23 +38,31 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def _quiet(training: bool = False) -> None:
-    """Keeps the terminal for progress lines: libraries' info chatter goes."""
+def _quiet(training: bool = False, verbose: bool = False) -> None:
+    """Keeps the terminal for progress lines: libraries' info chatter goes (unless -v)."""
     if training:
         import lightning.pytorch  # noqa: F401 - it sets its loggers' levels on import: override them after
 
+    level = logging.INFO if verbose else logging.WARNING
     for name in ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning", "mlflow",
-                 "alembic", "optuna"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+                 "alembic", "optuna", "syno_automl"):
+        logging.getLogger(name).setLevel(level)
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.INFO if verbose else optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", message=".*experimental feature.*")
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+
+
+def _verbosity(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines, warnings and errors only")
+    p.add_argument("-v", "--verbose", action="store_true", help="the libraries' info logs too (Optuna, MLflow...)")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -63,7 +75,7 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _model_options(p: argparse.ArgumentParser, trials: bool = True) -> None:
-    p.add_argument("--task", choices=["image", "lm"], default="image",
+    p.add_argument("--task", choices=["image", "lm"], default=None,
                    help="image: classification, maximize val_acc (default); lm: the GPT's QKV projections, "
                         "minimize val_loss")
     p.add_argument("--model", default=None, help="model of lightning_modules (default: small_cnn; lm: gpt)")
@@ -80,12 +92,12 @@ def _model_options(p: argparse.ArgumentParser, trials: bool = True) -> None:
     p.add_argument("--val-every", type=int, default=None, help="lm: validate every N steps (default: 50)")
     p.add_argument("--tokenizer", default=None,
                    help="lm: byte (vocabulary 256, the default), char, or tiktoken:NAME where installed")
-    p.add_argument("--flops-ratio", type=float, default=0.5,
-                   help="FLOPs budget relative to the replaced layers (default: %(default)s)")
-    p.add_argument("--cost-ratio", type=float, default=1.0,
+    p.add_argument("--flops-ratio", type=float, default=None,
+                   help="FLOPs budget relative to the replaced layers (default: 0.5)")
+    p.add_argument("--seed", type=int, default=None, help="search seed (default: 0)")
+    p.add_argument("--cost-ratio", type=float, default=None,
                    help="planned-cost budget (FLOPs + elements materialized, Operator.cost) relative to the "
-                        "replaced layers; 0 turns it off (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="search seed (default: %(default)s)")
+                        "replaced layers; 0 turns it off (default: 1.0)")
     p.add_argument("--image-size", type=int, default=None, help="image side (default: the dataset's)")
     p.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.05 SGD; lm: 3e-3 AdamW)")
     p.add_argument("--max-depth", type=int, default=None, help="maximum primitives per operator (default: 8)")
@@ -100,17 +112,20 @@ def _model_options(p: argparse.ArgumentParser, trials: bool = True) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from syno_automl import __version__
+
     parser = _Parser(prog="syno-automl", description="Synthesize neural operators with Optuna + MLflow.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     p = sub.add_parser("search", help="run (or --resume) a search")
     _model_options(p)
     _common(p)
-    p.add_argument("--resume", action="store_true", help="continue an existing study")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an existing study with its settings (options given must agree with them)")
     p.add_argument("--heartbeat", type=int, default=10,
                    help="seconds between worker heartbeats (RDB storages); a trial silent for 3x this is failed "
                         "and retried with its operator (default: %(default)s; 0: off)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--latency", default="", metavar="TARGETS",
                    help="TVM latency of each trial's operator vs the replaced layers on these targets, e.g. llvm or "
                         "llvm,cuda or rpc:KEY@host:port (default: none)")
@@ -123,15 +138,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--latency-inductor", action="store_true", help="also time both under torch.compile")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("show", help="describe an operator of the study")
-    p.add_argument("hash", help="operator hash (a unique prefix is enough)")
+    p = sub.add_parser("show", help="list the study's trials, or describe one")
+    p.add_argument("hash", nargs="?", default=None, metavar="TRIAL",
+                   help="best, baseline, a trial number, or an operator hash (a unique prefix is enough); "
+                        "none: list the trials")
     _common(p)
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("export", help="write an operator as a standalone PyTorch module")
-    p.add_argument("hash")
+    p = sub.add_parser("list", help="the study's trials: number, state, operator, value, FLOPs, reason")
+    _common(p)
+    p.set_defaults(func=cmd_show, hash=None)
+
+    p = sub.add_parser("export", help="write an operator as a drop-in PyTorch layer (standalone file, torch only)")
+    p.add_argument("hash", metavar="TRIAL", help="best, a trial number, or an operator hash prefix")
     p.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
     p.add_argument("--mapping", type=int, default=0, help="which replaced layer's sizes (default: %(default)s)")
+    p.add_argument("--weights", default=None, metavar="FILE",
+                   help="also write the trial's trained weights for that layer (from its MLflow run) to FILE, "
+                        "for SynoLayer().load_state_dict(torch.load(FILE))")
+    p.add_argument("--no-bias", action="store_true",
+                   help="no per-channel bias (the search adds one where the replaced layer had one)")
     _common(p)
     p.set_defaults(func=cmd_export)
 
@@ -148,7 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_enumerate)
 
     p = sub.add_parser("reevaluate", help="retrain chosen operators (e.g. longer, bigger dataset)")
-    p.add_argument("hashes", nargs="+", metavar="HASH")
+    p.add_argument("hashes", nargs="+", metavar="TRIAL", help="best, trial numbers or operator hash prefixes")
+    p.add_argument("--no-baseline", action="store_true",
+                   help="do not retrain the baseline (by default it is retrained first, at the same budget)")
     _model_options(p, trials=False)
     _common(p)
     p.set_defaults(func=cmd_reevaluate)
@@ -170,18 +198,26 @@ def build_parser() -> argparse.ArgumentParser:
                         "./.tvm_tuning)")
     _common(p)
     p.set_defaults(func=cmd_tune)
+    for command in sub.choices.values():
+        _verbosity(command)
     return parser
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
 def _tracking(args: argparse.Namespace) -> str | None:
-    return None if str(args.tracking_uri).lower() in ("none", "", "off") else args.tracking_uri
+    """The MLflow tracking URI (None for 'none'), checked to be reachable in a few seconds."""
+    uri = None if str(args.tracking_uri).lower() in ("none", "", "off") else args.tracking_uri
+    if uri is not None:
+        check_tracking_uri(uri)
+    return uri
 
 
 def _config(args: argparse.Namespace, **extra: Any):
-    from syno_automl.study import SearchConfig
+    from syno_automl.config import SearchConfig
 
-    task = getattr(args, "task", "image")
+    if getattr(args, "task", None) is None:
+        args.task = "image"
+    task = args.task
     if task != "lm":
         given = [o for o, v in (("--steps", args.steps), ("--time-budget", args.time_budget),
                                 ("--seq-len", args.seq_len), ("--val-every", args.val_every),
@@ -191,8 +227,9 @@ def _config(args: argparse.Namespace, **extra: Any):
     elif args.epochs is not None or args.image_size is not None:
         raise ValueError("--epochs and --image-size apply to --task image; --task lm trains for --steps")
     config = SearchConfig(task=task, model=args.model, dataset=args.dataset, data_dir=args.data_dir,
-                          flops_ratio=args.flops_ratio, seed=args.seed,
-                          cost_ratio=args.cost_ratio if args.cost_ratio else None, **extra)
+                          flops_ratio=0.5 if args.flops_ratio is None else args.flops_ratio,
+                          seed=0 if args.seed is None else args.seed, 
+                          cost_ratio=1.0 if args.cost_ratio is None else (args.cost_ratio or None), **extra)
     for name, attr in (("epochs", "epochs"), ("image_size", "image_size"), ("lr", "lr"),
                        ("max_depth", "max_depth"), ("timeout", "trial_timeout"), ("threads", "threads"),
                        ("steps", "max_steps"), ("time_budget", "time_budget"), ("seq_len", "seq_len"),
@@ -208,6 +245,7 @@ def _config(args: argparse.Namespace, **extra: Any):
 
 
 def _load_study(args: argparse.Namespace):
+    _quiet(verbose=getattr(args, "verbose", False))
     import optuna
 
     from syno_automl.search.storage import make_storage
@@ -226,47 +264,50 @@ def _load_study(args: argparse.Namespace):
 def _space_of(study):
     from syno_automl.space import OperatorSpace
 
-    config = study.user_attrs.get("syno.space")
+    config = study.user_attrs.get(V.SPACE)
     if not isinstance(config, dict):
         raise LookupError(f"study {study.study_name!r} was not made by syno-automl (no syno.space attribute)")
     return OperatorSpace(**config)
 
 
-def _find(study, prefix: str):
-    """(trial, Operator) for a hash prefix."""
-    from syno_automl.optuna import operator_json_of
-    from syno_automl.space import Operator
+def _find_trial(study, ref: str):
+    return find_trial(study, ref)
 
-    prefix = prefix.lower()
-    matches: dict[str, Any] = {}
-    for t in study.get_trials(deepcopy=False):
-        h = t.user_attrs.get("syno.hash")
-        if isinstance(h, str) and h.startswith(prefix):
-            best = matches.get(h)
-            if best is None or (t.state.name == "COMPLETE" and best.state.name != "COMPLETE"):
-                matches[h] = t
-    if not matches:
-        raise LookupError(f"no operator {prefix!r} in study {study.study_name!r}")
-    if len(matches) > 1:
-        raise LookupError(f"hash prefix {prefix!r} is ambiguous: {', '.join(sorted(matches))}")
-    trial = next(iter(matches.values()))
-    return trial, Operator.from_json(_space_of(study), operator_json_of(trial))
+
+def _find(study, ref: str):
+    """(trial, Operator) for a trial number, ``best`` or an operator hash prefix (syno_automl.lookup)."""
+    return find_operator(study, ref, _space_of)
 
 
 # -- commands --------------------------------------------------------------------------------------------
 def cmd_search(args: argparse.Namespace) -> int:
+    # everything that can reject the invocation runs before torch, Lightning and MLflow load (seconds) and
+    # before any database is created
     if args.trials < 0:
         raise ValueError(f"--trials must be >= 0, got {args.trials}")
-    _quiet(training=True)
-    from syno_automl.study import baseline_trial, best_operator_trial, objective_name, run_search
-
+    tracking_uri = _tracking(args)
+    recorded = resume_defaults(args) if args.resume else None
     targets = tuple(t.strip() for t in args.latency.split(",") if t.strip())
     config = _config(args, trials=args.trials, storage=args.storage, study=args.study,
-                     tracking_uri=_tracking(args), heartbeat=args.heartbeat or None, latency_targets=targets,
+                     tracking_uri=tracking_uri, heartbeat=args.heartbeat or None, latency_targets=targets,
                      latency_trials=args.latency_trials, latency_inductor=args.latency_inductor,
                      latency_margin=None if args.latency_margin < 0 else args.latency_margin)
     if args.epochs is None:
         config.epochs = 3
+    config.validate()
+    if recorded is not None:  # the same check as run_search's, before the imports
+        from syno_automl.config import StudyMismatchError, describe_diff, settings_diff
+
+        diff = settings_diff(recorded, config.settings())
+        if diff:
+            raise StudyMismatchError(f"study {config.study!r} was trained with other settings: {describe_diff(diff)}; "
+                                     f"resume with the study's settings, or --study NAME for a new search")
+    if not args.quiet:
+        print(f"syno-automl: {'resuming' if args.resume else 'starting'} study {config.study!r} "
+              f"({config.model} on {config.dataset}); loading torch, Lightning, MLflow...", flush=True)
+    _quiet(training=True, verbose=args.verbose)
+    from syno_automl.study import baseline_trial, best_operator_trial, objective_name, run_search
+
     result = run_search(config, resume=args.resume, out=None if args.quiet else sys.stdout)
     study = result.study
     name = objective_name(study)
@@ -285,42 +326,108 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from syno_automl.study import objective_name
+
     study = _load_study(args)
-    trial, op = _find(study, args.hash)
-    print(f"operator {op.hash}  (study {study.study_name}, trial {trial.number}, {trial.state.name})")
-    print(str(op))
-    print(f"depth {op.depth}; primitives: {', '.join(op.primitives)}")
-    for key, label in (("syno.flops_ratio", "FLOPs ratio"), ("syno.flops", "FLOPs"), ("syno.params", "params"),
-                       ("syno.cost_ratio", "cost ratio"), ("syno.cost", "cost"),
-                       ("syno.materialized", "elements materialized"), ("syno.peak", "peak tensor (elements)")):
+    name = objective_name(study)
+    if args.hash is None:
+        trials = study.get_trials(deepcopy=False)
+        print(f"study {study.study_name}: {len(trials)} trials ({name}; `syno-automl show N` for one)")
+        print(f"{'trial':>5}  {'state':<8}  {'operator':<16}  {name:>8}  {'FLOPs':>7}  reason")
+        for t in trials:
+            print(trial_line(t, name))
+        return 0
+    trial = _find_trial(study, args.hash)
+    if trial.user_attrs.get(V.BASELINE):
+        print(f"baseline (study {study.study_name}, trial {trial.number}, {trial.state.name}): the original layers")
+    else:
+        _, op = _find(study, f"#{trial.number}")
+        print(f"operator {op.hash}  (study {study.study_name}, trial {trial.number}, {trial.state.name})")
+        print(str(op))
+        print(f"depth {op.depth}; primitives: {', '.join(op.primitives)}")
+    for key, label in ((V.FLOPS_RATIO, "FLOPs ratio"), (V.FLOPS, "FLOPs"), (V.PARAMS, "params"),
+                       (V.COST_RATIO, "cost ratio"), (V.COST, "cost"),
+                       (V.MATERIALIZED, "elements materialized"), (V.PEAK, "peak tensor (elements)")):
         if key in trial.user_attrs:
             print(f"{label}: {trial.user_attrs[key]}")
     if trial.value is not None:
-        from syno_automl.study import objective_name
-
-        print(f"{objective_name(study)}: {trial.value:.4f}")
-    for key, label in (("syno.tokens_per_s", "training tokens/s"), ("syno.throughput_ratio", "throughput ratio")):
+        print(f"{name}: {trial.value:.4f}")
+    for key, label in ((V.TOKENS_PER_S, "training tokens/s"), (V.THROUGHPUT_RATIO, "throughput ratio")):
         if key in trial.user_attrs:
             print(f"{label}: {trial.user_attrs[key]:.4g}")
-    if "syno.failure" in trial.user_attrs:
-        print(f"failure: {trial.user_attrs['syno.failure']}")
-    if "syno.mlflow_run_id" in trial.user_attrs:
-        print(f"MLflow run: {trial.user_attrs['syno.mlflow_run_id']}")
+    for key, label in ((V.FAILURE, "failure"), (V.PRUNED, "pruned")):
+        if key in trial.user_attrs:
+            print(f"{label}: {trial.user_attrs[key]}")
+    run_id = trial.user_attrs.get(V.RUN_ID)
+    if run_id:
+        print(f"MLflow run: {run_id}" + _run_summary(_tracking(args), run_id))
     return 0
+
+
+def _run_summary(tracking: str | None, run_id: str) -> str:
+    """`` (FINISHED; artifacts: ...)`` read from the tracking store; '' without one."""
+    if tracking is None:
+        return ""
+    from syno_automl.tracking import SearchTracker
+
+    client = SearchTracker(tracking).client
+    try:
+        run = client.get_run(run_id)
+        artifacts = sorted(a.path for a in client.list_artifacts(run_id))
+    except Exception as e:  # noqa: BLE001 -- another store, or a deleted run: say so, show the rest
+        return f" (not found in {tracking}: {type(e).__name__})"
+    return f" ({run.info.status}; artifacts: {', '.join(artifacts) or 'none'})"
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from syno_automl.export import layer_source, weights_for_mapping
+
     study = _load_study(args)
-    _, op = _find(study, args.hash)
+    trial, op = _find(study, args.hash)
     if not 0 <= args.mapping < op.space.num_mappings:
         raise ValueError(f"--mapping must be in [0, {op.space.num_mappings - 1}]")
-    source = op.to_source(args.mapping)
+    mapping = op.space.mapping(args.mapping)
+    kind = study.user_attrs.get(V.SETTINGS, {}).get("layer", "conv2d")
+    state = None
+    if args.weights:
+        tracking = _tracking(args)
+        run_id = trial.user_attrs.get(V.RUN_ID)
+        if tracking is None or not run_id:
+            raise LookupError(f"--weights: trial {trial.number} has no MLflow run" if tracking else
+                              "--weights reads the trained weights from MLflow: --tracking-uri none was given")
+        state = weights_for_mapping(_download_weights(tracking, run_id, trial.number), mapping)
+    bias = not args.no_bias if state is None else "bias" in state
+    source = layer_source(op, args.mapping, kind=kind, bias=bias)
     if args.output:
         Path(args.output).write_text(source)
-        print(f"wrote {args.output} (operator {op.hash}, sizes {op.space.mapping(args.mapping)})")
+        print(f"wrote {args.output} (operator {op.hash}, trial {trial.number}, sizes {mapping}; "
+              f"`python {args.output}` smoke-tests it)")
     else:
         sys.stdout.write(source)
+    if state is not None:
+        import torch
+
+        torch.save(state, args.weights)
+        print(f"wrote {args.weights} (trained weights: SynoLayer().load_state_dict(torch.load({args.weights!r})))",
+              file=sys.stderr if not args.output else sys.stdout)
     return 0
+
+
+def _download_weights(tracking: str, run_id: str, number: int) -> dict[str, Any]:
+    import tempfile
+
+    import torch
+
+    from syno_automl.tracking import SearchTracker
+
+    client = SearchTracker(tracking).client
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            path = client.download_artifacts(run_id, V.ARTIFACT_WEIGHTS, folder)
+        except Exception as e:  # noqa: BLE001 -- MLflow raises several types for a missing artifact
+            raise LookupError(f"trial {number}'s MLflow run {run_id} has no {V.ARTIFACT_WEIGHTS} (trials that "
+                              f"did not complete, or searched before weights were kept): {type(e).__name__}") from None
+        return torch.load(path, weights_only=True)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -335,7 +442,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     maximize = name == "val_acc"
     axis = {"maximize": maximize, "ylabel": "validation accuracy" if maximize else "validation loss"}
     points = points_of(study)
-    files = plot_pareto(points, out / "pareto_flops", title=f"{study.study_name}: {name} vs FLOPs", **axis)
+    budget = study.user_attrs.get(V.SETTINGS, {}).get("flops_ratio")
+    files = plot_pareto(points, out / "pareto_flops", title=f"{study.study_name}: {name} vs FLOPs", budget=budget,
+                        **axis)
     for device in latency_devices(study):  # measured by the search or by `syno-automl tune`
         files += plot_pareto(latency_points(study, device), out / f"pareto_latency_{device}",
                              xlabel=f"latency of the replaced layers (ms) on {device}",
@@ -355,7 +464,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     (out / "report.md").write_text(text)
     files.append(out / "report.md")
     print(text)
-    run_id = study.user_attrs.get("syno.mlflow_run_id")
+    run_id = study.user_attrs.get(V.RUN_ID)
     if tracking and run_id:
         from syno_automl.tracking import SearchTracker
 
@@ -375,14 +484,14 @@ def _loss_curves(study, tracking: str, out: Path, top: int) -> list[Path]:
     from syno_automl.tracking import SearchTracker
 
     done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if t.value is not None and "syno.mlflow_run_id" in t.user_attrs]
-    base = [t for t in done if t.user_attrs.get("syno.baseline")]
-    ops = sorted((t for t in done if not t.user_attrs.get("syno.baseline")), key=lambda t: t.value)[:top]
+            if t.value is not None and V.RUN_ID in t.user_attrs]
+    base = [t for t in done if t.user_attrs.get(V.BASELINE)]
+    ops = sorted((t for t in done if not t.user_attrs.get(V.BASELINE)), key=lambda t: t.value)[:top]
     client = SearchTracker(tracking).client
     curves: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for t in base + ops:
-        label = "baseline" if t.user_attrs.get("syno.baseline") else str(t.user_attrs.get("syno.hash", t.number))[:8]
-        run_id = t.user_attrs["syno.mlflow_run_id"]
+        label = "baseline" if t.user_attrs.get(V.BASELINE) else str(t.user_attrs.get(V.HASH, t.number))[:8]
+        run_id = t.user_attrs[V.RUN_ID]
         curves[label] = {m: [(p.step, p.value) for p in client.get_metric_history(run_id, m)]
                          for m in ("train_loss", "val_loss")}
     if not any(series.get("val_loss") for series in curves.values()):
@@ -397,7 +506,7 @@ def cmd_enumerate(args: argparse.Namespace) -> int:
     from syno_automl.study import prepare
 
     config = _config(args, tracking_uri=None)
-    _quiet(training=True)
+    _quiet(training=True, verbose=args.verbose)
     context = prepare(config)
     space = context.space
     print(f"space: {space.input_shape} -> {space.output_shape}, primary {space.primary}, coefficients "
@@ -422,7 +531,11 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
     from syno_automl.study import prepare, train_operator
 
     study = _load_study(args)
-    found = [_find(study, h) for h in args.hashes]
+    # the baseline is retrained at the same budget, first: the operators' new figures are judged against it
+    refs = [h for h in args.hashes if h.lower() != "baseline"]
+    found: list[tuple[Any, Any]] = [_find(study, h) for h in refs]
+    if not args.no_baseline:
+        found.insert(0, (_find_trial(study, "baseline"), None))
     config = _config(args, tracking_uri=_tracking(args), study=args.study)
     if args.epochs is None:
         config.epochs = 10
@@ -430,7 +543,7 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
         config.max_steps = 1000
     label, schedule = ((config.objective_name, f"{config.max_steps} steps") if config.task == "lm"
                        else ("val_acc", f"{config.epochs} epochs"))
-    _quiet(training=True)
+    _quiet(training=True, verbose=args.verbose)
     context = prepare(config)
     free_space = context.space.with_mappings(context.space.mappings)  # the new model's sizes, no FLOPs budget
     tracker = None
@@ -439,7 +552,8 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
 
         tracker = SearchTracker(config.tracking_uri)
     for trial, op in found:
-        local = Operator.from_json(free_space, operator_json_of(trial))
+        local = Operator.from_json(free_space, operator_json_of(trial)) if op is not None else None
+        name = op.hash if op is not None else "baseline"
         run = None
         if tracker is not None:
             search_run = tracker.find_trial_run(study.study_name, number=trial.number)
@@ -451,11 +565,11 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
             if run is not None:
                 run.log_failure(f"{type(e).__name__}: {e}", traceback.format_exc())
                 run.finish("FAILED")
-            print(f"{op.hash}: failed: {type(e).__name__}: {e}")
+            print(f"{name}: failed: {type(e).__name__}: {e}")
             continue
         if run is not None:
             run.finish("FINISHED")
-        print(f"{op.hash}: {label} {acc:.4f} on {config.dataset} after {schedule}"
+        print(f"{name}: {label} {acc:.4f} on {config.dataset} after {schedule}"
               + (f" (search trial {trial.number}: {trial.value:.4f})" if trial.value is not None else "")
               + (f"  [MLflow run {run.run_id}]" if run is not None else ""))
     return 0
@@ -519,17 +633,23 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # anywhere: while importing, loading data, training (see syno_automl.interrupt)
+        print("syno-automl: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
-    _quiet()
+    if args.quiet:
+        logging.disable(logging.WARNING - 1)  # warnings and errors only
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("syno-automl: interrupted", file=sys.stderr)
-        return 130
     except Exception as e:  # one clear line; --debug for the traceback
         if getattr(args, "debug", False):
             traceback.print_exc()

@@ -17,6 +17,7 @@ from typing import Any
 
 import lightning as L
 
+from syno_automl.interrupt import fit
 from syno_automl.lightning import TrainingTimeBudget
 
 __all__ = ["LMTrialMeter", "train_lm"]
@@ -99,7 +100,7 @@ def train_lm(context: Any, trial: Any | None, run: Any | None, *, substitution: 
                             callbacks=callbacks)
         started = time.time()
         try:
-            trainer.fit(task, datamodule=context.datamodule)
+            fit(trainer, task, datamodule=context.datamodule)  # Ctrl-C stays a KeyboardInterrupt
             if not meter.val_loss or meter.val_loss[-1][0] != trainer.global_step:
                 trainer.validate(task, datamodule=context.datamodule, verbose=False)
         finally:
@@ -107,7 +108,7 @@ def train_lm(context: Any, trial: Any | None, run: Any | None, *, substitution: 
                 metrics = {"train_seconds": time.time() - started, "steps": trainer.global_step,
                            "tokens_per_s": meter.tokens_per_s}
                 if substitution.flops is not None:
-                    metrics.update(flops=substitution.flops, params=substitution.params,
+                    metrics.update(flops=substitution.flops, num_params=substitution.params,
                                    flops_ratio=substitution.flops_ratio_used)
                 run.log_metrics(metrics)
                 if budget is not None and budget.stopped:

@@ -1,7 +1,9 @@
 """SynoSampler: an Optuna sampler proposing Syno operators by MCTS, with state rebuilt from the study's trials.
 
-The operator of a trial is chosen in `before_trial` and stored on it: system attr ``syno:operator`` (the JSON),
-user attrs ``syno.hash`` and ``syno.operator`` (the same JSON, readable: it lists the primitives). The objective
+The operator of a trial is chosen in `before_trial` and stored on it: system attr ``syno:operator`` (the JSON,
+what the sampler reads), user attrs ``syno.hash`` and ``syno.operator`` (the JSON again: optuna-dashboard shows
+user attributes only; ``enqueue_trial({}, user_attrs={"syno.operator": json})`` requests an operator). Names:
+syno_automl.vocabulary (``syno.`` for user attributes, ``syno:`` for the sampler's system attributes). The objective
 reads it with `suggest_operator(trial)`. Any number of processes may share one storage: every decision rebuilds
 (incrementally) the search tree from the trials, RUNNING trials count as virtual loss, and an operator held by
 any other trial is never proposed again (a write-then-check protocol resolves simultaneous picks).
@@ -24,12 +26,14 @@ import secrets
 import threading
 from typing import Any, Sequence
 
+import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
 
+from syno_automl import vocabulary as V
 from syno_automl.errors import EmptySpaceError, OperatorFormatError
 from syno_automl.search.mcts import MCTS, Observation, SearchExhaustedError
 from syno_automl.search.reward import Reward
@@ -38,13 +42,13 @@ from syno_automl.space import Operator, OperatorSpace
 __all__ = ["SynoSampler", "suggest_operator", "operator_json_of", "Reward", "OPERATOR_ATTR", "BASELINE_ATTR",
            "HASH_ATTR", "OPERATOR_USER_ATTR"]
 
-OPERATOR_ATTR = "syno:operator"      # system attr: the operator JSON (what suggest_operator reads)
-LEAF_ATTR = "syno:leaf"              # system attr: steps of the operator's path inside the MCTS tree
-SOURCE_ATTR = "syno:source"          # system attr: "mcts" | "fallback" | "enqueued"
-ERROR_ATTR = "syno:error"            # system attr: why no operator could be given to this trial
-HASH_ATTR = "syno.hash"              # user attr
-OPERATOR_USER_ATTR = "syno.operator"  # user attr: the JSON (enqueue_trial({}, user_attrs={...: json}) to pick it)
-BASELINE_ATTR = "syno.baseline"      # user attr: True on the trial that evaluates the original layers
+OPERATOR_ATTR = V.SYS_OPERATOR       # system attr: the operator JSON (what suggest_operator reads)
+LEAF_ATTR = V.SYS_LEAF               # system attr: steps of the operator's path inside the MCTS tree
+SOURCE_ATTR = V.SYS_SOURCE           # system attr: "mcts" | "fallback" | "enqueued"
+ERROR_ATTR = V.SYS_ERROR             # system attr: why no operator could be given to this trial
+HASH_ATTR = V.HASH                   # user attr
+OPERATOR_USER_ATTR = V.OPERATOR      # user attr: a requested operator (enqueue_trial({}, user_attrs={...: json}))
+BASELINE_ATTR = V.BASELINE           # user attr: True on the trial that evaluates the original layers
 _RETRY_HISTORY = "retry_history"     # written by optuna.storages.RetryHeartbeatStaleTrialCallback
 _MAX_CONFLICTS = 16
 _log = logging.getLogger(__name__)
@@ -56,6 +60,10 @@ def operator_json_of(trial: FrozenTrial) -> str | None:
     if text is None:
         text = trial.user_attrs.get(OPERATOR_USER_ATTR)
     return text if isinstance(text, str) else None
+
+
+def _trial_seed(seed: int, number: int) -> int:
+    return int(np.random.SeedSequence([seed, number]).generate_state(1)[0])
 
 
 def _path_and_hash(text: str) -> tuple[tuple[str, ...], str] | None:
@@ -75,7 +83,8 @@ class SynoSampler(BaseSampler):
         exploration: the UCB1-tuned constant.
         reward: maps a finished trial to [0, 1]; default: accuracy in [0, 1] with power 2 for a maximized
             objective, a loss in [0, 10] for a minimized one. Failed and pruned trials get its low constants.
-        independent_sampler: samples the objective's other parameters (RandomSampler by default).
+        independent_sampler: samples the objective's other parameters. By default a RandomSampler seeded from
+            (seed, trial number), so a resumed process does not repeat the values of the trials before it.
         widening, widening_power: progressive widening, ceil(widening * N ** widening_power) children.
         virtual_loss: visits with reward 0 that each RUNNING trial adds along its path.
 
@@ -100,7 +109,9 @@ class SynoSampler(BaseSampler):
         self.reward = reward
         self._tree_options = dict(exploration=exploration, widening=widening, widening_power=widening_power,
                                   virtual_loss=virtual_loss)
+        self._own_independent = independent_sampler is None
         self._independent = independent_sampler or RandomSampler(seed=self.seed)
+        self._per_trial: dict[int, BaseSampler] = {}  # trial number -> its RandomSampler (default sampler only)
         self._lock = threading.RLock()
         self._operators: dict[str, Operator] = {}
         self._reset(None)
@@ -122,11 +133,21 @@ class SynoSampler(BaseSampler):
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
-        return self._independent.sample_independent(study, trial, param_name, param_distribution)
+        if not self._own_independent:
+            return self._independent.sample_independent(study, trial, param_name, param_distribution)
+        with self._lock:
+            # one RNG per trial, from (seed, number): every process draws the same values for trial n and none
+            # repeats another trial's (one RNG seeded once per process would restart in each resumed process)
+            sampler = self._per_trial.get(trial.number)
+            if sampler is None:
+                sampler = self._per_trial[trial.number] = RandomSampler(seed=_trial_seed(self.seed, trial.number))
+            return sampler.sample_independent(study, trial, param_name, param_distribution)
 
     def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState,
                     values: Sequence[float] | None) -> None:
         self._independent.after_trial(study, trial, state, values)
+        with self._lock:
+            self._per_trial.pop(trial.number, None)
 
     def reseed_rng(self) -> None:
         # Proposals depend on (seed, trial number) only, so threads sharing this sampler need no new seed.
@@ -193,6 +214,7 @@ class SynoSampler(BaseSampler):
                 break
             taken.add(op.hash)
         self._set_user(study, trial, HASH_ATTR, op.hash)
+        # also readable in the dashboard (which shows user attrs only); tests/test_search_optuna.py holds both
         self._set_user(study, trial, OPERATOR_USER_ATTR, op.to_json())
 
     def _held_elsewhere(self, study: Study, trial: FrozenTrial, op_hash: str) -> bool:

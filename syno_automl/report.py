@@ -17,6 +17,8 @@ from typing import Any, Iterable, Sequence
 
 import optuna
 
+from syno_automl import vocabulary as V
+
 __all__ = ["Point", "points_of", "latency_points", "latency_devices", "latency_schedules", "pareto_front", "plot_pareto", "plot_loss_curves",
            "canonical_rate_table", "trial_table"]
 
@@ -32,15 +34,15 @@ class Point:
     baseline: bool
 
 
-def points_of(study: optuna.Study, cost: str = "syno.flops_ratio") -> list[Point]:
+def points_of(study: optuna.Study, cost: str = V.FLOPS_RATIO) -> list[Point]:
     """Completed trials with a value and the user attr `cost` (``syno.flops_ratio``, ``syno.latency_ms.cpu``)."""
     out = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         value = t.user_attrs.get(cost)
         if value is None or t.value is None:
             continue
-        out.append(Point(t.number, t.user_attrs.get("syno.hash"), float(value), float(t.value),
-                         bool(t.user_attrs.get("syno.baseline"))))
+        out.append(Point(t.number, t.user_attrs.get(V.HASH), float(value), float(t.value),
+                         bool(t.user_attrs.get(V.BASELINE))))
     return out
 
 
@@ -50,9 +52,9 @@ def latency_points(study: optuna.Study, device: str) -> list[Point]:
     it is the later, deliberate measurement). The baseline point is the replaced layers' latency."""
     measured = study.user_attrs.get("syno.latency", {})
     out: list[Point] = []
-    base = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("syno.baseline")), None)
+    base = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(V.BASELINE)), None)
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-        entry = measured.get(t.user_attrs.get("syno.hash"), {}).get(device)
+        entry = measured.get(t.user_attrs.get(V.HASH), {}).get(device)
         if entry is None:
             entry = (t.user_attrs.get("syno.latency") or {}).get(device)
         if entry is None or t.value is None or entry.get("latency_ms") is None:
@@ -94,9 +96,9 @@ def pareto_front(points: Iterable[Point], maximize: bool = True) -> list[Point]:
 
 def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, xlabel: str = "FLOPs / baseline FLOPs",
                 title: str = "Accuracy vs FLOPs", maximize: bool = True,
-                ylabel: str = "validation accuracy") -> list[Path]:
+                ylabel: str = "validation accuracy", budget: float | None = None) -> list[Path]:
     """Writes ``<out_stem>.png`` and ``.svg``: every trial, the Pareto front, the baseline as a red star
-    (with the "within 1 pp" line for accuracies)."""
+    (with the "within 1 pp" line for accuracies), and `budget` (the search's FLOPs limit) as a vertical line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -118,6 +120,8 @@ def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, xlabel: str = 
         ax.scatter([p.cost], [p.value], marker="*", s=180, color="#cc3311", zorder=5, label="baseline")
         if maximize:
             ax.axhline(p.value - 0.01, color="#cc3311", lw=0.6, ls=":", label="baseline - 1 pp")
+    if budget is not None:
+        ax.axvline(budget, color="#777777", lw=0.8, ls="--", label=f"FLOPs budget {budget:g}x")
     for p in front:
         if not p.baseline and p.hash:
             ax.annotate(p.hash[:6], (p.cost, p.value), fontsize=6, xytext=(3, 3), textcoords="offset points")
@@ -187,13 +191,19 @@ def canonical_rate_table(stats: dict[str, Any]) -> str:
 
 
 def trial_table(study: optuna.Study) -> str:
-    """Markdown table of the trials: number, state, operator, FLOPs ratio, cost ratio, objective value."""
+    """Markdown table of every trial (failed and pruned ones too): number, state, operator, FLOPs ratio,
+    cost ratio, objective value (a pruned trial's: its last reported one), why it failed or was pruned."""
     name = "val_loss" if study.direction == optuna.study.StudyDirection.MINIMIZE else "val_acc"
-    lines = [f"| trial | state | operator | flops ratio | cost ratio | {name} |", "|---:|---|---|---:|---:|---:|"]
+    lines = [f"| trial | state | operator | flops ratio | cost ratio | {name} | reason |", "|---:|---|---|---:|---:|---:|---|"]
     for t in study.get_trials(deepcopy=False):
-        label = "baseline" if t.user_attrs.get("syno.baseline") else t.user_attrs.get("syno.hash", "-")
-        ratio = t.user_attrs.get("syno.flops_ratio")
-        cost = t.user_attrs.get("syno.cost_ratio")  # planned cost vs the replaced layers' (Operator.cost)
+        label = "baseline" if t.user_attrs.get(V.BASELINE) else t.user_attrs.get(V.HASH, "-")
+        ratio = t.user_attrs.get(V.FLOPS_RATIO)
+        cost = t.user_attrs.get(V.COST_RATIO)  # planned cost vs the replaced layers' (Operator.cost)
+        value = t.value if t.value is not None else (
+            t.intermediate_values[max(t.intermediate_values)] if t.intermediate_values else None)
+        reason = str(t.user_attrs.get(V.FAILURE) or t.user_attrs.get(V.PRUNED) or "")
+        reason = reason.replace("|", "/").replace("\n", " ")[:200]
         lines.append(f"| {t.number} | {t.state.name} | {label} | {'-' if ratio is None else f'{ratio:.3f}'} | "
-                     f"{'-' if cost is None else f'{cost:.3f}'} | {'-' if t.value is None else f'{t.value:.4f}'} |")
+                     f"{'-' if cost is None else f'{cost:.3f}'} | "
+                     f"{'-' if value is None else f'{value:.4f}'} | {reason} |")
     return "\n".join(lines)

@@ -13,7 +13,6 @@ Example:
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import random
@@ -21,7 +20,8 @@ import sys
 import time
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, TextIO
 
 import numpy as np
@@ -29,7 +29,9 @@ import optuna
 import torch
 from torch import nn
 
-from syno_automl.errors import SynoError
+from syno_automl import vocabulary as V
+from syno_automl.config import (TASK_DEFAULTS, TASKS, SearchConfig, StudyExistsError, StudyMismatchError,
+                                describe_diff, settings_diff)
 from syno_automl.lightning import SynoPruning, SynoSubstitution, TrainingTimeLimit
 from syno_automl.optuna import BASELINE_ATTR, HASH_ATTR, SynoSampler, suggest_operator
 from syno_automl.placeholder import Substitution, substitute
@@ -42,126 +44,10 @@ __all__ = ["SearchConfig", "SearchContext", "SearchResult", "Objective", "StudyE
            "TASKS", "objective_name", "best_operator_trial", "baseline_trial"]
 
 LAYERS: dict[str, type] = {"conv2d": nn.Conv2d, "linear": nn.Linear}
-TASKS = ("image", "lm")
-_LM_ONLY = ("max_steps", "time_budget", "val_every", "val_batches", "seq_len", "tokenizer", "max_loss")
-_IMAGE_ONLY = ("epochs", "image_size", "milestones", "trial_timeout", "reward_lower", "reward_upper")
-# what a field left at None means, per task
-TASK_DEFAULTS: dict[str, dict[str, Any]] = {
-    "image": {"model": "small_cnn", "dataset": "digits", "layer": "conv2d", "lr": 0.05, "where": None},
-    "lm": {"model": "gpt", "dataset": "text", "layer": "linear", "lr": 3e-3, "where": "*.qkv"},
-}
-RUN_ID_ATTR = "syno.mlflow_run_id"
-FAILURE_ATTR = "syno.failure"
+RUN_ID_ATTR = V.RUN_ID
+FAILURE_ATTR = V.FAILURE
+INTERRUPTED = "interrupted by the user (Ctrl-C / SIGINT)"
 _log = logging.getLogger(__name__)
-
-
-class StudyExistsError(SynoError, ValueError):
-    """The study already exists in the storage and --resume was not given."""
-
-
-class StudyMismatchError(SynoError, ValueError):
-    """--resume on a study made for another model, dataset or space."""
-
-
-@dataclass
-class SearchConfig:
-    """Everything a search depends on (the CLI's options). Defaults: the embedded digits demo.
-
-    Example:
-        >>> SearchConfig(trials=3, epochs=1).settings()["flops_ratio"]
-        0.5
-    """
-
-    task: str = "image"               # "image" (maximize val_acc) or "lm" (minimize val_loss)
-    model: str | None = None          # None: the task's default (small_cnn / gpt)
-    dataset: str | None = None        # None: the task's default (digits / text)
-    data_dir: str | None = None
-    trials: int = 10                  # operator trials, beside the baseline trial
-    epochs: int = 2
-    storage: str = "sqlite:///syno.db"
-    study: str = "syno"
-    tracking_uri: str | None = "sqlite:///mlflow.db"  # None: no MLflow
-    flops_ratio: float = 0.5
-    cost_ratio: float | None = 1.0    # planned cost (FLOPs + materialized elements) vs the replaced layers'; None: off
-    seed: int = 0
-    layer: str | None = None          # None: the task's default (conv2d / linear)
-    where: str | None = None          # glob of the layers to substitute; None: the task's default (lm: *.qkv)
-    max_depth: int = 8
-    image_size: int | None = None     # dataset default; digits: 8 (its native size)
-    batch_size: int = 64
-    lr: float | None = None           # None: the task's default (0.05 SGD / 3e-3 AdamW)
-    # lm: each trial trains for max_steps steps or time_budget seconds, whichever ends first, validating
-    # every val_every steps on val_batches batches; the reward is ((max_loss - val_loss) / max_loss)^power
-    max_steps: int = 200
-    time_budget: float | None = 60.0
-    val_every: int = 50
-    val_batches: int = 8
-    seq_len: int = 64
-    tokenizer: str = "byte"           # "byte" (vocab 256), "char", or "tiktoken:NAME" where installed
-    max_loss: float | None = None     # None: ln(vocabulary), the loss of a uniform guess
-    milestones: dict[int, float] = field(default_factory=lambda: {1: 0.2})
-    reward_lower: float | None = None  # None: chance level, 1 / num_classes
-    reward_upper: float = 1.0
-    reward_power: float = 2.0
-    exploration: float = 1.0
-    trial_timeout: float | None = 60.0   # safety net: fails > 100x the baseline's step, or 3x over its projection
-    heartbeat: int | None = 10
-    grace_period: int | None = None
-    threads: int | None = None        # torch threads; None: 1 for the embedded digits demo, else torch's default
-    # TVM latency per trial (paper Algorithm 1: only operators within the margin of the baseline are tuned)
-    latency_targets: tuple[str, ...] = ()   # e.g. ("llvm",), ("llvm", "cuda"); empty: no latency in the search
-    latency_trials: int = 0                  # MetaSchedule trials per kernel (0: untuned default schedules)
-    latency_margin: float | None = 0.01      # image: val_acc >= baseline - margin; lm: val_loss <= baseline + margin
-    latency_inductor: bool = False           # also time operator and layer under torch.compile
-
-    def __post_init__(self) -> None:
-        if self.task not in TASKS:
-            raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {self.task!r}")
-        for name, value in TASK_DEFAULTS[self.task].items():
-            if getattr(self, name) is None:
-                setattr(self, name, value)
-
-    @property
-    def direction(self) -> str:
-        return "minimize" if self.task == "lm" else "maximize"
-
-    @property
-    def objective_name(self) -> str:
-        return "val_loss" if self.task == "lm" else "val_acc"
-
-    def validate(self) -> None:
-        if self.trials < 0:
-            raise ValueError(f"--trials must be >= 0, got {self.trials}")
-        if self.epochs < 1:
-            raise ValueError(f"--epochs must be >= 1, got {self.epochs}")
-        if not (self.flops_ratio > 0 and math.isfinite(self.flops_ratio)):
-            raise ValueError(f"--flops-ratio must be a positive number, got {self.flops_ratio}")
-        if self.cost_ratio is not None and not (self.cost_ratio > 0 and math.isfinite(self.cost_ratio)):
-            raise ValueError(f"--cost-ratio must be a positive number, got {self.cost_ratio}")
-        if self.layer not in LAYERS:
-            raise ValueError(f"layer must be one of {', '.join(LAYERS)}, got {self.layer!r}")
-        if self.latency_trials < 0:
-            raise ValueError(f"--latency-trials must be >= 0, got {self.latency_trials}")
-        if self.latency_margin is not None and not (self.latency_margin >= 0 and math.isfinite(self.latency_margin)):
-            raise ValueError(f"--latency-margin must be a non-negative number, got {self.latency_margin}")
-        if self.task == "lm":
-            if self.max_steps < 1:
-                raise ValueError(f"--steps must be >= 1, got {self.max_steps}")
-            if self.time_budget is not None and not self.time_budget > 0:
-                raise ValueError(f"--time-budget must be positive seconds, got {self.time_budget}")
-            if self.val_every < 1 or self.val_batches < 1 or self.seq_len < 2:
-                raise ValueError("--val-every and val_batches must be >= 1 and --seq-len >= 2")
-            if self.max_loss is not None and not (self.max_loss > 0 and math.isfinite(self.max_loss)):
-                raise ValueError(f"--max-loss must be a positive number, got {self.max_loss}")
-
-    def settings(self) -> dict[str, Any]:
-        """The search settings logged with every run (JSON-able)."""
-        d = dataclasses.asdict(self)
-        d["milestones"] = {str(k): v for k, v in self.milestones.items()}
-        for private in ("storage", "tracking_uri", "heartbeat", "grace_period", "threads"):
-            d.pop(private)
-        other_task = _LM_ONLY if self.task == "image" else _IMAGE_ONLY
-        return {k: v for k, v in d.items() if k not in other_task}
 
 
 @dataclass
@@ -260,13 +146,41 @@ def _reward(config: SearchConfig, context: SearchContext) -> Reward:
 
 
 def check_study(config: SearchConfig, resume: bool, storage: optuna.storages.BaseStorage | None = None) -> bool:
-    """Whether the study exists; raises StudyExistsError when it does and `resume` is False."""
+    """Whether the study exists. Raises StudyExistsError when it does and `resume` is False; with `resume`,
+    LookupError when it does not, StudyMismatchError when it was made for another task or training settings."""
+    path = config.storage[len("sqlite:///"):] if config.storage.startswith("sqlite:///") else None
+    if resume and path is not None and not Path(path).exists():  # never create a database to resume
+        raise LookupError(f"no study {config.study!r} to resume: {path} does not exist (drop --resume to start one)")
     storage = storage or make_storage(config.storage, heartbeat_interval=None)
     names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     if config.study in names and not resume:
         raise StudyExistsError(f"study {config.study!r} already exists in {config.storage}: pass --resume to "
                                f"continue it, or --study NAME for a new one")
+    if resume and config.study not in names:
+        known = ", ".join(sorted(names)) or "none"
+        raise LookupError(f"no study {config.study!r} to resume in {config.storage} (studies there: {known}); "
+                          f"drop --resume to start it")
+    if resume:
+        _check_resumed(optuna.load_study(study_name=config.study, storage=storage), config)
     return config.study in names
+
+
+def _check_resumed(study: optuna.Study, config: SearchConfig, space_config: dict[str, Any] | None = None) -> None:
+    """Refuses a --resume that would mix trials of another task, training settings or space."""
+    if study.direction.name.lower() != config.direction:
+        raise StudyMismatchError(f"study {config.study!r} was made to {study.direction.name.lower()} (another "
+                                 f"--task), not to {config.direction}")
+    recorded = study.user_attrs.get(V.SETTINGS)
+    if isinstance(recorded, dict):
+        diff = settings_diff(recorded, config.settings())
+        if diff:
+            raise StudyMismatchError(f"study {config.study!r} was trained with other settings: {describe_diff(diff)}; "
+                                     f"resume with the study's settings, or --study NAME for a new search")
+    space = study.user_attrs.get(V.SPACE)
+    if space_config is not None and isinstance(space, dict) and space != space_config:
+        diff = settings_diff(space, space_config, ignore=frozenset())
+        raise StudyMismatchError(f"study {config.study!r} searched another space (model, dataset, layers or "
+                                 f"--flops-ratio differ): {describe_diff(diff)}")
 
 
 def open_study(config: SearchConfig, context: SearchContext, resume: bool = False,
@@ -279,20 +193,15 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
     if check_study(config, resume, storage):
         study = optuna.load_study(study_name=config.study, storage=storage, sampler=sampler,
                                   pruner=optuna.pruners.NopPruner())
-        recorded = study.user_attrs.get("syno.space")
-        if study.direction.name.lower() != config.direction:
-            raise StudyMismatchError(f"study {config.study!r} was made to {study.direction.name.lower()} (another "
-                                     f"--task), not to {config.direction}")
-        if recorded is not None and recorded != space_config:
-            raise StudyMismatchError(f"study {config.study!r} searched another space (model, dataset, layers or "
-                                     f"--flops-ratio differ): {recorded} vs {space_config}")
+        _check_resumed(study, config, space_config)
         return study
     # no median pruning: most operators start below the baseline; SynoPruning's milestones stop the hopeless
     study = optuna.create_study(study_name=config.study, storage=storage, sampler=sampler, direction=config.direction,
                                 pruner=optuna.pruners.NopPruner(), load_if_exists=True)
     if not study.trials:
-        study.set_user_attr("syno.space", space_config)
-        study.set_user_attr("syno.settings", config.settings())
+        study.set_user_attr(V.SPACE, space_config)
+        study.set_user_attr(V.SETTINGS, config.settings())
+        study.set_metric_names([config.objective_name])  # the dashboard's and trials_dataframe's column name
         study.enqueue_trial({}, user_attrs={BASELINE_ATTR: True})
     return study
 
@@ -328,6 +237,10 @@ class Objective:
         op: Operator | None = None
         started = time.time()
         self._close_lost_run(trial)
+        system = trial.storage.get_trial_system_attrs(trial._trial_id)
+        if baseline and f"constraints:{V.BASELINE_CONSTRAINT}" not in system:  # (a retried baseline has it)
+            # the reference, not a candidate: infeasible, so study.best_trial is the best operator
+            trial.set_constraint(V.BASELINE_CONSTRAINT, 1.0)
         try:
             try:
                 if not baseline:
@@ -335,16 +248,26 @@ class Objective:
             finally:  # a run even for a trial whose operator could not be given (reason recorded below)
                 if self.tracker is not None:
                     run = self.tracker.trial_run(self.parent_run_id, config.study, trial.number, op,
-                                                 settings=config.settings(), tags={"optuna.study": config.study},
+                                                 settings=_trial_run_settings(config), tags={"optuna.study": config.study},
                                                  label=None if op is not None or baseline else "no-operator")
                     trial.set_user_attr(RUN_ID_ATTR, run.run_id)
             value = train_operator(context, trial, run, epochs=config.epochs)
+            if baseline and run is not None:
+                _log_baseline(run, context)
             extra = self._throughput(trial, run, baseline) if config.task == "lm" else ""
             if op is not None and config.latency_targets:
                 extra += self._latency(trial, run, op, value)
-        except optuna.TrialPruned as e:
+        except KeyboardInterrupt:  # Ctrl-C: this trial fails now (Optuna marks it FAIL and re-raises)
+            trial.set_user_attr(FAILURE_ATTR, INTERRUPTED)
             if run is not None:
-                run.set_tags({"syno.pruned": str(e)})
+                run.log_failure(INTERRUPTED)
+                run.finish("KILLED")
+            self._print(trial, op, "interrupted", started)
+            raise
+        except optuna.TrialPruned as e:
+            trial.set_user_attr(V.PRUNED, str(e)[:1000])
+            if run is not None:
+                run.set_tags({V.TAG_PRUNED: str(e)})
                 run.finish("KILLED")
             self._print(trial, op, f"pruned ({e})", started)
             raise
@@ -358,7 +281,7 @@ class Objective:
             raise
         if run is not None:
             run.finish("FINISHED")
-        ratio = trial.user_attrs.get("syno.flops_ratio")
+        ratio = trial.user_attrs.get(V.FLOPS_RATIO)
         self._print(trial, op, f"{config.objective_name} {value:.4f}"
                     + (f"  flops {ratio:.3f}x" if ratio is not None else "") + extra, started)
         return value
@@ -404,16 +327,16 @@ class Objective:
     @staticmethod
     def _throughput(trial: optuna.trial.Trial, run: Any | None, baseline: bool) -> str:
         """Training tokens/s against the baseline trial's, measured in the same study ('' when unknown)."""
-        tokens_per_s = trial.user_attrs.get("syno.tokens_per_s")
+        tokens_per_s = trial.user_attrs.get(V.TOKENS_PER_S)
         if tokens_per_s is None:
             return ""
         if baseline:
             return f"  {tokens_per_s:,.0f} tokens/s"
         base = baseline_trial(trial.study)
-        if base is None or not base.user_attrs.get("syno.tokens_per_s"):
+        if base is None or not base.user_attrs.get(V.TOKENS_PER_S):
             return f"  {tokens_per_s:,.0f} tokens/s"
-        ratio = tokens_per_s / base.user_attrs["syno.tokens_per_s"]
-        trial.set_user_attr("syno.throughput_ratio", ratio)
+        ratio = tokens_per_s / base.user_attrs[V.TOKENS_PER_S]
+        trial.set_user_attr(V.THROUGHPUT_RATIO, ratio)
         if run is not None:
             run.log_metrics({"throughput_ratio": ratio})
         return f"  {tokens_per_s:,.0f} tokens/s ({ratio:.2f}x baseline)"
@@ -456,6 +379,7 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
     """
     import lightning as L
 
+    from syno_automl.interrupt import fit
     from syno_automl.tracking import EpochMetricsLogger
 
     config = context.config
@@ -469,8 +393,10 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
         from syno_automl.lm_trial import train_lm
 
         budget = config.time_budget if timeout == -1.0 else timeout
-        return train_lm(context, trial, run, substitution=substitution, steps=steps or config.max_steps,
-                        time_budget=budget or None)
+        value = train_lm(context, trial, run, substitution=substitution, steps=steps or config.max_steps,
+                         time_budget=budget or None)
+        _log_weights(run, substitution)
+        return value
     task = context.build_task(context.build_model())
     callbacks: list[Any] = [substitution]
     if run is not None:
@@ -488,16 +414,46 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
                             num_sanity_val_steps=0, callbacks=callbacks)
         started = time.time()
         try:
-            trainer.fit(task, datamodule=context.datamodule)
+            fit(trainer, task, datamodule=context.datamodule)  # Ctrl-C stays a KeyboardInterrupt
         finally:
             if run is not None and substitution.flops is not None:
-                run.log_metrics({"flops": substitution.flops, "params": substitution.params,
+                run.log_metrics({"flops": substitution.flops, "num_params": substitution.params,
                                  "flops_ratio": substitution.flops_ratio_used, **substitution.cost_metrics(),
                                  "train_seconds": time.time() - started})
     value = trainer.callback_metrics.get("val_acc")
     if value is None or not math.isfinite(float(value)):
         raise ValueError(f"no finite val_acc after training (got {value})")
+    _log_weights(run, substitution)
     return float(value)
+
+
+def _trial_run_settings(config: SearchConfig) -> dict[str, Any]:
+    """What a trial run repeats of the search settings (all of them are on the study's parent run)."""
+    from syno_automl.tracking import TRIAL_RUN_SETTINGS
+
+    settings = config.settings()
+    return {k: settings[k] for k in TRIAL_RUN_SETTINGS if k in settings}
+
+
+def _log_baseline(run: Any, context: SearchContext) -> None:
+    """The baseline run's artifact: the replaced layers (so comparing runs in MLflow keeps artifact columns)."""
+    sub = context.substitution
+    run.log_json({"replaced_layers": [{"name": name, "kind": ph.kind, "layer": repr(ph.referred_layer),
+                                       "mapping": sub.space.mapping(i)} for i, (name, ph) in enumerate(sub.placeholders)],
+                  "baseline_flops": sub.baseline_flops, "space": str(sub.space.input_shape) + " -> "
+                  + str(sub.space.output_shape)}, V.ARTIFACT_BASELINE)
+
+
+def _log_weights(run: Any | None, substitution: SynoSubstitution) -> None:
+    """The trained operator weights (and added biases) of every replaced layer: the run's ``weights.pt``, read
+    by ``syno-automl export --weights`` (keys as in the exported SynoLayer's state_dict)."""
+    sub = substitution.substitution
+    if run is None or sub is None or substitution.operator is None:
+        return
+    layers = [{"name": name, "kind": ph.kind, "mapping": sub.space.mapping(i), "bias": ph.bias is not None,
+               "state": {k: v.detach().cpu().clone() for k, v in ph.state_dict().items()}}
+              for i, (name, ph) in enumerate(sub.placeholders)]
+    run.log_torch({"operator": substitution.operator.hash, "layers": layers}, V.ARTIFACT_WEIGHTS)
 
 
 def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = sys.stdout,
@@ -530,6 +486,9 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
     try:
         study.optimize(objective, n_trials=n_trials, catch=(Exception,), gc_after_trial=True)
         status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
     finally:
         if tracker is not None and parent is not None:
             _summarize_parent(tracker, parent, study)
@@ -589,5 +548,5 @@ def _summarize_parent(tracker: Any, parent: str, study: optuna.Study) -> None:
     best = best_operator_trial(study)
     if best is not None:
         metrics[f"best_{name}"] = best.value
-        run.set_tags({"syno.best_hash": best.user_attrs.get(HASH_ATTR)})
+        run.set_tags({V.TAG_BEST_HASH: best.user_attrs.get(HASH_ATTR)})
     run.log_metrics(metrics)

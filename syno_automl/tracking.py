@@ -26,15 +26,19 @@ from typing import Any, Mapping, Sequence
 
 import lightning as L
 
+from syno_automl import vocabulary as V
 from syno_automl.space import Operator
 
 __all__ = ["SearchTracker", "TrialRun", "EpochMetricsLogger", "DEFAULT_TRACKING_URI", "render_svg",
-           "artifact_location_for"]
+           "artifact_location_for", "relocate_artifacts", "TRIAL_RUN_SETTINGS"]
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "syno-automl"
 _log = logging.getLogger(__name__)
 _PARAM_LIMIT = 500
+# the settings a trial run repeats from its study run (which has them all): enough to tell studies apart in a
+# runs table of several studies; the other search.* params would be identical on every child run
+TRIAL_RUN_SETTINGS = ("task", "model", "dataset")
 
 
 def artifact_location_for(tracking_uri: str) -> str | None:
@@ -43,6 +47,43 @@ def artifact_location_for(tracking_uri: str) -> str | None:
         db = Path(tracking_uri[len("sqlite:///"):])
         return (db.resolve().parent / "mlruns").as_uri()
     return None
+
+
+def relocate_artifacts(tracking_uri: str) -> int:
+    """Points a moved or copied search folder's MLflow store at its own ``mlruns``; returns the runs updated.
+
+    MLflow records every run's artifact location as an absolute path when the run is created (even for a relative
+    experiment location), so a copied folder would read, and a moved one would miss, the original's artifacts.
+    A local ``sqlite:///`` store whose experiments keep their artifacts in a ``mlruns`` folder elsewhere gets
+    those locations rewritten to the ``mlruns`` beside the database (MLflow has no API to change them)."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return 0
+    import sqlite3
+
+    db = Path(tracking_uri[len("sqlite:///"):])
+    if not db.is_file():
+        return 0
+    here = db.resolve().parent / "mlruns"
+    updated = 0
+    with sqlite3.connect(db, timeout=60) as con:
+        try:
+            rows = con.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall()
+        except sqlite3.DatabaseError:
+            return 0  # not an MLflow store (yet)
+        for experiment_id, location in rows:
+            if not isinstance(location, str):
+                continue
+            is_uri = location.startswith("file://")
+            old = Path(location[len("file://"):] if is_uri else location)
+            if old.name != "mlruns" or not old.is_absolute() or old == here:
+                continue
+            new = here.as_uri() if is_uri else str(here)
+            con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (new, experiment_id))
+            cur = con.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) WHERE experiment_id = ? "
+                              "AND substr(artifact_uri, 1, ?) = ?",
+                              (new, len(location) + 1, experiment_id, len(location), location))
+            updated += cur.rowcount
+    return updated
 
 
 def render_svg(dot_text: str) -> str | None:
@@ -117,12 +158,23 @@ class TrialRun:
     def log_text(self, text: str, name: str) -> None:
         self._safe(f"write {name}", self.client.log_text, self.run_id, text, name)
 
+    def log_torch(self, obj: Any, name: str) -> None:
+        """`obj` saved with torch.save as the artifact `name` (e.g. trained weights)."""
+        import tempfile
+
+        import torch
+
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / name
+            torch.save(obj, path)
+            self._safe(f"write {name}", self.client.log_artifact, self.run_id, str(path))
+
     def log_json(self, data: Any, name: str) -> None:
         self.log_text(json.dumps(data, indent=2, default=str), name)
 
     def log_operator(self, op: Operator) -> None:
         """Params syno.hash/depth/primitives and the artifacts operator.json, operator.py, graph.dot/.svg."""
-        self.log_params({"syno.hash": op.hash, "syno.depth": op.depth, "syno.primitives": " | ".join(op.primitives)})
+        self.log_params({V.HASH: op.hash, "syno.depth": op.depth, "syno.primitives": " | ".join(op.primitives)})
         self.log_text(op.to_json(), "operator.json")
         try:
             source = op.to_source()
@@ -136,7 +188,7 @@ class TrialRun:
             self.log_text(svg, "graph.svg")
 
     def log_failure(self, reason: str, details: str | None = None) -> None:
-        self.set_tags({"syno.failure": reason})
+        self.set_tags({V.FAILURE: reason})
         self.log_text(reason + ("\n\n" + details if details else "") + "\n", "failure.txt")
 
     def finish(self, status: str = "FINISHED") -> None:
@@ -156,6 +208,7 @@ class SearchTracker:
         from mlflow.tracking import MlflowClient
 
         self.tracking_uri = tracking_uri
+        relocate_artifacts(tracking_uri)  # a search folder moved or copied: read its own artifacts
         self.client = MlflowClient(tracking_uri=tracking_uri)
         found = self.client.get_experiment_by_name(experiment)
         if found is not None:
@@ -182,7 +235,7 @@ class SearchTracker:
             self.client.update_run(run_id, status="RUNNING")
             return run_id
         run = self.client.create_run(self.experiment_id, run_name=f"study-{study}",
-                                     tags={"syno.study": study, "syno.role": "study"})
+                                     tags={V.TAG_STUDY: study, V.TAG_ROLE: "study"})
         TrialRun(self.client, run.info.run_id).log_params({f"search.{k}": v for k, v in settings.items()})
         return run.info.run_id
 
@@ -193,15 +246,15 @@ class SearchTracker:
         label = label or (op.hash if op is not None else "baseline")
         run = self.client.create_run(
             self.experiment_id, run_name=f"trial-{number}-{label}",
-            tags={"mlflow.parentRunId": parent_id, "syno.study": study, "syno.role": "trial",
-                  "syno.trial": str(number), "syno.hash": label, **{k: str(v) for k, v in (tags or {}).items()}})
+            tags={"mlflow.parentRunId": parent_id, V.TAG_STUDY: study, V.TAG_ROLE: "trial",
+                  V.TAG_TRIAL: str(number), V.HASH: label, **{k: str(v) for k, v in (tags or {}).items()}})
         trial_run = TrialRun(self.client, run.info.run_id)
         if settings:
             trial_run.log_params({f"search.{k}": v for k, v in settings.items()})
         if op is not None:
             trial_run.log_operator(op)
         else:
-            trial_run.log_params({"syno.hash": label})
+            trial_run.log_params({V.HASH: label})
         return trial_run
 
     def find_trial_run(self, study: str | None = None, *, number: int | None = None,
@@ -217,21 +270,23 @@ class SearchTracker:
         runs = self._search(" and ".join(clauses))
         return runs[-1] if runs else None
 
-    def reevaluation_run(self, study: str, op: Operator, search_run: Any | None, number: int | None,
+    def reevaluation_run(self, study: str, op: Operator | None, search_run: Any | None, number: int | None,
                          settings: Mapping[str, Any]) -> TrialRun:
-        """A run re-training a found operator, linked to its search trial by tags."""
-        tags = {"syno.role": "reevaluation", "syno.study": study, "syno.hash": op.hash}
+        """A run re-training a found operator (None: the baseline), linked to its search trial by tags."""
+        label = op.hash if op is not None else "baseline"
+        tags = {V.TAG_ROLE: "reevaluation", V.TAG_STUDY: study, V.HASH: label}
         if number is not None:
             tags["syno.search_trial"] = str(number)
         if search_run is not None:
             tags["syno.search_run_id"] = search_run.info.run_id
-            tags["mlflow.note.content"] = (f"Re-evaluation of operator {op.hash} found by trial {number} "
+            tags["mlflow.note.content"] = (f"Re-evaluation of {label}, trial {number} "
                                            f"(run {search_run.info.run_id}) of study {study}.")
         run = self.client.create_run(self.experiment_id,
-                                     run_name=f"reeval-{op.hash}-{settings.get('dataset', '')}", tags=tags)
+                                     run_name=f"reeval-{label}-{settings.get('dataset', '')}", tags=tags)
         trial_run = TrialRun(self.client, run.info.run_id)
         trial_run.log_params({f"search.{k}": v for k, v in settings.items()})
-        trial_run.log_operator(op)
+        if op is not None:
+            trial_run.log_operator(op)
         return trial_run
 
     def trial_runs(self, study: str) -> list[Any]:

@@ -70,7 +70,7 @@ def test_search_show_export_report_resume(tmp_path):
         if t.state == optuna.trial.TrialState.COMPLETE:
             assert run.info.status == "FINISHED"
             assert run.data.metrics["val_acc"] == pytest.approx(t.value)
-            assert {"flops", "params", "flops_ratio"} <= set(run.data.metrics)
+            assert {"flops", "num_params", "flops_ratio"} <= set(run.data.metrics)
         if t.number:
             client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
             names = {a.path for a in client.list_artifacts(run.info.run_id)}

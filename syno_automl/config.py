@@ -1,0 +1,187 @@
+"""What a search depends on (SearchConfig), checked before torch, Lightning or MLflow are imported.
+
+A rejected invocation (unknown model, ``--flops-ratio 0``, ...) fails here in a fraction of a second and
+creates nothing; `settings_diff` names what a ``--resume`` would change in a study.
+
+Example:
+    >>> SearchConfig(flops_ratio=0).validate()
+    Traceback (most recent call last):
+    ValueError: --flops-ratio must be a positive number, got 0
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from syno_automl.errors import SynoError
+
+__all__ = ["SearchConfig", "StudyExistsError", "StudyMismatchError", "TASKS", "TASK_DEFAULTS", "LAYER_NAMES",
+           "MODEL_NAMES", "DATASET_NAMES", "RESUMABLE", "settings_diff", "describe_diff"]
+
+TASKS = ("image", "lm")
+LAYER_NAMES = ("conv2d", "linear")
+# lightning_modules' registries (MODEL_NAMES, DATAMODULE_NAMES) import torch: their names are repeated here so
+# that a wrong name fails before the imports (tests/test_cli_workflow.py keeps the two lists equal)
+MODEL_NAMES = ("small_cnn", "resnet18", "resnet34", "resnext29_2x64d", "densenet121", "efficientnet_v2_s", "gpt",
+               "gpt2")
+DATASET_NAMES = ("digits", "mnist", "cifar10", "cifar100", "imagenet-folder", "text")
+_LOCAL_DATASETS = ("mnist", "cifar10", "cifar100", "imagenet-folder")
+_LM_ONLY = ("max_steps", "time_budget", "val_every", "val_batches", "seq_len", "tokenizer", "max_loss")
+_IMAGE_ONLY = ("epochs", "image_size", "milestones", "trial_timeout", "reward_lower", "reward_upper")
+# what a field left at None means, per task
+TASK_DEFAULTS: dict[str, dict[str, Any]] = {
+    "image": {"model": "small_cnn", "dataset": "digits", "layer": "conv2d", "lr": 0.05, "where": None},
+    "lm": {"model": "gpt", "dataset": "text", "layer": "linear", "lr": 3e-3, "where": "*.qkv"},
+}
+# settings a --resume may change: how many trials, where the data lives, the safety time limit, what is
+# measured beside training
+RESUMABLE = frozenset({"trials", "data_dir", "trial_timeout", "latency_targets", "latency_trials", "latency_margin",
+                       "latency_inductor"})
+
+
+class StudyExistsError(SynoError, ValueError):
+    """The study already exists in the storage and --resume was not given."""
+
+
+class StudyMismatchError(SynoError, ValueError):
+    """--resume on a study made for another model, dataset, space or training settings."""
+
+
+@dataclass
+class SearchConfig:
+    """Everything a search depends on (the CLI's options). Defaults: the embedded digits demo.
+
+    Example:
+        >>> SearchConfig(trials=3, epochs=1).settings()["flops_ratio"]
+        0.5
+    """
+
+    task: str = "image"               # "image" (maximize val_acc) or "lm" (minimize val_loss)
+    model: str | None = None          # None: the task's default (small_cnn / gpt)
+    dataset: str | None = None        # None: the task's default (digits / text)
+    data_dir: str | None = None
+    trials: int = 10                  # operator trials, beside the baseline trial
+    epochs: int = 2
+    storage: str = "sqlite:///syno.db"
+    study: str = "syno"
+    tracking_uri: str | None = "sqlite:///mlflow.db"  # None: no MLflow
+    flops_ratio: float = 0.5
+    cost_ratio: float | None = 1.0    # planned cost (FLOPs + materialized elements) vs the replaced layers'; None: off
+    seed: int = 0
+    layer: str | None = None          # None: the task's default (conv2d / linear)
+    where: str | None = None          # glob of the layers to substitute; None: the task's default (lm: *.qkv)
+    max_depth: int = 8
+    image_size: int | None = None     # dataset default; digits: 8 (its native size)
+    batch_size: int = 64
+    lr: float | None = None           # None: the task's default (0.05 SGD / 3e-3 AdamW)
+    # lm: each trial trains for max_steps steps or time_budget seconds, whichever ends first, validating
+    # every val_every steps on val_batches batches; the reward is ((max_loss - val_loss) / max_loss)^power
+    max_steps: int = 200
+    time_budget: float | None = 60.0
+    val_every: int = 50
+    val_batches: int = 8
+    seq_len: int = 64
+    tokenizer: str = "byte"           # "byte" (vocab 256), "char", or "tiktoken:NAME" where installed
+    max_loss: float | None = None     # None: ln(vocabulary), the loss of a uniform guess
+    milestones: dict[int, float] = field(default_factory=lambda: {1: 0.2})
+    reward_lower: float | None = None  # None: chance level, 1 / num_classes
+    reward_upper: float = 1.0
+    reward_power: float = 2.0
+    exploration: float = 1.0
+    trial_timeout: float | None = 60.0   # safety net: fails > 100x the baseline's step, or 3x over its projection
+    heartbeat: int | None = 10
+    grace_period: int | None = None
+    threads: int | None = None        # torch threads; None: 1 for the embedded digits demo, else torch's default
+    # TVM latency per trial (paper Algorithm 1: only operators within the margin of the baseline are tuned)
+    latency_targets: tuple[str, ...] = ()   # e.g. ("llvm",), ("llvm", "cuda"); empty: no latency in the search
+    latency_trials: int = 0                  # MetaSchedule trials per kernel (0: untuned default schedules)
+    latency_margin: float | None = 0.01      # image: val_acc >= baseline - margin; lm: val_loss <= baseline + margin
+    latency_inductor: bool = False           # also time operator and layer under torch.compile
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {self.task!r}")
+        for name, value in TASK_DEFAULTS[self.task].items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+
+    @property
+    def direction(self) -> str:
+        return "minimize" if self.task == "lm" else "maximize"
+
+    @property
+    def objective_name(self) -> str:
+        return "val_loss" if self.task == "lm" else "val_acc"
+
+    def validate(self) -> None:
+        if self.trials < 0:
+            raise ValueError(f"--trials must be >= 0, got {self.trials}")
+        if self.epochs < 1:
+            raise ValueError(f"--epochs must be >= 1, got {self.epochs}")
+        if not (self.flops_ratio > 0 and math.isfinite(self.flops_ratio)):
+            raise ValueError(f"--flops-ratio must be a positive number, got {self.flops_ratio}")
+        if self.cost_ratio is not None and not (self.cost_ratio > 0 and math.isfinite(self.cost_ratio)):
+            raise ValueError(f"--cost-ratio must be a positive number, got {self.cost_ratio}")
+        if self.layer not in LAYER_NAMES:
+            raise ValueError(f"layer must be one of {', '.join(LAYER_NAMES)}, got {self.layer!r}")
+        if self.model not in MODEL_NAMES:
+            raise ValueError(f"unknown model {self.model!r}; known models: {', '.join(MODEL_NAMES)}")
+        dataset = str(self.dataset).lower().replace("_", "-")
+        if dataset not in DATASET_NAMES:
+            raise ValueError(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(DATASET_NAMES)}")
+        if dataset in _LOCAL_DATASETS and self.data_dir is None:
+            raise ValueError(f"dataset {self.dataset!r} is read from a local folder: pass --data-dir (datasets are "
+                             f"not downloaded)")
+        if self.data_dir is not None and not Path(self.data_dir).exists():
+            raise FileNotFoundError(f"--data-dir {self.data_dir} does not exist")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.latency_trials < 0:
+            raise ValueError(f"--latency-trials must be >= 0, got {self.latency_trials}")
+        if self.latency_margin is not None and not (self.latency_margin >= 0 and math.isfinite(self.latency_margin)):
+            raise ValueError(f"--latency-margin must be a non-negative number, got {self.latency_margin}")
+        if self.task == "lm":
+            if self.max_steps < 1:
+                raise ValueError(f"--steps must be >= 1, got {self.max_steps}")
+            if self.time_budget is not None and not self.time_budget > 0:
+                raise ValueError(f"--time-budget must be positive seconds, got {self.time_budget}")
+            if self.val_every < 1 or self.val_batches < 1 or self.seq_len < 2:
+                raise ValueError("--val-every and val_batches must be >= 1 and --seq-len >= 2")
+            if self.max_loss is not None and not (self.max_loss > 0 and math.isfinite(self.max_loss)):
+                raise ValueError(f"--max-loss must be a positive number, got {self.max_loss}")
+
+    def settings(self) -> dict[str, Any]:
+        """The search settings logged with every run (JSON-able)."""
+        d = dataclasses.asdict(self)
+        d["milestones"] = {str(k): v for k, v in self.milestones.items()}
+        for private in ("storage", "tracking_uri", "heartbeat", "grace_period", "threads"):
+            d.pop(private)
+        other_task = _LM_ONLY if self.task == "image" else _IMAGE_ONLY
+        return {k: v for k, v in d.items() if k not in other_task}
+
+
+def _comparable(settings: Mapping[str, Any]) -> dict[str, Any]:
+    import json
+
+    return json.loads(json.dumps(dict(settings), default=str))  # tuples as lists, as the storage returns them
+
+
+def settings_diff(recorded: Mapping[str, Any], now: Mapping[str, Any],
+                  ignore: frozenset[str] | set[str] = RESUMABLE) -> dict[str, tuple[Any, Any]]:
+    """{key: (recorded, now)} for every setting that differs, `ignore`d keys aside."""
+    a, b = _comparable(recorded), _comparable(now)
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if k not in ignore and a.get(k) != b.get(k)}
+
+
+def describe_diff(diff: Mapping[str, tuple[Any, Any]], limit: int = 6) -> str:
+    """``epochs 1 (now 5), lr 0.05 (now 0.1)``: short values, at most `limit` keys."""
+    def short(value: Any) -> str:
+        text = str(value)
+        return text if len(text) <= 40 else text[:37] + "..."
+
+    parts = [f"{k} {short(old)} (now {short(new)})" for k, (old, new) in list(diff.items())[:limit]]
+    more = len(diff) - limit
+    return ", ".join(parts) + (f" and {more} more" if more > 0 else "")

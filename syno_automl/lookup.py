@@ -1,0 +1,142 @@
+"""Finding what a command names: a study's trial (number, best, baseline, hash prefix), the settings a --resume
+takes from its study, and whether an MLflow tracking URI answers. Light: optuna and the study modules load lazily.
+
+Example:
+    >>> check_tracking_uri("sqlite:///mlflow.db")   # the current folder exists: nothing to say
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from syno_automl import vocabulary as V
+
+__all__ = ["check_tracking_uri", "resume_defaults", "find_trial", "find_operator", "trial_line"]
+
+
+def check_tracking_uri(uri: str, seconds: float = 3.0) -> None:
+    """Fails in `seconds` with one line when an MLflow server does not answer, or a local store's folder is
+    missing; MLflow's own client would retry for minutes. Creates nothing."""
+    import socket
+    from urllib.parse import urlparse
+
+    parsed = urlparse(uri)
+    if parsed.scheme in ("http", "https"):
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        try:
+            socket.create_connection((parsed.hostname or "localhost", port), timeout=seconds).close()
+        except OSError as e:
+            raise ConnectionError(f"MLflow tracking server {uri} is unreachable ({e.strerror or e}): start it "
+                                  f"(mlflow server --host {parsed.hostname} --port {port}) or pass --tracking-uri "
+                                  f"none") from None
+        # once reachable, a server that goes away later fails a call in seconds, not after minutes of retries
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    elif parsed.scheme == "sqlite" and uri.startswith("sqlite:///"):
+        folder = Path(uri[len("sqlite:///"):]).parent
+        if not folder.is_dir():
+            raise FileNotFoundError(f"--tracking-uri {uri}: folder {folder} does not exist")
+
+
+# CLI option -> the setting a study records (SearchConfig.settings()): what --resume takes from the study
+_SETTING_OF = {"task": "task", "model": "model", "dataset": "dataset", "data_dir": "data_dir", "epochs": "epochs",
+               "image_size": "image_size", "lr": "lr", "max_depth": "max_depth", "timeout": "trial_timeout",
+               "steps": "max_steps", "time_budget": "time_budget", "seq_len": "seq_len", "val_every": "val_every",
+               "tokenizer": "tokenizer", "flops_ratio": "flops_ratio", "cost_ratio": "cost_ratio",
+               "seed": "seed"}
+
+
+def resume_defaults(args: argparse.Namespace) -> dict[str, Any]:
+    """Options not given on a --resume take the study's recorded settings (the study is read, not created);
+    returns those settings."""
+    import optuna
+
+    from syno_automl.search.storage import make_storage
+
+    url = args.storage
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+        raise LookupError(f"no study {args.study!r} to resume: {url[len('sqlite:///'):]} does not exist (drop "
+                          f"--resume to start one)")
+    storage = make_storage(url, heartbeat_interval=None)
+    try:
+        recorded = optuna.load_study(study_name=args.study, storage=storage).user_attrs.get(V.SETTINGS, {})
+    except KeyError:
+        names = ", ".join(sorted(s.study_name for s in optuna.get_all_study_summaries(storage, False))) or "none"
+        raise LookupError(f"no study {args.study!r} to resume in {url} (studies there: {names}); drop --resume "
+                          f"to start it") from None
+    for option, key in _SETTING_OF.items():
+        if getattr(args, option, None) is None and key in recorded:
+            value = recorded[key]
+            if value is None and key in ("trial_timeout", "time_budget"):
+                value = 0  # recorded as None: no limit
+            setattr(args, option, value)
+    return recorded if isinstance(recorded, dict) else {}
+
+
+
+def find_trial(study: Any, ref: str) -> Any:
+    """The trial `ref` names: ``best`` (the best operator), ``baseline``, a trial number, or an operator hash
+    prefix. Digits are a trial number when shorter than 4 characters; a longer run of digits that is both a
+    trial number and a hash prefix is refused as ambiguous (give more of the hash, or ``#N``)."""
+    from syno_automl.study import baseline_trial, best_operator_trial
+
+    trials = study.get_trials(deepcopy=False)
+    key = ref.strip().lower()
+    if key == "best":
+        found = best_operator_trial(study)
+        if found is None:
+            raise LookupError(f"study {study.study_name!r} has no completed operator trial yet")
+        return found
+    if key == "baseline":
+        found = baseline_trial(study) or next((t for t in trials if t.user_attrs.get(V.BASELINE)), None)
+        if found is None:
+            raise LookupError(f"study {study.study_name!r} has no baseline trial")
+        return found
+    number = int(key[1:]) if key.startswith("#") and key[1:].isdigit() else (int(key) if key.isdigit() else None)
+    by_number = next((t for t in trials if t.number == number), None) if number is not None else None
+    if key.startswith("#") or (by_number is not None and len(key) < 4):
+        if by_number is None:
+            raise LookupError(f"no trial {number} in study {study.study_name!r} ({len(trials)} trials)")
+        return by_number
+    matches: dict[str, Any] = {}
+    for t in trials:
+        h = t.user_attrs.get(V.HASH)
+        if isinstance(h, str) and h.startswith(key):
+            best = matches.get(h)  # a retried operator: its completed trial
+            if best is None or (t.state.name == "COMPLETE" and best.state.name != "COMPLETE"):
+                matches[h] = t
+    if by_number is not None and matches:
+        raise LookupError(f"{ref!r} is both trial {number} and a hash prefix of {', '.join(sorted(matches))}: "
+                          f"write #{number} for the trial, or more of the hash")
+    if by_number is not None:
+        return by_number
+    if not matches:
+        raise LookupError(f"no trial or operator {ref!r} in study {study.study_name!r} (see `syno-automl show`)")
+    if len(matches) > 1:
+        raise LookupError(f"hash prefix {ref!r} is ambiguous: {', '.join(sorted(matches))}")
+    return next(iter(matches.values()))
+
+
+def find_operator(study: Any, ref: str, space_of: Callable[[Any], Any]) -> tuple[Any, Any]:
+    """(trial, Operator) for `ref` (see find_trial); the baseline has no operator. `space_of(study)`: its space."""
+    from syno_automl.optuna import operator_json_of
+    from syno_automl.space import Operator
+
+    trial = find_trial(study, ref)
+    text = operator_json_of(trial)
+    if trial.user_attrs.get(V.BASELINE) or text is None:
+        raise LookupError(f"trial {trial.number} " + ("trains the baseline (the original layers): it has no operator"
+                                                      if trial.user_attrs.get(V.BASELINE) else "has no operator"))
+    return trial, Operator.from_json(space_of(study), text)
+
+
+def trial_line(trial: Any, name: str) -> str:
+    state = trial.state.name
+    label = "baseline" if trial.user_attrs.get(V.BASELINE) else str(trial.user_attrs.get(V.HASH, "-"))
+    value = f"{trial.value:.4f}" if trial.value is not None else "-"
+    ratio = trial.user_attrs.get(V.FLOPS_RATIO)
+    flops = f"{ratio:.3f}x" if isinstance(ratio, (int, float)) else "-"
+    why = trial.user_attrs.get(V.FAILURE) or trial.user_attrs.get(V.PRUNED) or ""
+    return f"{trial.number:>5}  {state:<8}  {label:<16}  {value:>8}  {flops:>7}  {str(why)[:60]}"

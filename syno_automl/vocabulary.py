@@ -1,0 +1,70 @@
+"""The names syno-automl writes into Optuna and MLflow, in one place (imports nothing).
+
+Convention: every name starts with ``syno.``. Optuna *user* attributes hold what a person reads (the dashboard
+shows them); Optuna *system* attributes hold the sampler's bookkeeping (``syno:``-prefixed, as written by
+earlier versions, kept so that their studies still load). MLflow runs are found by the tags TAG_*.
+
+Example:
+    >>> from syno_automl import vocabulary as V
+    >>> V.HASH
+    'syno.hash'
+"""
+from __future__ import annotations
+
+# -- Optuna study user attributes
+SPACE = "syno.space"                  # the OperatorSpace's config (a --resume must match it)
+SETTINGS = "syno.settings"            # SearchConfig.settings() of the search (a --resume must match them)
+STUDY_RUN_ID = "syno.mlflow_run_id"   # the study's parent MLflow run
+LATENCY = "syno.latency"              # {hash: {device: entry}} measured by `syno-automl tune`
+
+# -- Optuna trial user attributes
+HASH = "syno.hash"                    # the operator's hash
+OPERATOR = "syno.operator"            # operator JSON: enqueue_trial({}, user_attrs={OPERATOR: json}) requests it
+BASELINE = "syno.baseline"            # True on the trial that trains the original layers
+FAILURE = "syno.failure"              # why the trial failed
+PRUNED = "syno.pruned"                # why the trial was pruned
+RUN_ID = "syno.mlflow_run_id"         # the trial's MLflow run
+FLOPS = "syno.flops"
+PARAMS = "syno.params"
+FLOPS_RATIO = "syno.flops_ratio"
+BASELINE_FLOPS = "syno.baseline_flops"
+STEPS = "syno.steps"
+TOKENS_PER_S = "syno.tokens_per_s"
+THROUGHPUT_RATIO = "syno.throughput_ratio"
+COST = "syno.cost"                    # planned cost (Operator.cost "total") summed over the replaced layers
+COST_RATIO = "syno.cost_ratio"        # COST / the replaced layers' cost
+MATERIALIZED = "syno.materialized"    # elements the plan materializes
+PEAK = "syno.peak"                    # largest tensor of the plan, in elements
+
+# -- Optuna constraint (system attribute constraints:<name>): 1.0 on the baseline trial, so that the baseline is
+# infeasible and study.best_trial (and optuna-dashboard's Best Trial) is the best operator, never the baseline
+BASELINE_CONSTRAINT = "syno.baseline"
+
+# -- Optuna trial system attributes (the sampler's)
+SYS_OPERATOR = "syno:operator"        # the operator JSON assigned (what suggest_operator reads)
+SYS_LEAF = "syno:leaf"                # steps of the operator's path inside the MCTS tree
+SYS_SOURCE = "syno:source"            # "mcts" | "fallback" | "enqueued"
+SYS_ERROR = "syno:error"              # why no operator could be given
+
+# -- MLflow metrics (beside the objective val_acc / val_loss); "num_params", not "params" (MLflow's Parameters)
+METRIC_FLOPS = "flops"
+METRIC_NUM_PARAMS = "num_params"
+METRIC_FLOPS_RATIO = "flops_ratio"
+
+# -- MLflow tags
+TAG_STUDY = "syno.study"
+TAG_ROLE = "syno.role"                # "study" | "trial" | "reevaluation"
+TAG_TRIAL = "syno.trial"
+TAG_HASH = "syno.hash"
+TAG_FAILURE = "syno.failure"
+TAG_PRUNED = "syno.pruned"
+TAG_BEST_HASH = "syno.best_hash"
+
+# -- MLflow artifacts of a trial run
+ARTIFACT_OPERATOR_JSON = "operator.json"
+ARTIFACT_OPERATOR_PY = "operator.py"
+ARTIFACT_GRAPH_DOT = "graph.dot"
+ARTIFACT_GRAPH_SVG = "graph.svg"
+ARTIFACT_FAILURE = "failure.txt"
+ARTIFACT_BASELINE = "layers.json"    # the baseline run's: the replaced layers
+ARTIFACT_WEIGHTS = "weights.pt"        # the trained operator modules' state dicts (`export --weights`)

@@ -167,7 +167,8 @@ def test_resume_refuses_other_training_settings_naming_them(tmp_path):
 def searched(tmp_path_factory) -> Path:
     """One small search through the CLI, shared by the inspect/export/move tests (read-only for them)."""
     folder = tmp_path_factory.mktemp("search")
-    cli(folder, "search", "--trials", "2", "--epochs", "1", "--timeout", "0", "--seed", "1")
+    cli(folder, "search", "--trials", "2", "--epochs", "1", "--timeout", "0", "--seed", "1",
+        "--cost-ratio", "0")  # completed operators to inspect, whatever the default budget admits
     return folder
 
 

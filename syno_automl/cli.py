@@ -455,35 +455,34 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    try:
-        from syno_automl import latency
-    except ImportError as e:
-        raise RuntimeError(f"syno_automl.latency is not available: {e}") from None
+    from syno_automl import measure
+    from syno_automl.cli_text import layer_line, total_line
+
     if args.tune_trials < 0:
         raise ValueError(f"--tune-trials must be >= 0, got {args.tune_trials}")
-    device = latency.device_name(args.target)  # a malformed rpc:KEY@host:port fails here, before any work
+    device = measure.device_name(args.target)  # a malformed rpc:KEY@host:port fails here, before any work
     study = _load_study(args)
     trial, op = _find(study, args.hash)
     n = op.space.num_mappings
-    schedules = latency.schedules_label(args.tune_trials, args.seconds)
+    schedules = measure.schedules_label(args.tune_trials, args.seconds)
     print(f"operator {op.hash} (trial {trial.number}) on {args.target}: {n} replaced layer{'s' if n != 1 else ''}, "
           f"{schedules}{'' if args.no_inductor else '; TorchInductor too'}", flush=True)
-    # every layer: operator and inferred baseline, same budget and protocol (latency.measure_layers)
+    # every layer: operator and inferred baseline, same budget and protocol (measure.measure_layers)
     settings = study.user_attrs.get("syno.settings", {})
     batch = args.batch if args.batch is not None else (
         settings.get("seq_len", 64) if settings.get("task") == "lm" else 1)
-    result = latency.measure_layers(op, [args.target], args.tune_trials, args.seconds, work_dir=args.work_dir,
-                                    inductor=not args.no_inductor, protocol=latency.PROTOCOL, fail_fast=True,
+    result = measure.measure_layers(op, [args.target], args.tune_trials, args.seconds, work_dir=args.work_dir,
+                                    inductor=not args.no_inductor, protocol=measure.PROTOCOL, fail_fast=True,
                                     sizes={"N": batch} if batch else None)
     summary = result["devices"][device]
     for layer in summary["layers"]:
-        print(latency.layer_line(layer, schedules), flush=True)
+        print(layer_line(layer, schedules), flush=True)
     if summary["latency_ms"] is None or summary["baseline_ms"] is None:
         notes = result["notes"]
         why = notes.get(f"latency_ms.{device}") or notes.get(f"baseline_latency_ms.{device}") or "no reason given"
         raise RuntimeError(f"no latency on {device} ({schedules}): {why}")
-    print(latency.total_line(summary, device))
-    entry = latency.stored_entry(summary)
+    print(total_line(summary, device))
+    entry = measure.stored_entry(summary)
     latencies = dict(study.user_attrs.get("syno.latency", {}))  # read again: measuring took a while
     latencies[op.hash] = {**latencies.get(op.hash, {}), device: entry}
     study.set_user_attr("syno.latency", latencies)
@@ -494,7 +493,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print("MLflow: nothing logged (" + ("--tracking-uri none" if not tracking else
                                             f"trial {trial.number} has no MLflow run") + ")")
         return 0
-    from syno_automl.tracking import SearchTracker
+    from syno_automl.tracking import SearchTracker, log_latency
 
     run = SearchTracker(tracking).run(run_id)
     try:
@@ -502,12 +501,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     except Exception as e:
         print(f"MLflow: nothing logged (run {run_id} not found in {tracking}: {type(e).__name__})")
         return 0
-    metrics = {k: v for k, v in result["metrics"].items() if v is not None}
-    run.log_metrics(metrics)
-    artifact = f"latency/{latency.slug(device)}.json"
-    run.log_text(json.dumps({"operator": op.hash, "trial": trial.number, "device": device, **summary}, indent=1,
-                            default=str), artifact)
-    print(f"logged {', '.join(sorted(metrics))} and {artifact} to MLflow run {run_id}")
+    one = {"metrics": result["metrics"], "notes": result["notes"], "devices": {device: summary}}
+    logged = log_latency(run, one, {"operator": op.hash, "trial": trial.number, "device": device})
+    print(f"logged {', '.join(logged)} and latency/{measure.slug(device)}.json to MLflow run {run_id}")
     return 0
 
 

@@ -370,27 +370,25 @@ class Objective:
             if not within:
                 return ""
         try:
-            from syno_automl import latency
+            from syno_automl import measure
 
             # at inference sizes: batch 1 (image) or one sequence (lm), as the paper's latency figures
             sizes = {"N": config.seq_len} if config.task == "lm" else {"N": 1}
-            result = latency.measure_layers(op, targets=config.latency_targets, trials=config.latency_trials,
+            result = measure.measure_layers(op, targets=config.latency_targets, trials=config.latency_trials,
                                             inductor=config.latency_inductor, seed=config.seed, sizes=sizes,
-                                            protocol=latency.PROTOCOL)
+                                            protocol=measure.PROTOCOL)
         except Exception as e:  # noqa: BLE001 -- TVM missing or broken: the trial keeps its value
             reason = f"{type(e).__name__}: {e}"[:300]
             trial.set_user_attr("syno.latency_failure", reason)
             if run is not None:
                 run.set_tags({"syno.latency_failure": reason})
             return f"  latency: missing ({reason[:80]})"
-        entries = {dev: latency.stored_entry(d) for dev, d in result["devices"].items()}
+        entries = {dev: measure.stored_entry(d) for dev, d in result["devices"].items()}
         trial.set_user_attr("syno.latency", entries)
         if run is not None:
-            run.log_metrics(result["metrics"])
-            if result["notes"]:
-                run.set_tags({f"syno.note.{k}": v for k, v in result["notes"].items()})
-            for dev, summary in result["devices"].items():
-                run.log_json(summary, f"latency/{latency.slug(dev)}.json")
+            from syno_automl.tracking import log_latency
+
+            log_latency(run, result)
         parts = [f"{dev} {e['speedup']:.2f}x" if e["speedup"] is not None else f"{dev} missing"
                  for dev, e in entries.items()]
         return "  speedup " + ", ".join(parts)

@@ -106,10 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--heartbeat", type=int, default=10,
                    help="seconds between worker heartbeats (RDB storages); a trial silent for 3x this is failed "
                         "and retried with its operator (default: %(default)s; 0: off)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     p.add_argument("--latency", default="", metavar="TARGETS",
                    help="TVM latency of each trial's operator vs the replaced layers on these targets, e.g. llvm or "
-                        "llvm,cuda or rpc:KEY@host:port (default: none)")
+                        "llvm,cuda or rpc:KEY@host:port, or torch (eager PyTorch, no TVM needed) (default: none)")
     p.add_argument("--latency-trials", type=int, default=0,
                    help="MetaSchedule trials per kernel for --latency (default: %(default)s = untuned default "
                         "schedules, labelled so)")
@@ -151,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tune", help="TVM latency of an operator vs the layers it replaces")
     p.add_argument("hash")
-    p.add_argument("--target", default="llvm", help="llvm, cuda or rpc:KEY@host:port (default: %(default)s)")
+    p.add_argument("--target", default="llvm",
+                   help="llvm, cuda, rpc:KEY@host:port or torch (eager PyTorch, no TVM) (default: %(default)s)")
     p.add_argument("--tune-trials", type=int, default=32,
                    help="MetaSchedule trials per kernel, the same for the operator and the replaced layer "
                         "(default: %(default)s, a small but real budget: a few minutes per layer on a CPU; "
@@ -164,12 +165,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work-dir", default=None,
                    help="MetaSchedule database folder, reused across runs (default: $SYNO_TVM_WORK_DIR or "
                         "./.tvm_tuning)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no tuning progress lines")
     _common(p)
     p.set_defaults(func=cmd_tune)
     return parser
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
+def _require_tvm(targets: Sequence[str], flag: str) -> None:
+    """Fail at once, with the install hint, when a target needs TVM and TVM cannot be imported."""
+    from syno_automl.measure import TVM_HINT, needs_tvm
+
+    wanting = [t for t in targets if needs_tvm(t)]
+    if not wanting:
+        return
+    try:
+        import tvm  # noqa: F401
+    except ImportError as e:
+        raise ImportError(f"{flag} {','.join(wanting)} needs TVM, which cannot be imported ({e}): {TVM_HINT} "
+                          f"(or --latency torch: eager PyTorch, no TVM)") from None
+
+
 def _tracking(args: argparse.Namespace) -> str | None:
     return None if str(args.tracking_uri).lower() in ("none", "", "off") else args.tracking_uri
 
@@ -256,6 +272,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from syno_automl.study import baseline_trial, best_operator_trial, objective_name, run_search
 
     targets = tuple(t.strip() for t in args.latency.split(",") if t.strip())
+    _require_tvm(targets, "--latency")
     config = _config(args, trials=args.trials, storage=args.storage, study=args.study,
                      tracking_uri=_tracking(args), heartbeat=args.heartbeat or None, latency_targets=targets,
                      latency_trials=args.latency_trials, latency_inductor=args.latency_inductor,
@@ -456,24 +473,27 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from syno_automl import measure
-    from syno_automl.cli_text import layer_line, total_line
+    from syno_automl.cli_text import layer_line, progress_printer, total_line
 
     if args.tune_trials < 0:
         raise ValueError(f"--tune-trials must be >= 0, got {args.tune_trials}")
     device = measure.device_name(args.target)  # a malformed rpc:KEY@host:port fails here, before any work
+    _require_tvm([args.target], "--target")
+    eager = not measure.needs_tvm(args.target)
     study = _load_study(args)
     trial, op = _find(study, args.hash)
     n = op.space.num_mappings
-    schedules = measure.schedules_label(args.tune_trials, args.seconds)
+    schedules = measure.schedules_label(args.tune_trials, args.seconds, eager=eager)
     print(f"operator {op.hash} (trial {trial.number}) on {args.target}: {n} replaced layer{'s' if n != 1 else ''}, "
-          f"{schedules}{'' if args.no_inductor else '; TorchInductor too'}", flush=True)
+          f"{schedules}{'' if args.no_inductor or eager else '; TorchInductor too'}", flush=True)
     # every layer: operator and inferred baseline, same budget and protocol (measure.measure_layers)
     settings = study.user_attrs.get("syno.settings", {})
     batch = args.batch if args.batch is not None else (
         settings.get("seq_len", 64) if settings.get("task") == "lm" else 1)
     result = measure.measure_layers(op, [args.target], args.tune_trials, args.seconds, work_dir=args.work_dir,
                                     inductor=not args.no_inductor, protocol=measure.PROTOCOL, fail_fast=True,
-                                    sizes={"N": batch} if batch else None)
+                                    sizes={"N": batch} if batch else None,
+                                    progress=progress_printer(quiet=args.quiet))
     summary = result["devices"][device]
     for layer in summary["layers"]:
         print(layer_line(layer, schedules), flush=True)

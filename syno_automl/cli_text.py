@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from syno_automl.measure.result import UNTUNED
+from syno_automl.measure.result import EAGER, UNTUNED
 
-__all__ = ["layer_line", "total_line"]
+__all__ = ["layer_line", "total_line", "progress_printer"]
 
 
 def _ms(lat: Mapping[str, Any] | None) -> str:
@@ -28,7 +29,9 @@ def layer_line(layer: Mapping[str, Any], schedules: str = "") -> str:
     text = f"layer {layer['layer']} ({what}): operator {_ms(op)}, replaced layer {_ms(base)}"
     if layer.get("speedup") is not None:
         text += f" -> {layer['speedup']:.2f}x"
-    if schedules == UNTUNED or (not schedules and not any(k.get("tuned_trials") for k in (op, base))):
+    if schedules == EAGER:
+        text += f" [{EAGER}]"
+    elif schedules == UNTUNED or (not schedules and not any(k.get("tuned_trials") for k in (op, base))):
         text += f" [{UNTUNED}]"
     else:
         reused = " (from the database)" if op.get("reused") and base.get("reused") else ""
@@ -66,3 +69,15 @@ def total_line(summary: Mapping[str, Any], device: str) -> str:
                 text += (f" vs replaced layers {summary['inductor_baseline_ms']:.4f} ms -> speedup "
                          f"{summary['inductor_speedup']:.2f}x")
     return text
+
+
+def progress_printer(quiet: bool = False, stream: Any = None) -> Callable[[str], None] | None:
+    """The ``progress`` callable of the measures (one indented, flushed line each), or None with ``quiet``."""
+    if quiet:
+        return None
+    out = stream if stream is not None else sys.stdout
+
+    def show(line: str) -> None:
+        print(f"  .. {line}", file=out, flush=True)
+
+    return show

@@ -300,7 +300,7 @@ def log_latency(run: TrialRun, result: Mapping[str, Any], extra: Mapping[str, An
     """Log a ``measure_layers`` result to ``run``: the metrics of :func:`latency_metrics`, the tags
     ``syno.schedules.<device>`` (how both sides were scheduled: the label every speedup carries) and
     ``syno.note.<metric>`` (why a value is missing), the artifact ``latency/<device>.json`` (the summary, with
-    ``extra`` first). Returns the names of the metrics logged."""
+    ``extra`` first; operators only). Returns the names of the metrics logged."""
     from syno_automl.measure.result import slug
 
     metrics = {k: v for k, v in latency_metrics(result["devices"], role).items() if v is not None}
@@ -309,6 +309,7 @@ def log_latency(run: TrialRun, result: Mapping[str, Any], extra: Mapping[str, An
     if role == "operator":
         tags.update({f"syno.note.{k}": v for k, v in result.get("notes", {}).items()})
     run.set_tags(tags)
-    for dev, summary in result["devices"].items():
-        run.log_json({**(extra or {}), **summary}, f"latency/{slug(dev)}.json")
+    if role == "operator":  # the baseline's figures are already in every operator's artifact
+        for dev, summary in result["devices"].items():
+            run.log_json({**(extra or {}), **summary}, f"latency/{slug(dev)}.json")
     return sorted(metrics)

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from syno_automl.measure.baseline import baseline_kernel, baseline_module, describe, infer_baseline, is_kernel
 from syno_automl.measure.kernel import tune_and_time
-from syno_automl.measure.result import PROTOCOL, Latency, TimingProtocol, schedules_label, speedup
-from syno_automl.measure.target import safe_device_name, torch_device
+from syno_automl.measure.result import PROTOCOL, Latency, TimingProtocol, schedules_label, schedules_tag, speedup
+from syno_automl.measure.target import needs_tvm, safe_device_name, torch_device
 from syno_automl.measure.timing import time_torch
+
+Progress = Callable[[str], None]  # receives one line of progress text
 
 __all__ = ["measure_operator", "measure_layers", "kernel_summary"]
 
@@ -39,6 +41,8 @@ def measure_operator(
     seed: int = 0,
     runner: str | None = None,
     details: bool = False,
+    progress: Progress | None = None,
+    label: str = "",
 ) -> dict[str, Any]:
     """Tuned latency of an operator and of the layer it replaces, on every target, as MLflow metrics.
 
@@ -105,8 +109,8 @@ def measure_operator(
             if desc is None or (baseline != "auto" and desc["kind"] != baseline):
                 raise ValueError(f"no {'' if baseline == 'auto' else baseline + ' '}baseline for "
                                  f"{program['input']['shape']} -> {program['output']['shape']}")
-            base_kernel = baseline_kernel(desc)
             info["baseline"] = describe(desc)
+            base_kernel = baseline_kernel(desc) if any(needs_tvm(t) for t in targets) else None
         elif callable(baseline) and not is_kernel(baseline):
             base_kernel = baseline(program)
         else:
@@ -114,7 +118,8 @@ def measure_operator(
     except Exception as exc:
         base_reason = f"baseline: {type(exc).__name__}: {exc}"
     base_module, module_reason = None, ""
-    if inductor:
+    eager_targets = [t for t in targets if not needs_tvm(t)]
+    if inductor or eager_targets:
         try:
             if torch_baseline is not None:
                 import torch
@@ -127,26 +132,54 @@ def measure_operator(
         except Exception as exc:
             module_reason = f"inductor baseline: {type(exc).__name__}: {exc}"
 
-    torch_cache: dict[str, tuple[Latency, Latency | None]] = {}
+    torch_cache: dict[tuple[str, bool], tuple[Latency, Latency | None]] = {}
+
+    def torch_pair(tdev: str, compile: bool) -> tuple[Latency, Latency | None]:
+        """The operator's module and the baseline module, timed with the same protocol, threads and input."""
+        nonlocal module
+        if (tdev, compile) not in torch_cache:
+            import torch
+
+            x = torch.randn(*program["input"]["shape"], device=tdev, generator=None)
+            kind = "inductor" if compile else "eager"
+            try:
+                if module is None:
+                    module = op.to_module(mapping) if not isinstance(op, Mapping) else module_from_program(program)
+                op_t = time_torch(module.to(tdev).eval(), (x,), compile=compile, protocol=protocol)
+            except Exception as exc:
+                op_t = Latency.failed(f"{kind}-{tdev}", f"module: {type(exc).__name__}: {exc}")
+            base_t = None
+            if base_module is not None:
+                base_t = time_torch(base_module.to(tdev).eval(), (x,), compile=compile, protocol=protocol)
+            torch_cache[tdev, compile] = (op_t, base_t)
+        return torch_cache[tdev, compile]
+
     for t in targets:
         dev = safe_device_name(t)
         lat_key, sp_key = f"latency_ms.{dev}", f"speedup.{dev}"
-        op_lat = tune_and_time(program, t, trials, work_dir, seconds, protocol=protocol, isolate=isolate, seed=seed,
-                               runner=runner)
+        eager = not needs_tvm(t)
+        if eager:  # eager PyTorch: no TVM, no tuning; the same protocol
+            op_lat, base_lat = torch_pair(torch_device(t)[0], False)
+        else:
+            op_lat = tune_and_time(program, t, trials, work_dir, seconds, protocol=protocol, isolate=isolate,
+                                   seed=seed, runner=runner, progress=progress, label=f"{label}operator ")
+            base_lat = None
+            if base_kernel is not None:
+                base_lat = tune_and_time(base_kernel, t, trials, work_dir, seconds, protocol=protocol,
+                                         isolate=isolate, seed=seed, runner=runner, progress=progress,
+                                         label=f"{label}replaced layer ")
         result[lat_key] = op_lat.median_ms
         if not op_lat.ok:
             notes[lat_key] = op_lat.note
         info[f"operator.{dev}"] = op_lat.to_dict()
-        base_lat = None
-        if base_kernel is not None:
-            base_lat = tune_and_time(base_kernel, t, trials, work_dir, seconds, protocol=protocol, isolate=isolate,
-                                     seed=seed, runner=runner)
+        if base_lat is not None:
             info[f"baseline.{dev}"] = base_lat.to_dict()
         result[sp_key] = speedup(base_lat, op_lat) if base_lat is not None else None
         if result[sp_key] is None:
-            notes[sp_key] = base_reason or (f"baseline: {base_lat.note}" if base_lat is not None and not base_lat.ok
-                                            else f"operator: {op_lat.note}")
-        if not inductor:
+            why = module_reason if eager else base_reason
+            notes[sp_key] = why or (f"baseline: {base_lat.note}" if base_lat is not None and not base_lat.ok
+                                    else f"operator: {op_lat.note}")
+        if not inductor or eager:
             continue
         ind_lat_key, ind_sp_key = f"latency_ms.inductor-{dev}", f"speedup.inductor-{dev}"
         tdev, why = torch_device(t)
@@ -154,21 +187,7 @@ def measure_operator(
             result[ind_lat_key] = result[ind_sp_key] = None
             notes[ind_lat_key] = notes[ind_sp_key] = why
             continue
-        if tdev not in torch_cache:
-            import torch
-
-            x = torch.randn(*program["input"]["shape"], device=tdev, generator=None)
-            try:
-                if module is None:
-                    module = op.to_module(mapping) if not isinstance(op, Mapping) else module_from_program(program)
-                ind_op = time_torch(module.to(tdev).eval(), (x,), compile=True, protocol=protocol)
-            except Exception as exc:
-                ind_op = Latency.failed(f"inductor-{tdev}", f"module: {type(exc).__name__}: {exc}")
-            ind_base = None
-            if base_module is not None:
-                ind_base = time_torch(base_module.to(tdev).eval(), (x,), compile=True, protocol=protocol)
-            torch_cache[tdev] = (ind_op, ind_base)
-        ind_op, ind_base = torch_cache[tdev]
+        ind_op, ind_base = torch_pair(tdev, True)
         result[ind_lat_key] = ind_op.median_ms
         if not ind_op.ok:
             notes[ind_lat_key] = ind_op.note
@@ -216,6 +235,7 @@ def measure_layers(
     runner: str | None = None,
     fail_fast: bool = False,
     sizes: Mapping[str, int] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Latency of an operator in every layer it replaces (every mapping of ``op.space``), summed, on every target.
 
@@ -241,20 +261,30 @@ def measure_layers(
                          tuned_trials, reused, tuning_s, note}, "baseline": {...}, "speedup":,
                          "inductor": {"operator":, "baseline":, "speedup":}, "notes": {...}}, ...],
              "notes": {...}}}}
-    (the inductor keys only with ``inductor=True``). Never raises for a lowering/tuning/build/timing failure."""
+    (the inductor keys only with ``inductor=True``), plus ``"tag"`` per device: :func:`schedules_tag`, the label
+    every printed or logged speedup carries (operator and replaced layer always share it). The target ``"torch"``
+    times both in eager PyTorch (no TVM, no tuning; ``schedules`` is :data:`EAGER`, no Inductor keys).
+    ``progress``: called with one line when a layer starts and per measured tuning batch. Never raises for a
+    lowering/tuning/build/timing failure."""
     space = op.space
     devices = [(t, safe_device_name(t)) for t in targets]
     untuned = int(trials) <= 0
+    eager = {dev: not needs_tvm(t) for t, dev in devices}
     summaries: dict[str, dict[str, Any]] = {
-        dev: {"target": t if isinstance(t, str) else str(t), "trials": int(trials), "seconds": seconds,
-              "tuned_trials": 0 if untuned else int(trials), "schedules": schedules_label(trials, seconds),
+        dev: {"target": t if isinstance(t, str) else str(t), "trials": 0 if eager[dev] else int(trials),
+              "seconds": None if eager[dev] else seconds,
+              "tuned_trials": 0 if untuned or eager[dev] else int(trials),
+              "schedules": schedules_label(trials, seconds, eager=eager[dev]),
+              "tag": schedules_tag(trials, eager=eager[dev]),
               "protocol": dataclasses.asdict(protocol), "layers": []}
         for t, dev in devices}
     for i in range(space.num_mappings):
         mapping: Any = i if not sizes else {**space.mapping(i), **sizes}
+        if progress is not None:
+            progress(f"layer {i + 1}/{space.num_mappings}: measuring on {', '.join(d for _, d in devices)}")
         m = measure_operator(op, mapping, targets=targets, trials=trials, work_dir=work_dir, seconds=seconds,
                              inductor=inductor, protocol=protocol, isolate=isolate, seed=seed, runner=runner,
-                             details=True)
+                             details=True, progress=progress, label=f"layer {i}: ")
         info = m.get("details", {})
         failed = False
         for _, dev in devices:
@@ -268,7 +298,7 @@ def measure_layers(
             }
             if layer["operator"] is None:  # lowering failed: no kernel at all
                 layer["operator"] = {"median_ms": None, "note": m["notes"].get(f"latency_ms.{dev}", "")}
-            if inductor:
+            if inductor and not eager[dev]:
                 layer["inductor"] = {"operator": kernel_summary(info.get(f"operator.inductor-{dev}")),
                                      "baseline": kernel_summary(info.get(f"baseline.inductor-{dev}")),
                                      "speedup": m.get(f"speedup.inductor-{dev}")}
@@ -299,7 +329,7 @@ def measure_layers(
             return sum_or_none(values) if complete else None
 
         names = [("", dev, "latency_ms", "baseline_ms", "speedup")]
-        if inductor:
+        if inductor and not eager[dev]:
             names.append(("inductor", f"inductor-{dev}", "inductor_ms", "inductor_baseline_ms", "inductor_speedup"))
         for kind, mdev, op_key, base_key, sp_key in names:
             lat_name, base_name, sp_name = f"latency_ms.{mdev}", f"baseline_latency_ms.{mdev}", f"speedup.{mdev}"

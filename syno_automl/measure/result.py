@@ -138,6 +138,8 @@ def stored_entry(summary: Mapping[str, Any]) -> dict[str, Any]:
     report): totals, how the kernels were scheduled, and the Inductor totals when measured."""
     entry = {k: summary.get(k) for k in ("latency_ms", "baseline_ms", "speedup", "tuned_trials", "schedules",
                                          "seconds")}
+    if summary.get("tag"):
+        entry["tag"] = summary["tag"]
     entry.update({k: summary[k] for k in ("inductor_ms", "inductor_baseline_ms", "inductor_speedup")
                   if summary.get(k) is not None})
     return entry

@@ -183,7 +183,7 @@ def _require_tvm(targets: Sequence[str], flag: str) -> None:
         import tvm  # noqa: F401
     except ImportError as e:
         raise ImportError(f"{flag} {','.join(wanting)} needs TVM, which cannot be imported ({e}): {TVM_HINT} "
-                          f"(or --latency torch: eager PyTorch, no TVM)") from None
+                          f"(or {flag} torch: eager PyTorch, no TVM)") from None
 
 
 def _tracking(args: argparse.Namespace) -> str | None:

@@ -4,8 +4,8 @@ board: :func:`time_main`) and to a torch module (eager or TorchInductor: :func:`
 Both: warm-up calls first (never timed: for ``torch.compile`` this is where Inductor compiles), then ``repeat``
 measurements of ``number`` back-to-back calls, ``number`` raised until one measurement lasts ``min_repeat_ms``;
 median and inter-quartile range of the per-measurement means. TVM uses its ``time_evaluator``; torch has none, so
-the same calibration is written out here with ``time.perf_counter``. Torch runs with ``os.cpu_count()`` threads on
-the CPU, the thread count TVM's llvm target is built for, so that both sides use the same cores.
+the same calibration is written out here with ``time.perf_counter``. Torch runs with the thread count of TVM's
+runtime (:func:`torch_threads`), so that both sides use the same cores.
 """
 
 from __future__ import annotations
@@ -82,10 +82,11 @@ def time_remote(exe, func, tgt, spec: TargetSpec, protocol: TimingProtocol, time
 
 @contextlib.contextmanager
 def torch_threads(n: int | None = None) -> Iterator[int]:
-    """torch's intra-op thread count set to ``n`` (default ``os.cpu_count()``) for the block, then restored."""
+    """torch's intra-op thread count set to ``n`` for the block, then restored. Default: the threads of TVM's
+    runtime (``$TVM_NUM_THREADS``, else ``os.cpu_count()``, the ``num-cores`` of our llvm target)."""
     import torch
 
-    n = int(n or os.cpu_count() or 1)
+    n = int(n or os.environ.get("TVM_NUM_THREADS") or os.cpu_count() or 1)
     saved = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
@@ -100,7 +101,7 @@ def time_torch(module, example_inputs, compile: bool = True, protocol: TimingPro
 
     ``compile=True``: ``torch.compile`` (TorchInductor; static shapes unless ``dynamic`` is given), compiled during
     the warm-up, which is never timed: two warm-up calls at least, the first compiles. ``threads``: torch's CPU
-    threads while timing (default ``os.cpu_count()``, as TVM's llvm target). Target name ``inductor-<device>`` or
+    threads while timing (default: TVM's, see :func:`torch_threads`). Target name ``inductor-<device>`` or
     ``eager-<device>``. Never raises."""
     import torch
 

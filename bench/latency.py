@@ -1,29 +1,31 @@
 """Tuned latency of cheaper operators on the seven ResNet-34 3x3 layer shapes (the paper's Fig. 9), batch 1.
 
-    PYTHONPATH=. python bench/latency.py [--trials 8] [--target llvm|cuda|rpc:KEY@host:port] [--samples 20]
-                                         [--pick flops|untuned] [--min-ratio 0.1] [--max-ratio 0.5]
-                                         [--layers 0,1,...] [--runner inprocess|local] [--work-dir DIR] [--quick]
+    PYTHONPATH=. python bench/latency.py [--trials 64] [--target llvm|cuda|rpc:KEY@host:port] [--samples 20]
+                                         [--pick flops|untuned] [--min-ratio 0.1] [--max-ratio 0.5] [--best 2]
+                                         [--groups 2,4] [--layers 0,1,...] [--runner inprocess|local]
+                                         [--work-dir DIR] [--quick]
 
 Layers (C_in -> C_out at H x W, 3x3, stride 1, zero padding 1 -- the spec ``[N, C_in, H, W] -> [N, C_out, H, W]``
 of the search, so the stage-entry layers 64->128, 128->256, 256->512 are taken at the output resolution):
 64x56², 64->128 28², 128x28², 128->256 14², 256x14², 256->512 7², 512x7².
 
 Operators, each compiled from its kernel IR (``syno_automl.codegen.tvm``) and tuned with the SAME MetaSchedule
-budget (``--trials`` per kernel) on the same target, timed with ``syno_automl.latency.PROTOCOL``:
+budget (``--trials`` per kernel, 64 by default) on the same target, timed with ``syno_automl.measure.PROTOCOL``, so
+that every speedup compares both sides tuned at the same budget (``--trials 0``: both untuned, labelled so):
 
-* ``conv2d``: the baseline, a TE conv2d NCHW (``latency.conv2d_nchw_te``);
-* ``gconv g=2`` / ``gconv g=4``: ``known.grouped_conv2d`` (weights [g, C_out/g, C_in/g, 3, 3]);
-* two sampled operators: ``--samples`` operators sampled (seed ``--seed``) from one space over the seven
+* ``conv2d``: the baseline, a TE conv2d NCHW (``measure.conv2d_nchw_te``);
+* ``gconv g=2`` / ``gconv g=4`` (``--groups``): ``known.grouped_conv2d`` (weights [g, C_out/g, C_in/g, 3, 3]);
+* ``--best`` (2) sampled operators: ``--samples`` operators sampled (seed ``--seed``) from one space over the seven
   layers with FLOPs between ``--min-ratio`` and ``--max-ratio`` of the convolutions' (summed over the layers;
   the floor keeps out degenerate near-zero-FLOPs operators), the two with the fewest FLOPs (``--pick flops``)
   or the fastest untuned on the 128x28² layer (``--pick untuned``).
   Depthwise-separable convolution is two operators (depthwise then pointwise), not one, so it is left out.
 
 Prints a table of latency (ms) and speedup over conv2d per layer, and the geometric-mean speedup of each
-operator. The default budget (8 trials per kernel) keeps the whole run around 20 minutes on 2 shared cores;
-such budgets leave kernels far from tuned (the baseline conv2d too), so figures from it are a smoke test of
-the pipeline. Real runs use hundreds to a few thousand trials per kernel (``--trials 1000``), and the database
-under ``--work-dir`` makes re-runs free. Nothing is asserted: this prints figures.
+operator. The full run (7 layers x 5 kernels x 64 trials) takes hours on 2 shared cores: ``--layers``,
+``--groups`` and ``--best`` cut it down. 64 trials leave kernels short of fully tuned (the baseline conv2d too);
+the paper-grade setting is 1000+ trials per kernel, and the database under ``--work-dir`` makes re-runs free.
+Nothing is asserted: this prints figures.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from syno_automl import OperatorSpace, known  # noqa: E402
-from syno_automl import latency as lat  # noqa: E402
+from syno_automl import measure as lat  # noqa: E402
 
 LAYERS = [(64, 64, 56), (64, 128, 28), (128, 128, 28), (128, 256, 14), (256, 256, 14), (256, 512, 7), (512, 512, 7)]
 PRIMARY = ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"]
@@ -71,9 +73,9 @@ def pick_sampled(layers, args, protocol) -> list[tuple[str, object]]:
         for op in ops:
             r = lat.tune_and_time(op.program(probe), args.target, trials=0, protocol=protocol)
             scored.append((r.median_ms if r.ok else math.inf, op))
-        chosen = [op for _, op in sorted(scored, key=lambda t: t[0])[:2]]
+        chosen = [op for _, op in sorted(scored, key=lambda t: t[0])[:args.best]]
     else:
-        chosen = sorted(ops, key=lambda op: (op.total_flops(), op.hash))[:2]
+        chosen = sorted(ops, key=lambda op: (op.total_flops(), op.hash))[:args.best]
     out = []
     for op in chosen:
         ratio = op.total_flops() / base
@@ -84,8 +86,10 @@ def pick_sampled(layers, args, protocol) -> list[tuple[str, object]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trials", type=int, default=8,
-                    help="MetaSchedule trials per kernel (default 8; real runs: 1000+)")
+    ap.add_argument("--trials", type=int, default=64,
+                    help="MetaSchedule trials per kernel, the same for every kernel (default 64; 0: all untuned)")
+    ap.add_argument("--groups", default="2,4", help="groups of the grouped convs (default 2,4; '' for none)")
+    ap.add_argument("--best", type=int, default=2, help="how many sampled operators to time (default 2)")
     ap.add_argument("--target", default="llvm", help="llvm (default), cuda, rpc:KEY@host:port")
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
@@ -111,20 +115,19 @@ def main() -> None:
     gconv = known.grouped_conv2d(gspace)
     sampled = pick_sampled(layers, args, protocol)
 
-    columns = ["conv2d", "gconv g=2", "gconv g=4"] + [name for name, _ in sampled]
+    groups = [int(g) for g in args.groups.split(",") if g.strip()]
+    columns = ["conv2d"] + [f"gconv g={g}" for g in groups] + [name for name, _ in sampled]
     results: dict[tuple[int, str], lat.Latency] = {}
     for i, (c_in, c_out, h) in enumerate(layers):
-        kernels = {
-            "conv2d": lat.conv2d_nchw_te(1, c_in, c_out, h, h, 3),
-            "gconv g=2": gconv.program({**mapping(c_in, c_out, h), "g": 2}),
-            "gconv g=4": gconv.program({**mapping(c_in, c_out, h), "g": 4}),
-        }
+        kernels = {"conv2d": lat.conv2d_nchw_te(1, c_in, c_out, h, h, 3)}
+        for g in groups:
+            kernels[f"gconv g={g}"] = gconv.program({**mapping(c_in, c_out, h), "g": g})
         for name, op in sampled:
             kernels[name] = op.program(i)
         for name, kernel in kernels.items():
             t0 = time.time()
             r = lat.tune_and_time(kernel, args.target, args.trials, args.work_dir, args.seconds, protocol=protocol,
-                                  runner=args.runner)
+                                  runner=args.runner, progress=log, label=f"{layer_name(c_in, c_out, h)} {name}: ")
             results[i, name] = r
             shown = f"{r.median_ms:.3f} ms" if r.ok else f"missing ({r.note})"
             log(f"[{time.time() - t_start:6.0f} s] {layer_name(c_in, c_out, h):>14} {name:>18}: {shown} "
@@ -133,8 +136,8 @@ def main() -> None:
     # the table
     width = 18
     print()
-    print(f"Tuned latency on {args.target}, batch 1, {args.trials} MetaSchedule trials per kernel, "
-          f"protocol {protocol}; ms (speedup over conv2d)")
+    print(f"Latency on {args.target}, batch 1, {lat.schedules_label(args.trials, args.seconds)} (both sides), "
+          f"protocol {protocol}; ms (speedup over conv2d, {lat.schedules_tag(args.trials)})")
     print(f"{'layer':>14} | " + " | ".join(f"{c:>{width}}" for c in columns))
     print("-" * (17 + (width + 3) * len(columns)))
     speedups: dict[str, list[float]] = {c: [] for c in columns}

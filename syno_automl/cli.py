@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "and retried with its operator (default: %(default)s; 0: off)")
     p.add_argument("--latency", default="", metavar="TARGETS",
                    help="TVM latency of each trial's operator vs the replaced layers on these targets, e.g. llvm or "
-                        "llvm,cuda or rpc:KEY@host:port (default: none)")
+                        "llvm,cuda or rpc:KEY@host:port, or torch (eager PyTorch, no TVM needed) (default: none)")
     p.add_argument("--latency-trials", type=int, default=0,
                    help="MetaSchedule trials per kernel for --latency (default: %(default)s = untuned default "
                         "schedules, labelled so)")
@@ -183,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("tune", help="TVM latency of an operator vs the layers it replaces")
     p.add_argument("hash")
-    p.add_argument("--target", default="llvm", help="llvm, cuda or rpc:KEY@host:port (default: %(default)s)")
+    p.add_argument("--target", default="llvm",
+                   help="llvm, cuda, rpc:KEY@host:port or torch (eager PyTorch, no TVM) (default: %(default)s)")
     p.add_argument("--tune-trials", type=int, default=32,
                    help="MetaSchedule trials per kernel, the same for the operator and the replaced layer "
                         "(default: %(default)s, a small but real budget: a few minutes per layer on a CPU; "
@@ -204,6 +205,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
+def _require_tvm(targets: Sequence[str], flag: str) -> None:
+    """Fail at once, with the install hint, when a target needs TVM and TVM cannot be imported."""
+    from syno_automl.measure import TVM_HINT, needs_tvm
+
+    wanting = [t for t in targets if needs_tvm(t)]
+    if not wanting:
+        return
+    try:
+        import tvm  # noqa: F401
+    except ImportError as e:
+        raise ImportError(f"{flag} {','.join(wanting)} needs TVM, which cannot be imported ({e}): {TVM_HINT} "
+                          f"(or {flag} torch: eager PyTorch, no TVM)") from None
+
+
 def _tracking(args: argparse.Namespace) -> str | None:
     """The MLflow tracking URI (None for 'none'), checked to be reachable in a few seconds."""
     uri = None if str(args.tracking_uri).lower() in ("none", "", "off") else args.tracking_uri
@@ -288,6 +303,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     tracking_uri = _tracking(args)
     recorded = resume_defaults(args) if args.resume else None
     targets = tuple(t.strip() for t in args.latency.split(",") if t.strip())
+    _require_tvm(targets, "--latency")
     config = _config(args, trials=args.trials, storage=args.storage, study=args.study,
                      tracking_uri=tracking_uri, heartbeat=args.heartbeat or None, latency_targets=targets,
                      latency_trials=args.latency_trials, latency_inductor=args.latency_inductor,
@@ -576,35 +592,37 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    try:
-        from syno_automl import latency
-    except ImportError as e:
-        raise RuntimeError(f"syno_automl.latency is not available: {e}") from None
+    from syno_automl import measure
+    from syno_automl.cli_text import layer_line, progress_printer, total_line
+
     if args.tune_trials < 0:
         raise ValueError(f"--tune-trials must be >= 0, got {args.tune_trials}")
-    device = latency.device_name(args.target)  # a malformed rpc:KEY@host:port fails here, before any work
+    device = measure.device_name(args.target)  # a malformed rpc:KEY@host:port fails here, before any work
+    _require_tvm([args.target], "--target")
+    eager = not measure.needs_tvm(args.target)
     study = _load_study(args)
     trial, op = _find(study, args.hash)
     n = op.space.num_mappings
-    schedules = latency.schedules_label(args.tune_trials, args.seconds)
+    schedules = measure.schedules_label(args.tune_trials, args.seconds, eager=eager)
     print(f"operator {op.hash} (trial {trial.number}) on {args.target}: {n} replaced layer{'s' if n != 1 else ''}, "
-          f"{schedules}{'' if args.no_inductor else '; TorchInductor too'}", flush=True)
-    # every layer: operator and inferred baseline, same budget and protocol (latency.measure_layers)
+          f"{schedules}{'' if args.no_inductor or eager else '; TorchInductor too'}", flush=True)
+    # every layer: operator and inferred baseline, same budget and protocol (measure.measure_layers)
     settings = study.user_attrs.get("syno.settings", {})
     batch = args.batch if args.batch is not None else (
         settings.get("seq_len", 64) if settings.get("task") == "lm" else 1)
-    result = latency.measure_layers(op, [args.target], args.tune_trials, args.seconds, work_dir=args.work_dir,
-                                    inductor=not args.no_inductor, protocol=latency.PROTOCOL, fail_fast=True,
-                                    sizes={"N": batch} if batch else None)
+    result = measure.measure_layers(op, [args.target], args.tune_trials, args.seconds, work_dir=args.work_dir,
+                                    inductor=not args.no_inductor, protocol=measure.PROTOCOL, fail_fast=True,
+                                    sizes={"N": batch} if batch else None,
+                                    progress=progress_printer(quiet=args.quiet))
     summary = result["devices"][device]
     for layer in summary["layers"]:
-        print(latency.layer_line(layer, schedules), flush=True)
+        print(layer_line(layer, schedules), flush=True)
     if summary["latency_ms"] is None or summary["baseline_ms"] is None:
         notes = result["notes"]
         why = notes.get(f"latency_ms.{device}") or notes.get(f"baseline_latency_ms.{device}") or "no reason given"
         raise RuntimeError(f"no latency on {device} ({schedules}): {why}")
-    print(latency.total_line(summary, device))
-    entry = latency.stored_entry(summary)
+    print(total_line(summary, device))
+    entry = measure.stored_entry(summary)
     latencies = dict(study.user_attrs.get("syno.latency", {}))  # read again: measuring took a while
     latencies[op.hash] = {**latencies.get(op.hash, {}), device: entry}
     study.set_user_attr("syno.latency", latencies)
@@ -615,7 +633,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print("MLflow: nothing logged (" + ("--tracking-uri none" if not tracking else
                                             f"trial {trial.number} has no MLflow run") + ")")
         return 0
-    from syno_automl.tracking import SearchTracker
+    from syno_automl.tracking import SearchTracker, log_latency
 
     run = SearchTracker(tracking).run(run_id)
     try:
@@ -623,12 +641,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     except Exception as e:
         print(f"MLflow: nothing logged (run {run_id} not found in {tracking}: {type(e).__name__})")
         return 0
-    metrics = {k: v for k, v in result["metrics"].items() if v is not None}
-    run.log_metrics(metrics)
-    artifact = f"latency/{latency.slug(device)}.json"
-    run.log_text(json.dumps({"operator": op.hash, "trial": trial.number, "device": device, **summary}, indent=1,
-                            default=str), artifact)
-    print(f"logged {', '.join(sorted(metrics))} and {artifact} to MLflow run {run_id}")
+    one = {"metrics": result["metrics"], "notes": result["notes"], "devices": {device: summary}}
+    logged = log_latency(run, one, {"operator": op.hash, "trial": trial.number, "device": device})
+    print(f"logged {', '.join(logged)} and latency/{measure.slug(device)}.json to MLflow run {run_id}")
     return 0
 
 

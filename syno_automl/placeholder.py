@@ -57,6 +57,7 @@ Conventions (choices made here):
 """
 from __future__ import annotations
 
+import copy
 import fnmatch
 import math
 from collections import Counter
@@ -385,6 +386,21 @@ class Substitution:
                 setattr(parent, attr, p.referred_layer)
         self._installed = False
         return self.model
+
+    def copy_model(self) -> nn.Module:
+        """A deep copy of the model with the placeholders in place (running what they run now); the
+        substitution and its model are left as they were (after ``restore()`` too)."""
+        if self._installed:
+            return copy.deepcopy(self.model)
+        for name, p in self.placeholders:
+            for parent, attr in self._sites[name]:
+                setattr(parent, attr, p)
+        try:
+            return copy.deepcopy(self.model)
+        finally:
+            for name, p in self.placeholders:
+                for parent, attr in self._sites[name]:
+                    setattr(parent, attr, p.referred_layer)
 
     def _reinsert(self) -> None:
         if self._installed:

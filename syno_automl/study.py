@@ -299,30 +299,51 @@ class Objective:
             if not within:
                 return ""
         try:
-            from syno_automl import latency
+            from syno_automl import measure
 
             # at inference sizes: batch 1 (image) or one sequence (lm), as the paper's latency figures
             sizes = {"N": config.seq_len} if config.task == "lm" else {"N": 1}
-            result = latency.measure_layers(op, targets=config.latency_targets, trials=config.latency_trials,
+            out = self.out
+            progress = (None if out is None or config.latency_trials <= 0 else
+                        lambda line: print(f"  [trial {trial.number}] tuning {line}", file=out, flush=True))
+            result = measure.measure_layers(op, targets=config.latency_targets, trials=config.latency_trials,
                                             inductor=config.latency_inductor, seed=config.seed, sizes=sizes,
-                                            protocol=latency.PROTOCOL)
+                                            protocol=measure.PROTOCOL, progress=progress)
         except Exception as e:  # noqa: BLE001 -- TVM missing or broken: the trial keeps its value
             reason = f"{type(e).__name__}: {e}"[:300]
             trial.set_user_attr("syno.latency_failure", reason)
             if run is not None:
                 run.set_tags({"syno.latency_failure": reason})
             return f"  latency: missing ({reason[:80]})"
-        entries = {dev: latency.stored_entry(d) for dev, d in result["devices"].items()}
+        entries = {dev: measure.stored_entry(d) for dev, d in result["devices"].items()}
         trial.set_user_attr("syno.latency", entries)
         if run is not None:
-            run.log_metrics(result["metrics"])
-            if result["notes"]:
-                run.set_tags({f"syno.note.{k}": v for k, v in result["notes"].items()})
-            for dev, summary in result["devices"].items():
-                run.log_json(summary, f"latency/{latency.slug(dev)}.json")
-        parts = [f"{dev} {e['speedup']:.2f}x" if e["speedup"] is not None else f"{dev} missing"
+            from syno_automl.tracking import log_latency
+
+            log_latency(run, result)
+        self._log_baseline_latency(base, result)
+        # every speedup says how both sides were scheduled: "(untuned)", "(tuned 64 trials)", "(eager)"
+        parts = [f"{dev} {e['speedup']:.2f}x ({e.get('tag')})" if e["speedup"] is not None else f"{dev} missing"
                  for dev, e in entries.items()]
         return "  speedup " + ", ".join(parts)
+
+    def _log_baseline_latency(self, base: optuna.trial.FrozenTrial | None, result: dict[str, Any]) -> None:
+        """The baseline trial's run gets the replaced layers' latency as its own ``latency_ms.<device>`` (speedup
+        1), once per device, so that MLflow's compare view shows the baseline beside the operators."""
+        run_id = base.user_attrs.get(RUN_ID_ATTR) if base is not None else None
+        if self.tracker is None or run_id is None:
+            return
+        from syno_automl.tracking import log_latency
+
+        run = self.tracker.run(run_id)
+        try:
+            have = set(run.client.get_run(run_id).data.metrics)
+        except Exception:  # noqa: BLE001 -- logging never stops a search
+            return
+        todo = {dev: s for dev, s in result["devices"].items()
+                if s.get("baseline_ms") is not None and f"latency_ms.{dev}" not in have}
+        if todo:
+            log_latency(run, {"devices": todo}, role="baseline")
 
     @staticmethod
     def _throughput(trial: optuna.trial.Trial, run: Any | None, baseline: bool) -> str:

@@ -30,7 +30,7 @@ from syno_automl import vocabulary as V
 from syno_automl.space import Operator
 
 __all__ = ["SearchTracker", "TrialRun", "EpochMetricsLogger", "DEFAULT_TRACKING_URI", "render_svg",
-           "artifact_location_for", "relocate_artifacts", "TRIAL_RUN_SETTINGS"]
+           "artifact_location_for", "relocate_artifacts", "TRIAL_RUN_SETTINGS", "latency_metrics", "log_latency"]
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "syno-automl"
@@ -319,3 +319,52 @@ class EpochMetricsLogger(L.Callback):
         loss = trainer.callback_metrics.get("train_loss")
         if loss is not None:
             self.run.log_metrics({"train_loss": float(loss)}, step=trainer.current_epoch + 1)
+
+
+# --- latency: the ONE place the MLflow names of a latency measurement are made (search and `tune` alike) ---
+
+
+def latency_metrics(devices: Mapping[str, Mapping[str, Any]], role: str = "operator") -> dict[str, float | None]:
+    """MLflow metrics of ``measure_layers``' per-device summaries (``result["devices"]``): for each ``<device>``,
+    ``latency_ms.<device>`` (the operator), ``baseline_latency_ms.<device>`` (the layers it replaces) and
+    ``speedup.<device>``, the same three for ``inductor-<device>`` when Inductor was measured.
+
+    ``role="baseline"``: the metrics of the baseline trial's own run, whose "operator" IS the replaced layers:
+    ``latency_ms.<device>`` = ``baseline_latency_ms.<device>`` and ``speedup.<device>`` = 1 (so that MLflow's
+    compare view shows the baseline beside the operators)."""
+    out: dict[str, float | None] = {}
+    for dev, s in devices.items():
+        kinds = [(dev, "latency_ms", "baseline_ms", "speedup")]
+        if "inductor_ms" in s:
+            kinds.append((f"inductor-{dev}", "inductor_ms", "inductor_baseline_ms", "inductor_speedup"))
+        for mdev, op_key, base_key, sp_key in kinds:
+            base = s.get(base_key)
+            if role == "baseline":
+                out[f"latency_ms.{mdev}"] = base
+                out[f"baseline_latency_ms.{mdev}"] = base
+                out[f"speedup.{mdev}"] = 1.0 if base is not None else None
+            else:
+                out[f"latency_ms.{mdev}"] = s.get(op_key)
+                out[f"baseline_latency_ms.{mdev}"] = base
+                out[f"speedup.{mdev}"] = s.get(sp_key)
+    return out
+
+
+def log_latency(run: TrialRun, result: Mapping[str, Any], extra: Mapping[str, Any] | None = None,
+                role: str = "operator") -> list[str]:
+    """Log a ``measure_layers`` result to ``run``: the metrics of :func:`latency_metrics`, the tags
+    ``syno.schedules.<device>`` (how both sides were scheduled: the label every speedup carries) and
+    ``syno.note.<metric>`` (why a value is missing), the artifact ``latency/<device>.json`` (the summary, with
+    ``extra`` first; operators only). Returns the names of the metrics logged."""
+    from syno_automl.measure.result import slug
+
+    metrics = {k: v for k, v in latency_metrics(result["devices"], role).items() if v is not None}
+    run.log_metrics(metrics)
+    tags = {f"syno.schedules.{dev}": s.get("schedules") for dev, s in result["devices"].items()}
+    if role == "operator":
+        tags.update({f"syno.note.{k}": v for k, v in result.get("notes", {}).items()})
+    run.set_tags(tags)
+    if role == "operator":  # the baseline's figures are already in every operator's artifact
+        for dev, summary in result["devices"].items():
+            run.log_json({**(extra or {}), **summary}, f"latency/{slug(dev)}.json")
+    return sorted(metrics)

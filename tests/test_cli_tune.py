@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-from syno_automl import latency as lat  # noqa: E402
+from syno_automl import measure as lat  # noqa: E402
 from syno_automl.cli import build_parser, main  # noqa: E402
 
 pytestmark = pytest.mark.tvm

@@ -88,7 +88,7 @@ def test_tvm_cuda_kernel_equals_torch_module(name: str) -> None:
 def test_cuda_latency_tuned_and_inductor(tmp_path) -> None:
     """Every CUDA figure is there: TVM default schedule, a few MetaSchedule trials, and TorchInductor."""
     _tvm_cuda()
-    from syno_automl import latency as lat
+    from syno_automl import measure as lat
 
     space = OperatorSpace("[N, C_in, H, W]", "[N, C_out, H, W]", ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"],
                           ["k=3: 2", "g=4: 2"], [{"N": 1, "C_in": 32, "C_out": 32, "H": 14, "W": 14}])

@@ -12,8 +12,8 @@ tvm = pytest.importorskip("tvm")
 torch = pytest.importorskip("torch")
 
 from lightning_modules.models import build_model  # noqa: E402
-from syno_automl import e2e  # noqa: E402
-from syno_automl import latency as lat  # noqa: E402
+from syno_automl import measure as e2e  # noqa: E402
+from syno_automl import measure as lat  # noqa: E402
 from syno_automl.placeholder import substitute  # noqa: E402
 from _rpc_helpers import rpc_tracker_fixture  # noqa: E402
 

@@ -7,7 +7,7 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from syno_automl import latency
+from syno_automl import measure as latency
 from syno_automl.study import SearchConfig, run_search
 
 pytestmark = [pytest.mark.tvm, pytest.mark.slow]

@@ -1,0 +1,60 @@
+"""One child-process runner with a hard timeout, for kernels and models alike.
+
+``python -m syno_automl.measure.isolate <kind> <job> <result.json>`` runs one measurement (``kind``: ``kernel``,
+see :func:`syno_automl.measure.kernel.run_job`, or ``model``, :func:`syno_automl.measure.model.run_job`) in a new
+session; :func:`run_child` kills it after ``seconds`` plus a grace period and reads back the :class:`Latency` it
+wrote. It also shields the caller from crashes inside TVM.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import traceback
+
+from syno_automl.measure.result import Latency
+
+__all__ = ["run_child", "KINDS"]
+
+KINDS = {"kernel": "syno_automl.measure.kernel", "model": "syno_automl.measure.model"}
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_child(kind: str, job: str, out_path: str, name: str, seconds: float | None, grace: float) -> Latency:
+    """The ``kind`` measurement described by ``job`` in a child process, killed after ``seconds + grace`` (no
+    limit without ``seconds``); the :class:`Latency` it wrote as JSON to ``out_path``, or why there is none."""
+    limit = (seconds + grace) if seconds is not None else None
+    env = dict(os.environ)
+    env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.Popen([sys.executable, "-m", __name__, kind, job, out_path], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return Latency.failed(name, f"timeout: child killed after {limit:g} s (budget {seconds} s + {grace} s grace)")
+    if proc.returncode != 0 or not os.path.exists(out_path):
+        tail = (err or b"").decode(errors="replace").strip().splitlines()[-3:]
+        return Latency.failed(name, f"child exited with {proc.returncode}: {' | '.join(tail)}")
+    with open(out_path) as f:
+        return Latency.from_dict(json.load(f))
+
+
+def main(argv: list[str]) -> int:
+    kind, job, out_path = argv
+    lat = importlib.import_module(KINDS[kind]).run_job(job)
+    with open(out_path, "w") as f:
+        json.dump(lat.to_dict(), f)
+    return 0
+
+
+if __name__ == "__main__":  # the child of run_child
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except Exception:
+        traceback.print_exc()
+        sys.exit(3)

@@ -1,0 +1,144 @@
+"""THE timing protocol (:data:`~syno_automl.measure.result.PROTOCOL`), applied to a TVM module (local or on an RPC
+board: :func:`time_main`) and to a torch module (eager or TorchInductor: :func:`time_torch`).
+
+Both: warm-up calls first (never timed: for ``torch.compile`` this is where Inductor compiles), then ``repeat``
+measurements of ``number`` back-to-back calls, ``number`` raised until one measurement lasts ``min_repeat_ms``;
+median and inter-quartile range of the per-measurement means. TVM uses its ``time_evaluator``; torch has none, so
+the same calibration is written out here with ``time.perf_counter``. Torch runs with the thread count of TVM's
+runtime (:func:`torch_threads`), so that both sides use the same cores.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from syno_automl.measure.result import PROTOCOL, Latency, TimingProtocol
+from syno_automl.measure.target import TargetSpec
+
+__all__ = ["time_main", "random_args", "upload_remote", "time_remote", "time_torch", "torch_threads"]
+
+
+def random_args(func, dev, seed: int = 0) -> list:
+    """Random fp32 inputs for every argument of ``func`` but the last (the output, left empty)."""
+    import tvm
+
+    from syno_automl.codegen.tvm import arg_shapes
+
+    rng = np.random.default_rng(seed)
+    args = []
+    shapes = arg_shapes(func)
+    for i, (shape, dtype) in enumerate(shapes):
+        if i == len(shapes) - 1:
+            args.append(tvm.runtime.empty(shape, dtype, dev))
+        else:
+            args.append(tvm.runtime.tensor(rng.standard_normal(shape).astype(dtype), dev))
+    return args
+
+
+def time_main(mod, dev, args, protocol: TimingProtocol = PROTOCOL) -> list[float]:
+    """The protocol applied to ``mod["main"](*args)``: ``mod`` is a runtime module (a kernel, local or remote) or a
+    Relax ``VirtualMachine`` (a whole model). Returns the ``repeat`` per-measurement means in ms."""
+    fn = mod["main"]
+    for _ in range(max(0, protocol.warmup)):
+        fn(*args)
+    dev.sync()
+    evaluator = mod.time_evaluator(
+        "main", dev, number=protocol.number, repeat=protocol.repeat, min_repeat_ms=protocol.min_repeat_ms
+    )
+    res = evaluator(*args)
+    return [float(s) * 1e3 for s in res.results]
+
+
+def upload_remote(exe, tgt, spec: TargetSpec, timeout: float, filename: str = "kernel.so"):
+    """Export ``exe`` (a compiled kernel or Relax VM executable), upload it to the board behind the tracker and load
+    it there; returns ``(remote module, remote device, session)`` (keep the session while timing)."""
+    from tvm import rpc
+
+    tracker = rpc.connect_tracker(spec.host, spec.port)
+    remote = tracker.request(spec.key, priority=1, session_timeout=int(timeout))
+    with tempfile.TemporaryDirectory(prefix="syno_rpc_") as tmp:
+        lib = os.path.join(tmp, filename)
+        exe.export_library(lib)
+        remote.upload(lib)
+        rmod = remote.load_module(filename)
+    kind = tgt.kind.name
+    dev = remote.cpu(0) if kind in ("llvm", "c") else remote.device(kind, 0)
+    return rmod, dev, remote
+
+
+def time_remote(exe, func, tgt, spec: TargetSpec, protocol: TimingProtocol, timeout: float) -> list[float]:
+    """Export the library, upload it through the tracker's session, time it remotely."""
+    rmod, dev, _remote = upload_remote(exe, tgt, spec, timeout)
+    return time_main(rmod, dev, random_args(func, dev), protocol)
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None = None) -> Iterator[int]:
+    """torch's intra-op thread count set to ``n`` for the block, then restored. Default: the threads of TVM's
+    runtime (``$TVM_NUM_THREADS``, else ``os.cpu_count()``, the ``num-cores`` of our llvm target)."""
+    import torch
+
+    n = int(n or os.environ.get("TVM_NUM_THREADS") or os.cpu_count() or 1)
+    saved = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield n
+    finally:
+        torch.set_num_threads(saved)
+
+
+def time_torch(module, example_inputs, compile: bool = True, protocol: TimingProtocol = PROTOCOL,
+               threads: int | None = None, **compile_kwargs: Any) -> Latency:
+    """Time ``module(*example_inputs)`` under ``torch.inference_mode`` with the protocol.
+
+    ``compile=True``: ``torch.compile`` (TorchInductor; static shapes unless ``dynamic`` is given), compiled during
+    the warm-up, which is never timed: two warm-up calls at least, the first compiles. ``threads``: torch's CPU
+    threads while timing (default: TVM's, see :func:`torch_threads`). Target name ``inductor-<device>`` or
+    ``eager-<device>``. Never raises."""
+    import torch
+
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    dev = next((t.device.type for t in example_inputs if isinstance(t, torch.Tensor)), "cpu")
+    name = f"{'inductor' if compile else 'eager'}-{dev}"
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    stage = "compile" if compile else "run"
+    try:
+        if compile:
+            compile_kwargs.setdefault("dynamic", False)  # one layer, one shape: no shape-generic kernels
+        fn = torch.compile(module, **compile_kwargs) if compile else module
+        with torch_threads(threads) as n_threads, torch.inference_mode():
+            t0 = time.perf_counter()
+            fn(*example_inputs)  # compiles (compile=True)
+            sync()
+            compile_s = time.perf_counter() - t0
+            for _ in range(max(1, protocol.warmup)):
+                fn(*example_inputs)
+            sync()
+            stage = "time"
+            # calibrate: one call's cost -> number such that a measurement lasts min_repeat_ms
+            t0 = time.perf_counter()
+            fn(*example_inputs)
+            sync()
+            one = max(time.perf_counter() - t0, 1e-7)
+            number = max(protocol.number, math.ceil(protocol.min_repeat_ms / 1e3 / one))
+            samples = []
+            for _ in range(protocol.repeat):
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    fn(*example_inputs)
+                sync()
+                samples.append((time.perf_counter() - t0) / number * 1e3)
+        first = f"compile {compile_s:.1f} s (not timed)" if compile else f"first call {compile_s * 1e3:.2f} ms"
+        return Latency.of_samples(samples, name, note=f"number={number}; {n_threads} threads; {first}")
+    except Exception as exc:
+        return Latency.failed(name, f"{stage}: {type(exc).__name__}: {str(exc).strip()[:500]}")

@@ -100,11 +100,9 @@ def test_tuned_model_latency_and_reuse(setup, tmp_path):
     assert base.tuned_trials >= 1 and model.tuned_trials >= 1 and not model.reused
     assert res["speedup"] is not None and res["speedup"] > 0
     # the same baseline again, in a child process (isolate=True): served from the database, no new trial
-    t0 = time.time()
     again = e2e.model_latency(e2e.substituted_models(sub, ops[1])[0], x, trials=1, work_dir=wd, protocol=QUICK,
                               isolate=True)
     assert again.ok and again.reused and again.tuned_trials == base.tuned_trials, again
-    assert again.tuning_s < 10 and time.time() - t0 < 90
 
 
 rpc_tracker = rpc_tracker_fixture("syno-e2e")

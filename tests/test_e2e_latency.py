@@ -3,7 +3,6 @@ baseline and the model with an operator in every 3x3 conv, tiny budgets."""
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest

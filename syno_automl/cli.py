@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from syno_automl import vocabulary as V
-from syno_automl.lookup import check_tracking_uri, find_operator, find_trial, resume_defaults, trial_line
+from syno_automl.lookup import (check_tracking_uri, existing_storage, find_operator, find_trial, resume_defaults,
+                                trial_line)
 
 __all__ = ["main", "build_parser"]
 
@@ -263,13 +264,9 @@ def _load_study(args: argparse.Namespace):
     _quiet(verbose=getattr(args, "verbose", False))
     import optuna
 
-    from syno_automl.search.storage import make_storage
-
     url = args.storage
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
-        raise FileNotFoundError(f"no study database {url[len('sqlite:///'):]} here: run `syno-automl search` "
-                                f"first, or pass --storage")
-    storage = make_storage(url, heartbeat_interval=None)
+    storage = existing_storage(url, lambda path: FileNotFoundError(
+        f"no study database {path} here: run `syno-automl search` first, or pass --storage"))
     try:
         return optuna.load_study(study_name=args.study, storage=storage)
     except KeyError:

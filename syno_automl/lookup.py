@@ -48,18 +48,24 @@ _SETTING_OF = {"task": "task", "model": "model", "dataset": "dataset", "data_dir
                "seed": "seed"}
 
 
+def existing_storage(url: str, missing: Callable[[str], Exception]) -> Any:
+    """The Optuna storage at `url`, opened without creating anything: a SQLite file that does not exist raises
+    ``missing(path)`` instead of being created empty (reading commands and --resume must not leave a syno.db)."""
+    from syno_automl.search.storage import make_storage
+
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+        raise missing(url[len("sqlite:///"):])
+    return make_storage(url, heartbeat_interval=None)
+
+
 def resume_defaults(args: argparse.Namespace) -> dict[str, Any]:
     """Options not given on a --resume take the study's recorded settings (the study is read, not created);
     returns those settings."""
     import optuna
 
-    from syno_automl.search.storage import make_storage
-
     url = args.storage
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
-        raise LookupError(f"no study {args.study!r} to resume: {url[len('sqlite:///'):]} does not exist (drop "
-                          f"--resume to start one)")
-    storage = make_storage(url, heartbeat_interval=None)
+    storage = existing_storage(url, lambda path: LookupError(
+        f"no study {args.study!r} to resume: {path} does not exist (drop --resume to start one)"))
     try:
         recorded = optuna.load_study(study_name=args.study, storage=storage).user_attrs.get(V.SETTINGS, {})
     except KeyError:

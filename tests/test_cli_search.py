@@ -138,6 +138,27 @@ def test_nan_loss_and_unbuildable_operator_are_recorded(tmp_path, monkeypatch):
         assert "failure.txt" in {a.path for a in client.list_artifacts(run.info.run_id)}
 
 
+def _wait_for_running_operator_trial(proc: subprocess.Popen, cwd: Path, log: Path, seconds: float = 400,
+                                    settle: float = 1.0) -> optuna.trial.FrozenTrial:
+    """The first operator trial the search process runs (the baseline finished, its MLflow run open), `settle`
+    seconds after it is seen; AssertionError with the log's tail if the process ends or stalls first."""
+    deadline = time.time() + seconds
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.3)
+        if not (cwd / "mlflow.db").exists():  # created once the study exists
+            continue
+        try:
+            trials = _study(cwd).trials
+        except Exception:
+            continue
+        running = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING
+                   and not t.user_attrs.get("syno.baseline") and "syno.mlflow_run_id" in t.user_attrs]
+        if running and trials[0].state.is_finished():
+            time.sleep(settle)  # inside training
+            return running[0]
+    raise AssertionError("no operator trial ran:\n" + log.read_text()[-3000:])
+
+
 @pytest.mark.slow
 def test_worker_killed_mid_trial_is_retried_with_the_same_operator(tmp_path):
     args = ["search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1"]
@@ -145,22 +166,9 @@ def test_worker_killed_mid_trial_is_retried_with_the_same_operator(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "syno_automl.cli", *args], cwd=tmp_path, env=_env(),
                             stdout=log, stderr=subprocess.STDOUT)
     victim = None
-    deadline = time.time() + 400
     try:
-        while time.time() < deadline and proc.poll() is None:
-            time.sleep(0.3)
-            if not (tmp_path / "mlflow.db").exists():  # created once the study exists
-                continue
-            try:
-                trials = _study(tmp_path).trials
-            except Exception:
-                continue
-            running = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING
-                       and not t.user_attrs.get("syno.baseline") and "syno.mlflow_run_id" in t.user_attrs]
-            if running and trials[0].state.is_finished():
-                victim = running[0]
-                os.kill(proc.pid, signal.SIGKILL)
-                break
+        victim = _wait_for_running_operator_trial(proc, tmp_path, tmp_path / "worker1.log", settle=0.0)
+        os.kill(proc.pid, signal.SIGKILL)
     finally:
         if proc.poll() is None and victim is None:
             proc.kill()

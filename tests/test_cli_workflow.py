@@ -6,34 +6,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from test_cli_search import _env, _runs, _study, cli
+from test_cli_search import _env, _runs, _study, _wait_for_running_operator_trial, cli
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-def _wait_for_running_operator_trial(proc: subprocess.Popen, cwd: Path, log: Path, seconds: float = 400):
-    deadline = time.time() + seconds
-    while time.time() < deadline and proc.poll() is None:
-        time.sleep(0.3)
-        if not (cwd / "mlflow.db").exists():
-            continue
-        try:
-            trials = _study(cwd).trials
-        except Exception:
-            continue
-        running = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING
-                   and not t.user_attrs.get("syno.baseline") and "syno.mlflow_run_id" in t.user_attrs]
-        if running and trials[0].state.is_finished():
-            time.sleep(1.0)  # inside training
-            return running[0]
-    raise AssertionError("no operator trial ran:\n" + log.read_text()[-3000:])
 
 
 @pytest.mark.slow

@@ -616,7 +616,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(layer_line(layer, schedules), flush=True)
     if summary["latency_ms"] is None or summary["baseline_ms"] is None:
         notes = result["notes"]
-        why = notes.get(f"latency_ms.{device}") or notes.get(f"baseline_latency_ms.{device}") or "no reason given"
+        why = notes.get(V.latency_metric(device)) or notes.get(V.baseline_latency_metric(device)) or "no reason given"
         raise RuntimeError(f"no latency on {device} ({schedules}): {why}")
     print(total_line(summary, device))
     entry = measure.stored_entry(summary)

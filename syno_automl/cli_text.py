@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from syno_automl import vocabulary as V
 from syno_automl.measure.result import EAGER, UNTUNED
 
 __all__ = ["layer_line", "total_line", "progress_printer"]
@@ -24,8 +25,8 @@ def layer_line(layer: Mapping[str, Any], schedules: str = "") -> str:
     op, base = layer.get("operator") or {}, layer.get("baseline") or {}
     what = layer.get("replaced") or ", ".join(f"{k}={v}" for k, v in (layer.get("sizes") or {}).items())
     if not base:
-        base = {"note": next((v for k, v in layer.get("notes", {}).items() if k.startswith("speedup.")
-                              and not k.startswith("speedup.inductor-")), "")}
+        base = {"note": next((v for k, v in layer.get("notes", {}).items() if k.startswith(V.speedup_metric(""))
+                              and not k.startswith(V.speedup_metric(V.INDUCTOR))), "")}
     text = f"layer {layer['layer']} ({what}): operator {_ms(op)}, replaced layer {_ms(base)}"
     if layer.get("speedup") is not None:
         text += f" -> {layer['speedup']:.2f}x"
@@ -41,7 +42,7 @@ def layer_line(layer: Mapping[str, Any], schedules: str = "") -> str:
     if ind is not None:
         if (ind.get("operator") or {}).get("median_ms") is None:
             why = (ind.get("operator") or {}).get("note") or next(
-                (v for k, v in layer.get("notes", {}).items() if k.startswith("latency_ms.inductor-")), "")
+                (v for k, v in layer.get("notes", {}).items() if k.startswith(V.latency_metric(V.INDUCTOR))), "")
             text += f"; inductor: missing ({why})"
         else:
             text += f"; inductor: operator {_ms(ind['operator'])}, replaced layer {_ms(ind.get('baseline'))}"
@@ -61,7 +62,7 @@ def total_line(summary: Mapping[str, Any], device: str) -> str:
                  f"-> speedup {summary['speedup']:.2f}x")
     if "inductor_ms" in summary:
         if summary.get("inductor_ms") is None:
-            why = next((v for k, v in summary.get("notes", {}).items() if k.startswith("latency_ms.inductor-")), "")
+            why = next((v for k, v in summary.get("notes", {}).items() if k.startswith(V.latency_metric(V.INDUCTOR))), "")
             text += f"; inductor: missing ({why})"
         else:
             text += f"; inductor: operator {summary['inductor_ms']:.4f} ms"

@@ -341,7 +341,7 @@ class Objective:
         except Exception:  # noqa: BLE001 -- logging never stops a search
             return
         todo = {dev: s for dev, s in result["devices"].items()
-                if s.get("baseline_ms") is not None and f"latency_ms.{dev}" not in have}
+                if s.get("baseline_ms") is not None and V.latency_metric(dev) not in have}
         if todo:
             log_latency(run, {"devices": todo}, role="baseline")
 

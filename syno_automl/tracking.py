@@ -27,6 +27,8 @@ from typing import Any, Mapping, Sequence
 import lightning as L
 
 from syno_automl import vocabulary as V
+from syno_automl.interrupt import Deferring
+from syno_automl.measure.result import latency_metrics
 from syno_automl.space import Operator
 
 __all__ = ["SearchTracker", "TrialRun", "EpochMetricsLogger", "DEFAULT_TRACKING_URI", "render_svg",
@@ -209,7 +211,8 @@ class SearchTracker:
 
         self.tracking_uri = tracking_uri
         relocate_artifacts(tracking_uri)  # a search folder moved or copied: read its own artifacts
-        self.client = MlflowClient(tracking_uri=tracking_uri)
+        # every call waits out a Ctrl-C: one landing inside a write would leave SQLite locked (interrupt.py)
+        self.client = Deferring(MlflowClient(tracking_uri=tracking_uri))
         found = self.client.get_experiment_by_name(experiment)
         if found is not None:
             self.experiment_id = found.experiment_id
@@ -322,32 +325,6 @@ class EpochMetricsLogger(L.Callback):
 
 
 # --- latency: the ONE place the MLflow names of a latency measurement are made (search and `tune` alike) ---
-
-
-def latency_metrics(devices: Mapping[str, Mapping[str, Any]], role: str = "operator") -> dict[str, float | None]:
-    """MLflow metrics of ``measure_layers``' per-device summaries (``result["devices"]``): for each ``<device>``,
-    ``latency_ms.<device>`` (the operator), ``baseline_latency_ms.<device>`` (the layers it replaces) and
-    ``speedup.<device>``, the same three for ``inductor-<device>`` when Inductor was measured.
-
-    ``role="baseline"``: the metrics of the baseline trial's own run, whose "operator" IS the replaced layers:
-    ``latency_ms.<device>`` = ``baseline_latency_ms.<device>`` and ``speedup.<device>`` = 1 (so that MLflow's
-    compare view shows the baseline beside the operators)."""
-    out: dict[str, float | None] = {}
-    for dev, s in devices.items():
-        kinds = [(dev, "latency_ms", "baseline_ms", "speedup")]
-        if "inductor_ms" in s:
-            kinds.append((f"inductor-{dev}", "inductor_ms", "inductor_baseline_ms", "inductor_speedup"))
-        for mdev, op_key, base_key, sp_key in kinds:
-            base = s.get(base_key)
-            if role == "baseline":
-                out[f"latency_ms.{mdev}"] = base
-                out[f"baseline_latency_ms.{mdev}"] = base
-                out[f"speedup.{mdev}"] = 1.0 if base is not None else None
-            else:
-                out[f"latency_ms.{mdev}"] = s.get(op_key)
-                out[f"baseline_latency_ms.{mdev}"] = base
-                out[f"speedup.{mdev}"] = s.get(sp_key)
-    return out
 
 
 def log_latency(run: TrialRun, result: Mapping[str, Any], extra: Mapping[str, Any] | None = None,

@@ -51,6 +51,24 @@ METRIC_FLOPS = "flops"
 METRIC_NUM_PARAMS = "num_params"
 METRIC_FLOPS_RATIO = "flops_ratio"
 
+# -- MLflow latency metrics, one triple per measured device (``llvm``, ``cuda``, ``torch``, ``inductor-llvm`` ...)
+INDUCTOR = "inductor-"                # prefix of the device name of a TorchInductor figure: inductor-<device>
+
+
+def latency_metric(device: str) -> str:
+    """The operator's latency in ms on ``device`` (summed over the replaced layers)."""
+    return f"latency_ms.{device}"
+
+
+def baseline_latency_metric(device: str) -> str:
+    """The replaced layers' latency in ms on ``device``."""
+    return f"baseline_latency_ms.{device}"
+
+
+def speedup_metric(device: str) -> str:
+    """baseline_latency_metric / latency_metric on ``device``."""
+    return f"speedup.{device}"
+
 # -- MLflow tags
 TAG_STUDY = "syno.study"
 TAG_ROLE = "syno.role"                # "study" | "trial" | "reevaluation"

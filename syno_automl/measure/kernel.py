@@ -155,16 +155,13 @@ def tune_and_time(
         sched_mod = mod
         if trials > 0:
             stage = "tune"
-            from syno_automl.measure.metaschedule import close_runner, make_runner, tuning_failure_note
+            from syno_automl.measure.metaschedule import open_runner, tuning_failure_note
 
-            ms_runner, in_memory = make_runner(spec, runner_kind, rpc_session_timeout)
             wd = work_dir or DEFAULT_WORK_DIR
             if spec.kind == "rpc":  # records measured on a board stay apart from the host's (same Target)
                 wd = os.path.join(wd, "rpc-" + slug(spec.key))
-            try:
+            with open_runner(spec, runner_kind, rpc_session_timeout) as (ms_runner, in_memory):
                 info = tune_kernel(mod, tgt, int(trials), wd, seconds, ms_runner, seed, in_memory, progress, label)
-            finally:
-                close_runner(ms_runner)
             tuned_trials, tuning_s, reused = info.records, info.tuning_s, info.reused
             if info.best is None:
                 return Latency.failed(name, tuning_failure_note(info, trials), 0, tuning_s)

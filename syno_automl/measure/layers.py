@@ -13,9 +13,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from syno_automl import vocabulary as V
 from syno_automl.measure.baseline import baseline_kernel, baseline_module, describe, infer_baseline, is_kernel
 from syno_automl.measure.kernel import tune_and_time
-from syno_automl.measure.result import PROTOCOL, Latency, TimingProtocol, schedules_label, schedules_tag, speedup
+from syno_automl.measure.result import (PROTOCOL, Latency, TimingProtocol, latency_metrics, schedules_label,
+                                        schedules_tag, speedup)
 from syno_automl.measure.target import needs_tvm, safe_device_name, torch_device
 from syno_automl.measure.timing import time_torch
 
@@ -88,9 +90,9 @@ def measure_operator(
         reason = f"lower: {type(exc).__name__}: {exc}"
         for t in targets:
             dev = safe_device_name(t)
-            keys = [f"latency_ms.{dev}", f"speedup.{dev}"]
+            keys = [V.latency_metric(dev), V.speedup_metric(dev)]
             if inductor:
-                keys += [f"latency_ms.inductor-{dev}", f"speedup.inductor-{dev}"]
+                keys += [V.latency_metric(V.INDUCTOR + dev), V.speedup_metric(V.INDUCTOR + dev)]
             for key in keys:
                 result[key] = None
                 notes[key] = reason
@@ -156,7 +158,7 @@ def measure_operator(
 
     for t in targets:
         dev = safe_device_name(t)
-        lat_key, sp_key = f"latency_ms.{dev}", f"speedup.{dev}"
+        lat_key, sp_key = V.latency_metric(dev), V.speedup_metric(dev)
         eager = not needs_tvm(t)
         if eager:  # eager PyTorch: no TVM, no tuning; the same protocol
             op_lat, base_lat = torch_pair(torch_device(t)[0], False)
@@ -181,7 +183,7 @@ def measure_operator(
                                     else f"operator: {op_lat.note}")
         if not inductor or eager:
             continue
-        ind_lat_key, ind_sp_key = f"latency_ms.inductor-{dev}", f"speedup.inductor-{dev}"
+        ind_lat_key, ind_sp_key = V.latency_metric(V.INDUCTOR + dev), V.speedup_metric(V.INDUCTOR + dev)
         tdev, why = torch_device(t)
         if tdev is None:
             result[ind_lat_key] = result[ind_sp_key] = None
@@ -293,20 +295,19 @@ def measure_layers(
                 "replaced": info.get("baseline"),
                 "operator": kernel_summary(info.get(f"operator.{dev}")),
                 "baseline": kernel_summary(info.get(f"baseline.{dev}")),
-                "speedup": m.get(f"speedup.{dev}"),
-                "notes": {k: v for k, v in m["notes"].items() if k.split(".", 1)[-1] in (dev, f"inductor-{dev}")},
+                "speedup": m.get(V.speedup_metric(dev)),
+                "notes": {k: v for k, v in m["notes"].items() if k.split(".", 1)[-1] in (dev, V.INDUCTOR + dev)},
             }
             if layer["operator"] is None:  # lowering failed: no kernel at all
-                layer["operator"] = {"median_ms": None, "note": m["notes"].get(f"latency_ms.{dev}", "")}
+                layer["operator"] = {"median_ms": None, "note": m["notes"].get(V.latency_metric(dev), "")}
             if inductor and not eager[dev]:
                 layer["inductor"] = {"operator": kernel_summary(info.get(f"operator.inductor-{dev}")),
                                      "baseline": kernel_summary(info.get(f"baseline.inductor-{dev}")),
-                                     "speedup": m.get(f"speedup.inductor-{dev}")}
+                                     "speedup": m.get(V.speedup_metric(V.INDUCTOR + dev))}
             summaries[dev]["layers"].append(layer)
-            failed = failed or m.get(f"latency_ms.{dev}") is None or (layer["baseline"] or {}).get("median_ms") is None
+            failed = failed or m.get(V.latency_metric(dev)) is None or (layer["baseline"] or {}).get("median_ms") is None
         if fail_fast and failed:
             break
-    metrics: dict[str, float | None] = {}
     notes: dict[str, str] = {}
     for _, dev in devices:
         s = summaries[dev]
@@ -330,16 +331,17 @@ def measure_layers(
 
         names = [("", dev, "latency_ms", "baseline_ms", "speedup")]
         if inductor and not eager[dev]:
-            names.append(("inductor", f"inductor-{dev}", "inductor_ms", "inductor_baseline_ms", "inductor_speedup"))
+            names.append(("inductor", V.INDUCTOR + dev, "inductor_ms", "inductor_baseline_ms", "inductor_speedup"))
         for kind, mdev, op_key, base_key, sp_key in names:
-            lat_name, base_name, sp_name = f"latency_ms.{mdev}", f"baseline_latency_ms.{mdev}", f"speedup.{mdev}"
-            s[op_key] = metrics[lat_name] = total(kind, "operator", lat_name, lat_name)
-            s[base_key] = metrics[base_name] = total(kind, "baseline", base_name, sp_name)
-            s[sp_key] = metrics[sp_name] = ratio(s[base_key], s[op_key])
+            lat_name, base_name, sp_name = V.latency_metric(mdev), V.baseline_latency_metric(mdev), V.speedup_metric(mdev)
+            s[op_key] = total(kind, "operator", lat_name, lat_name)
+            s[base_key] = total(kind, "baseline", base_name, sp_name)
+            s[sp_key] = ratio(s[base_key], s[op_key])
             if s[sp_key] is None and sp_name not in notes:
                 notes[sp_name] = notes.get(base_name) or notes.get(lat_name) or "no speedup"
-        s["notes"] = {k: v for k, v in notes.items() if k.split(".", 1)[-1] in (dev, f"inductor-{dev}")}
-    return {"metrics": metrics, "notes": notes, "devices": summaries}
+        s["notes"] = {k: v for k, v in notes.items() if k.split(".", 1)[-1] in (dev, V.INDUCTOR + dev)}
+    # the metric names and values come from the summaries, as the search and `tune` log them
+    return {"metrics": latency_metrics(summaries), "notes": notes, "devices": summaries}
 
 
 def module_from_program(program: Mapping[str, Any]):

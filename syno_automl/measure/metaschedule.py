@@ -25,7 +25,7 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +41,7 @@ from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
 from syno_automl.measure.target import TargetSpec
 
 __all__ = ["InProcessBuilder", "InProcessRunner", "TuningMonitor", "TuningInfo", "MS_EVALUATOR", "make_runner",
-           "close_runner", "cost_model", "search_strategy", "ms_logging", "ensure_tensor_intrin", "run_tuning",
+           "close_runner", "open_runner", "cost_model", "search_strategy", "ms_logging", "ensure_tensor_intrin", "run_tuning",
            "tuning_failure_note", "Progress"]
 
 Progress = Callable[[str], None]  # receives one line of progress text
@@ -289,6 +289,16 @@ def close_runner(runner) -> None:
             pool.shutdown(wait=False)
     except Exception:  # best effort
         pass
+
+
+@contextlib.contextmanager
+def open_runner(spec: TargetSpec, kind: str | None = None, rpc_session_timeout: float = 120.0):
+    """:func:`make_runner`'s ``(runner, in_memory)``, its worker processes killed on leaving the block."""
+    runner, in_memory = make_runner(spec, kind, rpc_session_timeout)
+    try:
+        yield runner, in_memory
+    finally:
+        close_runner(runner)
 
 
 def run_tuning(contexts, weights, work_dir: str, db, trials: int, missing: Sequence[int], seconds: float | None,

@@ -158,14 +158,11 @@ def _measure(ep, inputs, reference, spec: TargetSpec, target, trials, work_dir, 
             stage = "tune"
             from tvm.s_tir import meta_schedule as ms
 
-            from syno_automl.measure.metaschedule import close_runner, make_runner, ms_logging, tuning_failure_note
+            from syno_automl.measure.metaschedule import ms_logging, open_runner, tuning_failure_note
 
-            runner, in_memory = make_runner(spec, runner_kind, rpc_session_timeout)
             wd = os.path.join(work_dir or DEFAULT_WORK_DIR, "relax-" + slug(device_name(spec.name)))
-            try:
+            with open_runner(spec, runner_kind, rpc_session_timeout) as (runner, in_memory):
                 info = tune_model(mod, tgt, int(trials), wd, seconds, runner, seed, in_memory, progress, label)
-            finally:
-                close_runner(runner)
             tuned_trials, tuning_s, reused = info.records, info.tuning_s, info.reused
             if info.records == 0 and info.tasks > 0:
                 return Latency.failed(name, tuning_failure_note(info, trials, "trials per task"), 0, tuning_s)

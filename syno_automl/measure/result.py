@@ -26,8 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from syno_automl import vocabulary as V
+
 __all__ = ["TimingProtocol", "PROTOCOL", "Latency", "summarize", "speedup", "error_note", "failed_at", "UNTUNED",
-           "schedules_label", "schedules_tag", "stored_entry", "slug"]
+           "schedules_label", "schedules_tag", "stored_entry", "slug", "latency_metrics"]
 
 _log = logging.getLogger(__name__)
 
@@ -148,3 +150,29 @@ def stored_entry(summary: Mapping[str, Any]) -> dict[str, Any]:
 def slug(name: str) -> str:
     """``name`` as a file-name part (work-dir folders, artifact names)."""
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name))
+
+
+def latency_metrics(devices: Mapping[str, Mapping[str, Any]], role: str = "operator") -> dict[str, float | None]:
+    """MLflow metrics of ``measure_layers``' per-device summaries (``result["devices"]``): for each ``<device>``,
+    ``latency_ms.<device>`` (the operator), ``baseline_latency_ms.<device>`` (the layers it replaces) and
+    ``speedup.<device>``, the same three for ``inductor-<device>`` when Inductor was measured.
+
+    ``role="baseline"``: the metrics of the baseline trial's own run, whose "operator" IS the replaced layers:
+    ``latency_ms.<device>`` = ``baseline_latency_ms.<device>`` and ``speedup.<device>`` = 1 (so that MLflow's
+    compare view shows the baseline beside the operators)."""
+    out: dict[str, float | None] = {}
+    for dev, s in devices.items():
+        kinds = [(dev, "latency_ms", "baseline_ms", "speedup")]
+        if "inductor_ms" in s:
+            kinds.append((V.INDUCTOR + dev, "inductor_ms", "inductor_baseline_ms", "inductor_speedup"))
+        for mdev, op_key, base_key, sp_key in kinds:
+            base = s.get(base_key)
+            if role == "baseline":
+                out[V.latency_metric(mdev)] = base
+                out[V.baseline_latency_metric(mdev)] = base
+                out[V.speedup_metric(mdev)] = 1.0 if base is not None else None
+            else:
+                out[V.latency_metric(mdev)] = s.get(op_key)
+                out[V.baseline_latency_metric(mdev)] = base
+                out[V.speedup_metric(mdev)] = s.get(sp_key)
+    return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from syno_automl import vocabulary as V
 from syno_automl.measure.model import compare_models
 from syno_automl.measure.result import Latency
 from syno_automl.measure.target import safe_device_name
@@ -68,7 +69,7 @@ def model_metrics(sub, op=None, example_inputs=None, *, targets: Sequence[Any] =
     for t in targets:
         dev = safe_device_name(t)
         res = measure_substitution(sub, op, example_inputs, t, trials, work_dir, seconds, **kwargs)
-        lat_key, sp_key = f"{prefix}latency_ms.{dev}", f"{prefix}speedup.{dev}"
+        lat_key, sp_key = prefix + V.latency_metric(dev), prefix + V.speedup_metric(dev)
         out[lat_key] = res["model"].median_ms
         out[sp_key] = res["speedup"]
         if out[lat_key] is None:

@@ -15,7 +15,19 @@ import optuna
 from optuna.storages import BaseStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 
+from syno_automl.interrupt import interrupt_safe
+
 __all__ = ["make_storage", "is_journal", "describe_storage"]
+
+
+@interrupt_safe
+class SafeRDBStorage(RDBStorage):
+    """RDBStorage whose writes a Ctrl-C cannot cut in half (see :mod:`syno_automl.interrupt`)."""
+
+
+@interrupt_safe
+class SafeJournalStorage(JournalStorage):
+    """JournalStorage whose writes a Ctrl-C cannot cut in half (a lock file left behind blocks every worker)."""
 
 
 def is_journal(url: str) -> bool:
@@ -40,7 +52,7 @@ def make_storage(url: str, *, heartbeat_interval: int | None = 10, grace_period:
         path = url[len("journal:"):] if url.startswith("journal:") else url
         if not path:
             raise ValueError("journal storage needs a file path: journal:PATH")
-        return JournalStorage(JournalFileBackend(path))
+        return SafeJournalStorage(JournalFileBackend(path))
     if "://" not in url:
         raise ValueError(f"storage {url!r} is neither an SQLAlchemy URL (sqlite:///syno.db, "
                          f"postgresql://user@host/db) nor a journal file (journal:PATH)")
@@ -56,6 +68,6 @@ def make_storage(url: str, *, heartbeat_interval: int | None = 10, grace_period:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return RDBStorage(url, engine_kwargs=engine_kwargs, **heartbeat)
+            return SafeRDBStorage(url, engine_kwargs=engine_kwargs, **heartbeat)
     except ImportError as e:
         raise ValueError(f"storage {url!r} needs a database driver that is not installed: {e}") from None

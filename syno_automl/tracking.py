@@ -297,6 +297,11 @@ class SearchTracker:
     def trial_runs(self, study: str) -> list[Any]:
         return self._search(f"tags.`syno.study` = '{study}' and tags.`syno.role` = 'trial'", max_results=50000)
 
+    def reevaluation_runs(self, study: str) -> list[Any]:
+        """The runs of ``syno-automl reevaluate`` for `study`, oldest first (read by ``syno-automl report``)."""
+        return self._search(f"tags.`syno.study` = '{study}' and tags.`syno.role` = 'reevaluation'",
+                            max_results=50000)
+
     def run(self, run_id: str) -> TrialRun:
         return TrialRun(self.client, run_id)
 

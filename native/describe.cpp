@@ -70,9 +70,9 @@ std::string describe_operator(const Space& space, const NodeState& node) {
 // it, or the output for an output coordinate). Parallel edges are merged, their labels listing the sizes.
 namespace {
 
-const char* kInputColor = "#dbe9f6";
-const char* kWeightColor = "#fde2c4";
-const char* kOutputColor = "#d5ecd4";
+constexpr const char* kInputColor = "#dbe9f6";
+constexpr const char* kWeightColor = "#fde2c4";
+constexpr const char* kOutputColor = "#d5ecd4";
 
 // What each primitive does, read forward (input to output): the legend's rows.
 const char* prim_meaning(Prim p) {
@@ -123,7 +123,8 @@ std::string step_label(const Space& space, const Step& s, int weight) {
     switch (s.prim) {
         case Prim::Reduce: return "REDUCE " + ctx.to_string(s.param);
         case Prim::Stride: return "STRIDE by " + ctx.to_string(s.param);
-        case Prim::Unfold: return "UNFOLD window " + ctx.to_string(s.consumed.at(1)->size);
+        case Prim::Unfold:
+            return s.consumed.size() == 2 ? "UNFOLD window " + ctx.to_string(s.consumed[1]->size) : "UNFOLD";
         case Prim::Contraction: {
             std::vector<Size> shared, outer;
             for (const Dim* d : s.consumed) {

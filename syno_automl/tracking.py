@@ -4,8 +4,8 @@ Child runs hold the params ``syno.hash``, ``syno.depth``, ``syno.primitives`` an
 metrics ``val_acc``/``val_loss`` per epoch, ``flops``, ``params``, ``flops_ratio`` and, when measured,
 ``latency_ms.<device>``/``speedup.<device>``; the artifacts ``operator.json``, ``operator.py`` (standalone
 PyTorch), ``graph.dot`` and ``graph.svg`` (the operator drawn: input, weights, primitives, output, legend). A
-failed trial keeps its reason in the tag ``syno.failure`` and in ``failure.txt``. Runs are addressed by explicit ids (MlflowClient), never through MLflow's global active run,
-so several workers and threads can log at once.
+failed trial keeps its reason in the tag ``syno.failure`` and in ``failure.txt``. Runs are addressed by explicit
+ids (MlflowClient), never through MLflow's global active run, so several workers and threads can log at once.
 
 Example:
     >>> tracker = SearchTracker("sqlite:///mlflow.db")                       # doctest: +SKIP

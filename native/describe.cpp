@@ -85,7 +85,8 @@ const char* prim_meaning(Prim p) {
         case Prim::Unfold: return "sliding window (zero-padded): main coordinate and window";
         case Prim::Expand: return "broadcasts along a new coordinate";
         case Prim::Contraction:
-            return "multiplies by a weight over its SHAREd coordinates, summing the reduced ones; outer: only in the weight";
+            return "multiplies by a weight over its SHAREd coordinates, summing the reduced ones; "
+                   "outer: only in the weight";
         default: return "";
     }
 }
@@ -218,15 +219,20 @@ std::string graphviz(const Space& space, const NodeState& node) {
     for (size_t i = 0; i < forward.size(); ++i)
         if (forward[i]->prim == Prim::Reduce) os << "  p" << i << " -> y [style=dashed, label=\"reduced\"];\n";
     for (const auto& key : order)
-        os << "  " << key.first << " -> " << key.second << " [label=" << quoted(join_sizes(space, labels[key])) << "];\n";
+        os << "  " << key.first << " -> " << key.second << " [label=" << quoted(join_sizes(space, labels[key]))
+           << "];\n";
 
     // The legend, as the graph's label (no node of its own: the operator stays one connected graph).
     os << "  label=<<TABLE BORDER=\"0\" CELLBORDER=\"1\" CELLSPACING=\"0\" CELLPADDING=\"3\">"
-       << "<TR><TD COLSPAN=\"2\"><B>Legend</B> (data flows top to bottom)</TD></TR>"
-       << "<TR><TD BGCOLOR=\"" << kInputColor << "\">input x [shape]</TD><TD ALIGN=\"LEFT\">the operator's input tensor</TD></TR>"
-       << "<TR><TD BGCOLOR=\"" << kWeightColor << "\">weight w<I>k</I> [shape]</TD><TD ALIGN=\"LEFT\">a learned weight, in its layout order</TD></TR>"
-       << "<TR><TD BGCOLOR=\"" << kOutputColor << "\">output y [shape]</TD><TD ALIGN=\"LEFT\">the operator's output tensor</TD></TR>"
-       << "<TR><TD>edge label</TD><TD ALIGN=\"LEFT\">the sizes of the coordinates it carries</TD></TR>";
+       << "<TR><TD COLSPAN=\"2\"><B>Legend</B> (data flows top to bottom)</TD></TR>";
+    const std::pair<std::string, std::string> rows[] = {
+        {std::string("<TD BGCOLOR=\"") + kInputColor + "\">input x [shape]</TD>", "the operator's input tensor"},
+        {std::string("<TD BGCOLOR=\"") + kWeightColor + "\">weight w<I>k</I> [shape]</TD>",
+         "a learned weight, in its layout order"},
+        {std::string("<TD BGCOLOR=\"") + kOutputColor + "\">output y [shape]</TD>", "the operator's output tensor"},
+        {"<TD>edge label</TD>", "the sizes of the coordinates it carries"},
+    };
+    for (const auto& [cell, meaning] : rows) os << "<TR>" << cell << "<TD ALIGN=\"LEFT\">" << meaning << "</TD></TR>";
     for (Prim p : kinds)
         os << "<TR><TD>" << prim_name(p) << "</TD><TD ALIGN=\"LEFT\">" << html_escape(prim_meaning(p)) << "</TD></TR>";
     os << "</TABLE>>;\n}\n";

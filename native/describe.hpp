@@ -1,4 +1,5 @@
-// Human-readable text for steps and operators, and Graphviz DOT of an operator's coordinate graph.
+// Human-readable text for steps and operators, and the Graphviz DOT drawing of an operator (input, weights,
+// primitives, output, with a legend).
 #pragma once
 #include <string>
 

@@ -444,8 +444,9 @@ def _download_weights(tracking: str, run_id: str, number: int) -> dict[str, Any]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from syno_automl.report import (canonical_rate_table, latency_devices, latency_points, latency_schedules,
-                                    plot_pareto, points_of, trial_table)
+    from syno_automl.report import (canonical_rate_table, latency_devices, latency_schedules, latency_series,
+                                    latency_table, plot_pareto, points_of, reevaluation_series, reevaluation_table,
+                                    reevaluations_of, search_label, trial_table)
     from syno_automl.study import objective_name
 
     study = _load_study(args)
@@ -455,15 +456,25 @@ def cmd_report(args: argparse.Namespace) -> int:
     maximize = name == "val_acc"
     axis = {"maximize": maximize, "ylabel": "validation accuracy" if maximize else "validation loss"}
     points = points_of(study)
-    budget = study.user_attrs.get(V.SETTINGS, {}).get("flops_ratio")
-    files = plot_pareto(points, out / "pareto_flops", title=f"{study.study_name}: {name} vs FLOPs", budget=budget,
-                        **axis)
-    for device in latency_devices(study):  # measured by the search or by `syno-automl tune`
-        files += plot_pareto(latency_points(study, device), out / f"pareto_latency_{device}",
-                             xlabel=f"latency of the replaced layers (ms) on {device}",
-                             title=f"{study.study_name}: {name} vs latency ({device}; "
-                                   f"{'; '.join(latency_schedules(study, device))})", **axis)
+    settings = study.user_attrs.get(V.SETTINGS, {})
     tracking = _tracking(args)
+    tracker = None
+    if tracking:
+        from syno_automl.tracking import SearchTracker
+
+        tracker = SearchTracker(tracking)
+    # `reevaluate` keeps its figures in MLflow runs only; `tune` in the study attr syno.latency
+    reevaluated = reevaluations_of(tracker.reevaluation_runs(study.study_name), study, name) if tracker else []
+    files = plot_pareto(points, out / "pareto_flops", title=f"{study.study_name}: {name} vs FLOPs",
+                        budget=settings.get("flops_ratio"), label=f"operators ({search_label(settings)})",
+                        series=reevaluation_series(reevaluated), **axis)
+    for device in latency_devices(study):  # measured by the search or by `syno-automl tune`, side by side
+        series = latency_series(study, device)
+        if series:
+            files += plot_pareto(list(series[0].points), out / f"pareto_latency_{device}", label=series[0].label,
+                                 series=series[1:], xlabel=f"latency of the replaced layers (ms) on {device}",
+                                 title=f"{study.study_name}: {name} vs latency ({device}; "
+                                       f"{'; '.join(latency_schedules(study, device))})", **axis)
     if not maximize:
         if tracking:
             files += _loss_curves(study, tracking, out, args.top)
@@ -472,16 +483,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     space = _space_of(study)
     space.sample(32, seed=0, time_limit=30.0)  # exercise the rules so the counters mean something
     rates = canonical_rate_table(space.stats())
+    later = (reevaluation_table(reevaluated, study, name) if tracker else
+             "Not read: re-evaluations are kept in MLflow runs (--tracking-uri none was given).")
     text = (f"# syno-automl report: study {study.study_name}\n\n## Trials\n\n{trial_table(study)}\n\n"
+            f"## Re-evaluated (`syno-automl reevaluate`, beside the search's figures)\n\n{later}\n\n"
+            f"## Latency (measured by the search and by `syno-automl tune`)\n\n{latency_table(study)}\n\n"
             f"## Canonical rates (children kept by the canonical rules, per depth; 32 samples)\n\n{rates}\n")
     (out / "report.md").write_text(text)
     files.append(out / "report.md")
     print(text)
     run_id = study.user_attrs.get(V.RUN_ID)
-    if tracking and run_id:
-        from syno_automl.tracking import SearchTracker
-
-        client = SearchTracker(tracking).client
+    if tracker is not None and run_id:
+        client = tracker.client
         for f in files:
             client.log_artifact(run_id, str(f), artifact_path="report")
         print(f"logged {len(files)} files to MLflow run {run_id}")

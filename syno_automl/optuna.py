@@ -1,9 +1,10 @@
 """SynoSampler: an Optuna sampler proposing Syno operators by MCTS, with state rebuilt from the study's trials.
 
-The operator of a trial is chosen in `before_trial` and stored on it: system attr ``syno:operator`` (the JSON,
-what the sampler reads), user attrs ``syno.hash`` and ``syno.operator`` (the JSON again: optuna-dashboard shows
-user attributes only; ``enqueue_trial({}, user_attrs={"syno.operator": json})`` requests an operator). Names:
-syno_automl.vocabulary (``syno.`` for user attributes, ``syno:`` for the sampler's system attributes). The objective
+The operator of a trial is chosen in `before_trial` and stored on it once, in the user attrs ``syno.operator``
+(the JSON: what the sampler reads, optuna-dashboard shows, and ``enqueue_trial({}, user_attrs={"syno.operator":
+json})`` requests) and ``syno.hash``. Studies of earlier versions also hold the JSON in the system attr
+``syno:operator``: it is read (first), never written. Names: syno_automl.vocabulary (``syno.`` for user
+attributes, ``syno:`` for the sampler's system attributes). The objective
 reads it with `suggest_operator(trial)`. Any number of processes may share one storage: every decision rebuilds
 (incrementally) the search tree from the trials, RUNNING trials count as virtual loss, and an operator held by
 any other trial is never proposed again (a write-then-check protocol resolves simultaneous picks).
@@ -40,26 +41,33 @@ from syno_automl.search.reward import Reward
 from syno_automl.space import Operator, OperatorSpace
 
 __all__ = ["SynoSampler", "suggest_operator", "operator_json_of", "Reward", "OPERATOR_ATTR", "BASELINE_ATTR",
-           "HASH_ATTR", "OPERATOR_USER_ATTR"]
+           "HASH_ATTR", "OPERATOR_USER_ATTR", "LEGACY_OPERATOR_ATTR"]
 
-OPERATOR_ATTR = V.SYS_OPERATOR       # system attr: the operator JSON (what suggest_operator reads)
+OPERATOR_ATTR = V.OPERATOR           # user attr: the operator JSON, its one home (requested, then assigned)
+LEGACY_OPERATOR_ATTR = V.SYS_OPERATOR  # system attr: the same JSON in studies of earlier versions (read only)
 LEAF_ATTR = V.SYS_LEAF               # system attr: steps of the operator's path inside the MCTS tree
 SOURCE_ATTR = V.SYS_SOURCE           # system attr: "mcts" | "fallback" | "enqueued"
 ERROR_ATTR = V.SYS_ERROR             # system attr: why no operator could be given to this trial
 HASH_ATTR = V.HASH                   # user attr
-OPERATOR_USER_ATTR = V.OPERATOR      # user attr: a requested operator (enqueue_trial({}, user_attrs={...: json}))
+OPERATOR_USER_ATTR = OPERATOR_ATTR   # (former name) enqueue_trial({}, user_attrs={OPERATOR_ATTR: json}) requests
 BASELINE_ATTR = V.BASELINE           # user attr: True on the trial that evaluates the original layers
 _RETRY_HISTORY = "retry_history"     # written by optuna.storages.RetryHeartbeatStaleTrialCallback
 _MAX_CONFLICTS = 16
 _log = logging.getLogger(__name__)
 
 
-def operator_json_of(trial: FrozenTrial) -> str | None:
-    """The operator JSON held by a trial: assigned (system attr) or requested by enqueue_trial (user attr)."""
-    text = trial.system_attrs.get(OPERATOR_ATTR)
+def _operator_text(system: dict[str, Any], user: dict[str, Any]) -> str | None:
+    # an older study's system attr first: there it is the assigned operator, the user attr perhaps a request
+    text = system.get(LEGACY_OPERATOR_ATTR)
     if text is None:
-        text = trial.user_attrs.get(OPERATOR_USER_ATTR)
+        text = user.get(OPERATOR_ATTR)
     return text if isinstance(text, str) else None
+
+
+def operator_json_of(trial: FrozenTrial) -> str | None:
+    """The operator JSON held by a trial: assigned, or requested by enqueue_trial (the user attr
+    ``syno.operator``; an older study's system attr ``syno:operator`` first)."""
+    return _operator_text(trial.system_attrs, trial.user_attrs)
 
 
 def _trial_seed(seed: int, number: int) -> int:
@@ -155,9 +163,10 @@ class SynoSampler(BaseSampler):
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         """Assigns the trial's operator. Never raises for a search problem: suggest_operator reports it."""
-        if trial.user_attrs.get(BASELINE_ATTR) or OPERATOR_ATTR in trial.system_attrs:
-            return  # the baseline, or a retried trial (its system attrs were copied from the failed one)
-        requested = trial.user_attrs.get(OPERATOR_USER_ATTR)
+        if trial.user_attrs.get(BASELINE_ATTR) or SOURCE_ATTR in trial.system_attrs or \
+                LEGACY_OPERATOR_ATTR in trial.system_attrs:
+            return  # the baseline, or a retried trial (its attrs were copied from the failed one)
+        requested = trial.user_attrs.get(OPERATOR_ATTR)
         with self._lock:
             try:
                 if requested is not None:
@@ -186,13 +195,13 @@ class SynoSampler(BaseSampler):
     def _assign_requested(self, study: Study, trial: FrozenTrial, text: Any) -> None:
         try:
             if not isinstance(text, str):
-                raise OperatorFormatError(f"user attr {OPERATOR_USER_ATTR!r} must be operator JSON text")
+                raise OperatorFormatError(f"user attr {OPERATOR_ATTR!r} must be operator JSON text")
             op = self._load(text)
         except OperatorFormatError as e:
             self._fail_assignment(study, trial, e)
             return
         self._set_system(study, trial, SOURCE_ATTR, "enqueued")
-        self._set_system(study, trial, OPERATOR_ATTR, op.to_json())
+        self._set_user(study, trial, OPERATOR_ATTR, op.to_json())  # the request, canonical
         self._set_user(study, trial, HASH_ATTR, op.hash)
 
     def _assign_fresh(self, study: Study, trial: FrozenTrial) -> None:
@@ -207,15 +216,13 @@ class SynoSampler(BaseSampler):
             self._operators[op.hash] = op
             self._set_system(study, trial, LEAF_ATTR, proposal.leaf)
             self._set_system(study, trial, SOURCE_ATTR, "fallback" if proposal.fallback else "mcts")
-            self._set_system(study, trial, OPERATOR_ATTR, op.to_json())
+            self._set_user(study, trial, OPERATOR_ATTR, op.to_json())
             # Write, then check: of two trials that picked the same operator at once, the one that reads
             # last sees the other and picks again, so no two trials keep the same one.
             if not self._held_elsewhere(study, trial, op.hash):
                 break
             taken.add(op.hash)
         self._set_user(study, trial, HASH_ATTR, op.hash)
-        # also readable in the dashboard (which shows user attrs only); tests/test_search_optuna.py holds both
-        self._set_user(study, trial, OPERATOR_USER_ATTR, op.to_json())
 
     def _held_elsewhere(self, study: Study, trial: FrozenTrial, op_hash: str) -> bool:
         for other in study._storage.get_all_trials(study._study_id, deepcopy=False):
@@ -300,8 +307,8 @@ class SynoSampler(BaseSampler):
             cls = SearchExhaustedError if error.get("type") == "SearchExhaustedError" else (
                 OperatorFormatError if error.get("type") == "OperatorFormatError" else EmptySpaceError)
             raise cls(f"trial {trial.number}: {error.get('message')}")
-        text = system.get(OPERATOR_ATTR)
-        if not isinstance(text, str):
+        text = _operator_text(system, user) if SOURCE_ATTR in system or LEGACY_OPERATOR_ATTR in system else None
+        if text is None:
             raise RuntimeError(f"trial {trial.number} has no operator: was it created by a SynoSampler's study?")
         return self._load(text)
 
@@ -317,9 +324,8 @@ def suggest_operator(trial: Trial, space: OperatorSpace | None = None) -> Operat
         if space is None:
             raise TypeError("suggest_operator needs the study's sampler to be a SynoSampler "
                             f"(got {type(sampler).__name__}), or an explicit space=")
-        system = trial.storage.get_trial_system_attrs(trial._trial_id)
-        text = system.get(OPERATOR_ATTR) or trial.user_attrs.get(OPERATOR_USER_ATTR)
-        if not isinstance(text, str):
+        text = _operator_text(trial.storage.get_trial_system_attrs(trial._trial_id), trial.user_attrs)
+        if text is None:
             raise RuntimeError(f"trial {trial.number} has no operator")
         op = Operator.from_json(space, text)
     else:

@@ -1,5 +1,6 @@
-"""Reports of a search: objective vs FLOPs (or latency) Pareto plots, loss-vs-step curves (lm), and the
-space's canonical-rate table.
+"""Reports of a search: objective vs FLOPs (or latency) Pareto plots, loss-vs-step curves (lm), the trials, the
+figures found after the search beside the search's own (``reevaluate``: retrained at another budget, the baseline
+too; ``tune``: latency with tuned schedules), and the space's canonical-rate table.
 
 Example:
     >>> points = [Point(0, None, 1.0, 0.98, True), Point(1, "ab", 0.3, 0.97, False)]
@@ -11,16 +12,20 @@ Example:
 """
 from __future__ import annotations
 
+import json
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import optuna
 
 from syno_automl import vocabulary as V
 
-__all__ = ["Point", "points_of", "latency_points", "latency_devices", "latency_schedules", "pareto_front", "plot_pareto", "plot_loss_curves",
-           "canonical_rate_table", "trial_table"]
+__all__ = ["Point", "points_of", "latency_points", "latency_devices", "latency_schedules", "pareto_front",
+           "plot_pareto", "plot_loss_curves", "canonical_rate_table", "trial_table", "Series", "Reevaluation",
+           "reevaluations_of", "reevaluation_series", "reevaluation_table", "LatencyFigure", "latency_figures",
+           "latency_series", "latency_table"]
 
 
 @dataclass(frozen=True)
@@ -94,11 +99,25 @@ def pareto_front(points: Iterable[Point], maximize: bool = True) -> list[Point]:
     return front
 
 
+@dataclass(frozen=True)
+class Series:
+    """Figures found after the search (``re-evaluated at 10 epochs``, ``tune: tuned 64 trials``), drawn beside
+    the search's: each point is linked to the same trial's search point by a dotted line."""
+
+    label: str
+    points: tuple[Point, ...]
+
+
+_SERIES_COLORS = ("#ee7733", "#aa3377", "#009988", "#ccbb44", "#66ccee", "#332288")
+
+
 def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, xlabel: str = "FLOPs / baseline FLOPs",
                 title: str = "Accuracy vs FLOPs", maximize: bool = True,
-                ylabel: str = "validation accuracy", budget: float | None = None) -> list[Path]:
-    """Writes ``<out_stem>.png`` and ``.svg``: every trial, the Pareto front, the baseline as a red star
-    (with the "within 1 pp" line for accuracies), and `budget` (the search's FLOPs limit) as a vertical line."""
+                ylabel: str = "validation accuracy", budget: float | None = None, label: str = "operators",
+                series: Sequence[Series] = ()) -> list[Path]:
+    """Writes ``<out_stem>.png`` and ``.svg``: every trial (`label`), the Pareto front, the baseline as a red star
+    (with the "within 1 pp" line for accuracies), `budget` (the search's FLOPs limit) as a vertical line, and
+    each of `series` in its own colour and legend entry, linked to the search's points of the same trials."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -111,7 +130,7 @@ def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, xlabel: str = 
     base = [p for p in points if p.baseline]
     if ops:
         ax.scatter([p.cost for p in ops], [p.value for p in ops], s=22, color="#4477aa", alpha=0.75,
-                   label="operators")
+                   label=label)
     front = pareto_front(points, maximize)
     if len(front) > 1:
         ax.step([p.cost for p in front], [p.value for p in front], where="post", color="#228833", lw=1.2,
@@ -122,6 +141,21 @@ def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, xlabel: str = 
             ax.axhline(p.value - 0.01, color="#cc3311", lw=0.6, ls=":", label="baseline - 1 pp")
     if budget is not None:
         ax.axvline(budget, color="#777777", lw=0.8, ls="--", label=f"FLOPs budget {budget:g}x")
+    by_trial = {(p.trial, p.baseline): p for p in points}
+    for i, extra in enumerate(series):
+        color = _SERIES_COLORS[i % len(_SERIES_COLORS)]
+        for p in extra.points:
+            first = by_trial.get((p.trial, p.baseline))
+            if first is not None:
+                ax.plot([first.cost, p.cost], [first.value, p.value], color=color, lw=0.7, ls=":")
+        later = [p for p in extra.points if not p.baseline]
+        if later:
+            ax.scatter([p.cost for p in later], [p.value for p in later], s=30, marker="D", facecolors="none",
+                       edgecolors=color, label=extra.label)
+        for p in extra.points:
+            if p.baseline:
+                ax.scatter([p.cost], [p.value], marker="*", s=180, facecolors="none", edgecolors=color, zorder=5,
+                           label=f"baseline, {extra.label}")
     for p in front:
         if not p.baseline and p.hash:
             ax.annotate(p.hash[:6], (p.cost, p.value), fontsize=6, xytext=(3, 3), textcoords="offset points")
@@ -130,7 +164,7 @@ def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, xlabel: str = 
     ax.set_title(title)
     ax.grid(alpha=0.3)
     if points:
-        ax.legend(fontsize=7, loc="lower right" if maximize else "upper right")
+        ax.legend(fontsize=7, loc="best")
     paths = [out_stem.with_suffix(".png"), out_stem.with_suffix(".svg")]
     for path in paths:
         fig.savefig(path, bbox_inches="tight")
@@ -206,4 +240,186 @@ def trial_table(study: optuna.Study) -> str:
         lines.append(f"| {t.number} | {t.state.name} | {label} | {'-' if ratio is None else f'{ratio:.3f}'} | "
                      f"{'-' if cost is None else f'{cost:.3f}'} | "
                      f"{'-' if value is None else f'{value:.4f}'} | {reason} |")
+    return "\n".join(lines)
+
+
+# -- figures found after the search: `syno-automl reevaluate` (MLflow runs) and `syno-automl tune` (study attr) --
+
+
+@dataclass(frozen=True)
+class Reevaluation:
+    """One ``syno-automl reevaluate`` run (MLflow tag ``syno.role = reevaluation``) of a search trial."""
+
+    trial: int | None
+    hash: str | None        # None: the baseline (the original layers)
+    label: str              # "re-evaluated at 10 epochs" (and what else differs from the search)
+    value: float | None     # the objective at the end of training; None when the run did not finish
+    status: str             # the MLflow run's: FINISHED, FAILED, RUNNING...
+    flops_ratio: float | None
+    run_id: str
+    reason: str | None = None
+
+
+def _param(value: Any) -> str:
+    # how TrialRun.log_params wrote a setting (strings as is, the rest as JSON)
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _budget(task: str, settings: Mapping[str, Any]) -> str:
+    if task == "lm":
+        return f"{settings.get('max_steps')} steps"
+    epochs = settings.get("epochs")
+    return f"{epochs} epoch{'' if str(epochs) == '1' else 's'}"
+
+
+def search_label(settings: Mapping[str, Any]) -> str:
+    """The search's own training budget, as the reports show it beside the re-evaluated one: ``search, 1 epoch``."""
+    return "search, " + _budget(str(settings.get("task", "image")), settings)
+
+
+def reevaluations_of(runs: Iterable[Any], study: optuna.Study, objective: str) -> list[Reevaluation]:
+    """The re-evaluations among MLflow `runs` (``SearchTracker.reevaluation_runs``) of `study`, the latest run per
+    trial and label; labelled by their budget and by the settings (model, dataset...) that differ from the
+    search's (the study attr ``syno.settings``)."""
+    search = study.user_attrs.get(V.SETTINGS, {})
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    latest: dict[tuple[int | None, str | None, str], Reevaluation] = {}
+    for run in runs:
+        tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
+        if tags.get(V.TAG_ROLE) != "reevaluation":
+            continue
+        settings = {k[len("search."):]: v for k, v in params.items() if k.startswith("search.")}
+        task = settings.get("task", str(search.get("task", "image")))
+        differs = [f"{k} {settings[k]}" for k in ("model", "dataset", "image_size", "batch_size", "lr", "seed")
+                   if k in settings and k in search and settings[k] != _param(search[k])]
+        label = "re-evaluated at " + _budget(task, settings) + (f" ({', '.join(differs)})" if differs else "")
+        number = int(tags["syno.search_trial"]) if str(tags.get("syno.search_trial", "")).isdigit() else None
+        trial = trials.get(number) if number is not None else None
+        op_hash = tags.get(V.TAG_HASH)
+        op_hash = None if op_hash in (None, "baseline") else op_hash
+        ratio = metrics.get(V.METRIC_FLOPS_RATIO)
+        if ratio is None and trial is not None:
+            ratio = trial.user_attrs.get(V.FLOPS_RATIO)
+        finished = run.info.status == "FINISHED"
+        latest[(number, op_hash, label)] = Reevaluation(
+            number, op_hash, label, metrics.get(objective) if finished else None, run.info.status,
+            None if ratio is None else float(ratio), run.info.run_id, tags.get(V.TAG_FAILURE))
+    return list(latest.values())
+
+
+def reevaluation_series(found: Sequence[Reevaluation]) -> list[Series]:
+    """One Series per label, for the FLOPs plot beside the search's points (finished runs with a FLOPs ratio)."""
+    out: dict[str, list[Point]] = {}
+    for r in found:
+        if r.value is not None and r.flops_ratio is not None:
+            out.setdefault(r.label, []).append(Point(r.trial if r.trial is not None else -1, r.hash, r.flops_ratio,
+                                                     float(r.value), r.hash is None))
+    return [Series(label, tuple(points)) for label, points in sorted(out.items())]
+
+
+def _number(value: float | None, digits: int = 4) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def reevaluation_table(found: Sequence[Reevaluation], study: optuna.Study, objective: str) -> str:
+    """Markdown: each re-evaluated trial, its search value beside the re-evaluated one, and the difference to the
+    baseline re-evaluated under the same label (the only fair comparison)."""
+    if not found:
+        return "No trial was re-evaluated (`syno-automl reevaluate`)."
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    base = {r.label: r.value for r in found if r.hash is None and r.value is not None}
+    first = search_label(study.user_attrs.get(V.SETTINGS, {}))
+    lines = [f"| trial | operator | {objective} ({first}) | {objective} re-evaluated | label | "
+             "vs baseline (same label) | flops ratio | MLflow run | status |",
+             "|---:|---|---:|---:|---|---:|---:|---|---|"]
+    order = sorted(found, key=lambda r: (r.label, r.hash is not None, -1 if r.trial is None else r.trial))
+    for r in order:
+        trial = trials.get(r.trial) if r.trial is not None else None
+        before = trial.value if trial is not None else None
+        delta = (r.value - base[r.label]) if r.hash is not None and r.value is not None and r.label in base else None
+        status = r.status + (f": {r.reason}".replace("|", "/").replace("\n", " ")[:160] if r.reason else "")
+        lines.append(f"| {'-' if r.trial is None else r.trial} | {r.hash or 'baseline'} | {_number(before)} | "
+                     f"{_number(r.value)} | {r.label} | {'-' if delta is None else f'{delta:+.4f}'} | "
+                     f"{_number(r.flops_ratio, 3)} | {r.run_id} | {status} |")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class LatencyFigure:
+    """One operator's latency on one device, as measured by the search (trial attr ``syno.latency``) or by
+    ``syno-automl tune`` (study attr ``syno.latency``)."""
+
+    trial: int
+    hash: str | None
+    device: str
+    source: str             # "search" | "tune"
+    label: str              # "search: untuned", "tune: tuned 64 trials", "tune: eager"
+    latency_ms: float
+    baseline_ms: float | None
+    speedup: float | None
+    value: float | None     # the trial's objective value
+
+
+def _latency_label(source: str, entry: Mapping[str, Any]) -> str:
+    from syno_automl.measure.result import schedules_tag
+
+    tag = entry.get("tag") or schedules_tag(int(entry.get("tuned_trials") or 0))
+    return f"{source}: {tag}"
+
+
+def latency_figures(study: optuna.Study) -> list[LatencyFigure]:
+    """Every latency the study holds: the search's first, then `tune`'s, by trial."""
+    tuned = study.user_attrs.get(V.LATENCY, {})
+    out: list[LatencyFigure] = []
+    for source in ("search", "tune"):
+        for t in study.get_trials(deepcopy=False):
+            op_hash = t.user_attrs.get(V.HASH)
+            entries = (t.user_attrs.get(V.LATENCY) or {}) if source == "search" else tuned.get(op_hash, {})
+            for device, e in sorted(entries.items()):
+                if e and e.get("latency_ms") is not None:
+                    out.append(LatencyFigure(t.number, op_hash, device, source, _latency_label(source, e),
+                                             float(e["latency_ms"]), e.get("baseline_ms"), e.get("speedup"), t.value))
+    return out
+
+
+def latency_series(study: optuna.Study, device: str) -> list[Series]:
+    """Objective vs latency on `device`, one Series per label (the search's first): completed trials, and the
+    baseline at the median latency of the replaced layers measured beside them."""
+    base = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(V.BASELINE)), None)
+    grouped: dict[str, list[LatencyFigure]] = {}
+    for f in latency_figures(study):
+        if f.device == device:
+            grouped.setdefault(f.label, []).append(f)
+    out = []
+    for label, figures in sorted(grouped.items(), key=lambda kv: (not kv[0].startswith("search"), kv[0])):
+        points = [Point(f.trial, f.hash, f.latency_ms, float(f.value), False) for f in figures if f.value is not None]
+        baselines = [f.baseline_ms for f in figures if f.baseline_ms is not None]
+        if base is not None and base.value is not None and baselines:
+            points.append(Point(base.number, None, statistics.median(baselines), float(base.value), True))
+        if points:
+            out.append(Series(label, tuple(points)))
+    return out
+
+
+def latency_table(study: optuna.Study) -> str:
+    """Markdown: per trial and device, the search's latency beside `tune`'s, each with its label."""
+    figures = latency_figures(study)
+    if not figures:
+        return "No latency was measured (`syno-automl search --latency`, `syno-automl tune`)."
+    rows: dict[tuple[int, str], dict[str, list[LatencyFigure]]] = {}
+    for f in figures:
+        rows.setdefault((f.trial, f.device), {}).setdefault(f.source, []).append(f)
+
+    def cell(found: list[LatencyFigure] | None) -> str:
+        if not found:
+            return "-"
+        return "; ".join(f"{f.latency_ms:.4g} ms vs {_number(f.baseline_ms, 4)} ms, "
+                         f"{'-' if f.speedup is None else f'{f.speedup:.2f}x'} ({f.label})" for f in found)
+
+    lines = ["| trial | operator | device | search (operator vs replaced layers, speedup) | tune (same) |",
+             "|---:|---|---|---|---|"]
+    for (number, device), by_source in sorted(rows.items()):
+        op_hash = (by_source.get("search") or by_source.get("tune"))[0].hash
+        lines.append(f"| {number} | {op_hash or '-'} | {device} | {cell(by_source.get('search'))} | "
+                     f"{cell(by_source.get('tune'))} |")
     return "\n".join(lines)

@@ -3,9 +3,9 @@
 Child runs hold the params ``syno.hash``, ``syno.depth``, ``syno.primitives`` and the search settings; the
 metrics ``val_acc``/``val_loss`` per epoch, ``flops``, ``params``, ``flops_ratio`` and, when measured,
 ``latency_ms.<device>``/``speedup.<device>``; the artifacts ``operator.json``, ``operator.py`` (standalone
-PyTorch), ``graph.dot`` and ``graph.svg``. A failed trial keeps its reason in the tag ``syno.failure`` and in
-``failure.txt``. Runs are addressed by explicit ids (MlflowClient), never through MLflow's global active run,
-so several workers and threads can log at once.
+PyTorch), ``graph.dot`` and ``graph.svg`` (the operator drawn: input, weights, primitives, output, legend). A
+failed trial keeps its reason in the tag ``syno.failure`` and in ``failure.txt``. Runs are addressed by explicit
+ids (MlflowClient), never through MLflow's global active run, so several workers and threads can log at once.
 
 Example:
     >>> tracker = SearchTracker("sqlite:///mlflow.db")                       # doctest: +SKIP
@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import shutil
-import subprocess
 import warnings
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -89,17 +87,24 @@ def relocate_artifacts(tracking_uri: str) -> int:
 
 
 def render_svg(dot_text: str) -> str | None:
-    """SVG text of a DOT graph with Graphviz's ``dot`` binary; None (and a warning) when it is missing."""
-    dot = shutil.which("dot")
-    if dot is None:
-        warnings.warn("Graphviz's `dot` binary is not installed (apt-get install graphviz): graph.svg is skipped",
+    """SVG text of a DOT graph, drawn by ``graphviz.Source(...).pipe``; None (and a warning) when the graphviz
+    package or Graphviz's ``dot`` binary is missing, or ``dot`` rejects the graph."""
+    try:
+        import graphviz
+    except ImportError:
+        warnings.warn("the graphviz package is not installed (pip install graphviz): graph.svg is skipped",
                       RuntimeWarning, stacklevel=2)
         return None
-    done = subprocess.run([dot, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        warnings.warn(f"dot failed ({done.stderr.strip()[:200]}): graph.svg is skipped", RuntimeWarning, stacklevel=2)
-        return None
-    return done.stdout
+    try:
+        return graphviz.Source(dot_text).pipe(format="svg", encoding="utf-8", quiet=True)
+    except graphviz.ExecutableNotFound:
+        warnings.warn("Graphviz's `dot` binary is not installed (apt-get install graphviz): graph.svg is skipped",
+                      RuntimeWarning, stacklevel=2)
+    except graphviz.CalledProcessError as e:
+        stderr = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else str(e.stderr or e)
+        message = stderr.strip()[:200]
+        warnings.warn(f"graphviz's dot failed ({message}): graph.svg is skipped", RuntimeWarning, stacklevel=2)
+    return None
 
 
 def _clean(value: Any) -> str:
@@ -294,6 +299,11 @@ class SearchTracker:
 
     def trial_runs(self, study: str) -> list[Any]:
         return self._search(f"tags.`syno.study` = '{study}' and tags.`syno.role` = 'trial'", max_results=50000)
+
+    def reevaluation_runs(self, study: str) -> list[Any]:
+        """The runs of ``syno-automl reevaluate`` for `study`, oldest first (read by ``syno-automl report``)."""
+        return self._search(f"tags.`syno.study` = '{study}' and tags.`syno.role` = 'reevaluation'",
+                            max_results=50000)
 
     def run(self, run_id: str) -> TrialRun:
         return TrialRun(self.client, run_id)

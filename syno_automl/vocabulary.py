@@ -19,7 +19,8 @@ LATENCY = "syno.latency"              # {hash: {device: entry}} measured by `syn
 
 # -- Optuna trial user attributes
 HASH = "syno.hash"                    # the operator's hash
-OPERATOR = "syno.operator"            # operator JSON: enqueue_trial({}, user_attrs={OPERATOR: json}) requests it
+OPERATOR = "syno.operator"            # operator JSON, its one home: enqueue_trial({}, user_attrs={OPERATOR: json})
+                                      # requests it, the sampler writes the one assigned
 BASELINE = "syno.baseline"            # True on the trial that trains the original layers
 FAILURE = "syno.failure"              # why the trial failed
 PRUNED = "syno.pruned"                # why the trial was pruned
@@ -41,7 +42,7 @@ PEAK = "syno.peak"                    # largest tensor of the plan, in elements
 BASELINE_CONSTRAINT = "syno.baseline"
 
 # -- Optuna trial system attributes (the sampler's)
-SYS_OPERATOR = "syno:operator"        # the operator JSON assigned (what suggest_operator reads)
+SYS_OPERATOR = "syno:operator"        # earlier versions' second copy of OPERATOR: read in old studies, not written
 SYS_LEAF = "syno:leaf"                # steps of the operator's path inside the MCTS tree
 SYS_SOURCE = "syno:source"            # "mcts" | "fallback" | "enqueued"
 SYS_ERROR = "syno:error"              # why no operator could be given

@@ -19,7 +19,8 @@ from optuna.trial import TrialState
 
 from _syno_helpers import objective, propose_sequence, tiny_space, worker
 from syno_automl.errors import OperatorFormatError
-from syno_automl.optuna import (BASELINE_ATTR, OPERATOR_ATTR, SynoSampler, operator_json_of, suggest_operator)
+from syno_automl.optuna import (BASELINE_ATTR, LEGACY_OPERATOR_ATTR, OPERATOR_ATTR, SynoSampler, operator_json_of,
+                                suggest_operator)
 from syno_automl.search.mcts import SearchExhaustedError
 from syno_automl.search.reward import Reward
 from syno_automl.search.storage import make_storage
@@ -52,8 +53,11 @@ def test_operator_stored_on_the_trial_and_never_repeated():
     hashes = [t.user_attrs["syno.hash"] for t in study.trials]
     assert len(set(hashes)) == 30
     t = study.trials[3]
-    data = json.loads(t.system_attrs[OPERATOR_ATTR])
-    assert data["hash"] == t.user_attrs["syno.hash"] == json.loads(t.user_attrs["syno.operator"])["hash"]
+    # the JSON has one home, the user attr syno.operator (issue 12: it was also the system attr syno:operator)
+    assert OPERATOR_ATTR == "syno.operator" and LEGACY_OPERATOR_ATTR == "syno:operator"
+    assert "syno:operator" not in t.system_attrs
+    assert operator_json_of(t) == t.user_attrs["syno.operator"]
+    assert json.loads(t.user_attrs["syno.operator"])["hash"] == t.user_attrs["syno.hash"]
     assert t.constraints == {"flops": pytest.approx(t.constraints["flops"])} and t.constraints["flops"] <= 0
     assert study.trials[-1].values[0] == objective.__globals__["pseudo_accuracy"](hashes[-1])
 
@@ -85,11 +89,39 @@ def test_baseline_trial_has_no_operator():
     study.enqueue_trial({}, user_attrs={BASELINE_ATTR: True})
     trial = study.ask()
     assert OPERATOR_ATTR not in trial.storage.get_trial_system_attrs(trial._trial_id)
+    assert OPERATOR_ATTR not in trial.storage.get_trial(trial._trial_id).user_attrs
     with pytest.raises(ValueError, match="baseline"):
         suggest_operator(trial)
     study.tell(trial, 0.9)
     study.optimize(objective, n_trials=2)
     assert all("syno.hash" in t.user_attrs for t in study.trials[1:])
+
+
+def test_a_study_of_an_earlier_version_still_reads():
+    """Earlier versions stored the JSON twice (system attr syno:operator and user attr syno.operator); an
+    enqueued trial's user attr kept the request, its system attr the operator assigned. Such trials still give
+    their operators, count as taken, and a new trial of the study stores the JSON once."""
+    space = tiny_space()
+    ops = space.sample(3, seed=7)
+    old = [optuna.create_trial(value=0.5, user_attrs={"syno.hash": op.hash, "syno.operator": op.to_json()},
+                               system_attrs={"syno:operator": op.to_json(), "syno:leaf": 2, "syno:source": "mcts"})
+           for op in ops[:2]]
+    old.append(optuna.create_trial(value=0.4, user_attrs={"syno.hash": ops[2].hash, "syno.operator": "a request"},
+                                   system_attrs={"syno:operator": ops[2].to_json(), "syno:source": "enqueued"}))
+    study = _study()
+    study.add_trials(old)
+    for t, op in zip(study.trials, ops):
+        assert operator_json_of(t) == op.to_json()
+        assert study.sampler.operator_of(t).hash == op.hash
+    study.optimize(objective, n_trials=5)
+    new = study.trials[3:]
+    assert {t.user_attrs["syno.hash"] for t in new}.isdisjoint(op.hash for op in ops)  # old ones are taken
+    assert all("syno:operator" not in t.system_attrs and "syno.operator" in t.user_attrs for t in new)
+    # a retried old trial (Optuna copies both attrs) keeps its assigned operator: its request is not re-read
+    study.enqueue_trial({}, user_attrs=dict(study.trials[2].user_attrs))
+    study._storage.set_trial_system_attr(study.trials[-1]._trial_id, "syno:operator", ops[2].to_json())
+    trial = study.ask()
+    assert suggest_operator(trial).hash == ops[2].hash
 
 
 def test_other_parameters_use_the_independent_sampler():

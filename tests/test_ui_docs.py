@@ -83,14 +83,14 @@ def ui(tmp_path_factory):
         log.close()
 
 
-def _chromium(args: list[str], tmp: Path, url: str) -> subprocess.CompletedProcess:
+def _chromium(args: list[str], tmp: Path, url: str, height: int = 1000) -> subprocess.CompletedProcess:
     profile = tmp / f"profile-{time.monotonic_ns()}"
     return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                           "--hide-scrollbars", f"--user-data-dir={profile}", "--window-size=1600,1000",
+                           "--hide-scrollbars", f"--user-data-dir={profile}", f"--window-size=1600,{height}",
                            "--virtual-time-budget=20000", *args, url], capture_output=True, text=True, timeout=180)
 
 
-def page_text(ui: dict, path: str, *expected: str, shot: str | None = None) -> str:
+def page_text(ui: dict, path: str, *expected: str, shot: str | None = None, height: int = 1000) -> str:
     """The rendered text of the UI page `path` once it shows every `expected` string (3 tries: a loaded machine
     can leave the app still fetching when the virtual time runs out)."""
     url = ui["base"] + "/" + path
@@ -103,7 +103,7 @@ def page_text(ui: dict, path: str, *expected: str, shot: str | None = None) -> s
     shots = os.environ.get("SYNO_UI_SHOTS")
     if shot and shots:
         Path(shots).mkdir(parents=True, exist_ok=True)
-        _chromium([f"--screenshot={Path(shots) / shot}"], ui["folder"], url)
+        _chromium([f"--screenshot={Path(shots) / shot}"], ui["folder"], url, height)
     return text
 
 
@@ -130,7 +130,7 @@ def test_runs_table_in_the_model_training_view(ui):
     trials = sorted((r for n, r in ui["runs"].items() if n.startswith("trial-")),
                     key=lambda r: -r.data.metrics["val_acc"])
     names = [r.info.run_name for r in trials]
-    text = page_text(ui, f"#/experiments/{exp}/runs?{ML}&{query}", *names, shot="mlflow-runs.png")
+    text = page_text(ui, f"#/experiments/{exp}/runs?{ML}&{query}", *names, shot="mlflow-runs.png", height=500)
     assert "Sort: val_acc" in text and "study-syno" not in text, text[:2000]
     assert [text.index(n) for n in names] == sorted(text.index(n) for n in names)
     assert "attributes.run_name LIKE 'trial-%'" in DOC and "Columns" in DOC
@@ -139,7 +139,8 @@ def test_runs_table_in_the_model_training_view(ui):
 def test_trial_page_has_the_documented_metrics_params_and_artifacts(ui):
     name, run = next((n, r) for n, r in ui["runs"].items() if n.startswith("trial-") and "baseline" not in n)
     path = f"#/experiments/{ui['exp']}/runs/{run.info.run_id}"
-    text = page_text(ui, f"{path}?{ML}", name, "Metrics", "Parameters", shot="mlflow-trial.png")
+    text = page_text(ui, f"{path}?{ML}", name, "Metrics", "Parameters", shot="mlflow-trial.png",
+                     height=1900)
     for metric in ("val_acc", "flops_ratio", "num_params", "train_loss"):
         assert f"{metric} " in text and f"`{metric}`" in DOC, metric
     params = sorted(run.data.params)

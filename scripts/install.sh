@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs syno_automl and everything it needs into ./.venv (CPU torch first, so that nothing pulls a CUDA
-# build), plus the Debian packages the artifacts and tests use (Graphviz, PostgreSQL) when run as root.
+# build), plus the Debian packages the artifacts and tests use (Graphviz, PostgreSQL, and headless Chromium for
+# tests/test_ui_docs.py, the MLflow UI against docs/search.md) when run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -10,10 +11,13 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=""
   command -v dot >/dev/null || missing="$missing graphviz"
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
-  if [ -n "$missing" ]; then
-    echo "[install] apt-get install$missing"
+  command -v chromium >/dev/null || browser=chromium
+  if [ -n "$missing" ] || [ -n "${browser:-}" ]; then
+    echo "[install] apt-get install$missing ${browser:-}"
     apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+    [ -z "$missing" ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+    # no recommends: Chromium's pull in ~90 desktop packages (~60 MB) the headless browser does not need
+    [ -z "${browser:-}" ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
   fi
 fi
 
@@ -22,5 +26,9 @@ fi
 quiet() { "$@" 2>&1 | { grep -v "is ignored" || true; }; }   # a pip failure still fails (pipefail)
 quiet pip install -q -U pip
 quiet pip install -q torch==2.13.0
-quiet pip install -q ".[test,tvm]"
-(cd / && python -c "import syno_automl._native, torch, lightning, optuna, mlflow; print('[install] ok: torch', torch.__version__)")
+# editable (scikit-build-core's redirect mode): the C++ core is built into .venv and the Python code is served
+# from this checkout, so `import syno_automl` works from the repository root too (a plain install is shadowed
+# there by the source folder, which has no compiled core). Re-run after changing C++ code.
+quiet pip install -q -e ".[test,tvm]"
+python -c "import syno_automl._native, torch, lightning, optuna, mlflow; print('[install] ok: torch', torch.__version__)"
+(cd / && python -c "import syno_automl._native")

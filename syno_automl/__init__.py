@@ -13,7 +13,9 @@ if _util.find_spec("syno_automl._native") is None:  # the C++ core, built by CMa
 
     raise ImportError(
         f"syno_automl's C++ core (_native*.so) is not in {_os.path.dirname(__file__)}: this source tree shadows "
-        f"the installed package. Run from another directory to use the installed one, or build the core here: "
+        f"the installed package. Install it editable from the repository root (pip install -e ., as "
+        f"scripts/install.sh does: builds the core and serves this tree), run from another directory, or build "
+        f"the core here: "
         f"cmake -S . -B build/dev -G Ninja -DSKBUILD=ON -DPython_EXECUTABLE=$(which python) && cmake --build "
         f"build/dev && cp build/dev/native/_native*.so syno_automl/")
 from syno_automl.errors import (EmptySpaceError, OperatorFormatError, OptionError, SpecError, SubstitutionError,

@@ -9,11 +9,13 @@ Both work in a user's own Trainer:
 from __future__ import annotations
 
 import math
+from datetime import timedelta
 from typing import Any, Callable, Mapping, Sequence
 
 import lightning as L
 import optuna
 import torch
+from lightning.pytorch.callbacks import Timer
 from torch import nn
 
 from syno_automl.errors import SynoError
@@ -370,10 +372,13 @@ def relative_step_time(module: nn.Module, baseline: "nn.Module | Callable[[], nn
     return statistics.median(times["module"]) / max(statistics.median(times["baseline"]), 1e-9)
 
 
-class TrainingTimeBudget(L.Callback):
+class TrainingTimeBudget(Timer):
     """Stops training gracefully once `seconds` of wall time (validation included) have passed since the start:
     a fixed time per operator, as the paper gave each language-model operator, so a faster operator trains
     more steps. Unlike TrainingTimeLimit nothing fails; ``stopped`` and ``steps`` say what happened.
+
+    This is the Timer that ``Trainer(max_time=...)`` installs (checked after every step), plus the positive
+    check and the ``stopped``/``steps`` record the trial's MLflow tag needs.
 
     Example:
         >>> TrainingTimeBudget(30).seconds
@@ -381,24 +386,19 @@ class TrainingTimeBudget(L.Callback):
     """
 
     def __init__(self, seconds: float) -> None:
-        super().__init__()
         if not seconds > 0:
             raise ValueError(f"the time budget must be positive, got {seconds}")
+        super().__init__(duration=timedelta(seconds=float(seconds)), interval="step", verbose=False)
         self.seconds = float(seconds)
         self.stopped = False
         self.steps = 0
-        self._start: float | None = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        import time
+        super().on_train_start(trainer, pl_module)
+        self.steps, self.stopped = 0, False
 
-        self._start, self.steps, self.stopped = time.monotonic(), 0, False
-
-    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
-        import time
-
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
         self.steps += 1
-        if self._start is not None and time.monotonic() - self._start > self.seconds:
-            self.stopped = True
-            trainer.should_stop = True
+        already = trainer.should_stop
+        super().on_train_batch_end(trainer, *args, **kwargs)
+        self.stopped = self.stopped or (trainer.should_stop and not already)

@@ -24,13 +24,20 @@ __all__ = ["LMTrialMeter", "train_lm"]
 
 
 class LMTrialMeter(L.Callback):
-    """Records the loss curves and the training throughput of one run (and logs them to ``run`` when given)."""
+    """Records the loss curves and the training throughput of one run (and logs them to ``run`` when given).
+
+    Throughput is counted here rather than with Lightning's ThroughputMonitor: that one reports a rate over a
+    sliding window of batches, and only through a Lightning logger (trials train with ``logger=False`` and log
+    to their MLflow run directly); the trial's figure is the whole run's tokens over the time spent in training
+    steps after the first, the number ``throughput_ratio`` compares with the baseline's.
+    """
 
     def __init__(self, run: Any | None = None) -> None:
         super().__init__()
         self.run = run
         self.train_loss: list[tuple[int, float]] = []
         self.val_loss: list[tuple[int, float]] = []
+        self.val_ppl: list[float] = []   # the task's torchmetrics Perplexity, beside each val_loss point
         self.tokens = 0
         self.seconds = 0.0
         self._batch_started: float | None = None
@@ -62,6 +69,9 @@ class LMTrialMeter(L.Callback):
         if self.val_loss and self.val_loss[-1][0] == trainer.global_step:
             return  # the final validation of a run that had just validated
         self.val_loss.append((trainer.global_step, value))
+        ppl = trainer.callback_metrics.get("val_ppl")
+        ppl = float(ppl) if ppl is not None else math.inf
+        self.val_ppl.append(ppl if math.isfinite(ppl) else math.exp(min(value, 50.0)))  # MLflow stores finite
         self.flush()
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -73,8 +83,8 @@ class LMTrialMeter(L.Callback):
             return
         self.run.log_series("train_loss", self.train_loss[self._logged:])
         self._logged = len(self.train_loss)
-        for step, value in self.val_loss[self._logged_val:]:
-            self.run.log_metrics({"val_loss": value, "val_ppl": math.exp(min(value, 50.0))}, step=step)
+        for (step, value), ppl in zip(self.val_loss[self._logged_val:], self.val_ppl[self._logged_val:]):
+            self.run.log_metrics({"val_loss": value, "val_ppl": ppl}, step=step)
         self._logged_val = len(self.val_loss)
 
 

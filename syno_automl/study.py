@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 import sys
 import time
 import traceback
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-import numpy as np
+import lightning as L
 import optuna
 import torch
 from torch import nn
@@ -85,9 +84,9 @@ class SearchResult:
 
 
 def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % (1 << 32))
-    torch.manual_seed(seed)
+    # Lightning's seeding (random, numpy, torch, PL_GLOBAL_SEED); it accepts only 0..2**32-1, so any
+    # --seed (negative, or seed + trial number past the top) is folded into that range first
+    L.seed_everything(seed % (1 << 32), workers=False, verbose=False)
 
 
 def prepare(config: SearchConfig) -> SearchContext:
@@ -398,8 +397,6 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
     none (at the budget training stops and the model is validated). Raises optuna.TrialPruned at a missed
     milestone, OperatorBuildError/BudgetExceededError, NonFiniteLossError, TrainingTooSlowError.
     """
-    import lightning as L
-
     from syno_automl.interrupt import fit
     from syno_automl.tracking import EpochMetricsLogger
 
@@ -521,6 +518,9 @@ def remaining_trials(study: optuna.Study, trials: int) -> int:
     """Trials this worker runs so that the study holds `trials` operator trials (finished, or running in other
     workers) beside the baseline. Trials of a dead worker are failed first (heartbeat); a failed trial that was
     retried does not count (its retry does)."""
+    # Counted here rather than with optuna's MaxTrialsCallback: that one counts trials by state alone, so it
+    # would count the baseline and the failed attempts that were retried, and not the trials other workers
+    # are running now.
     from optuna.storages import fail_stale_trials
     from optuna.storages._heartbeat import is_heartbeat_enabled
 

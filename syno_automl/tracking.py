@@ -177,7 +177,8 @@ class TrialRun:
             self._safe(f"write {name}", self.client.log_artifact, self.run_id, str(path))
 
     def log_json(self, data: Any, name: str) -> None:
-        self.log_text(json.dumps(data, indent=2, default=str), name)
+        """`data` as the JSON artifact `name` (MLflow's log_dict: indent 2, values JSON lacks become strings)."""
+        self._safe(f"write {name}", self.client.log_dict, self.run_id, data, name)
 
     def log_operator(self, op: Operator) -> None:
         """Params syno.hash/depth/primitives and the artifacts operator.json, operator.py, graph.dot/.svg."""

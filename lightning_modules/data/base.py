@@ -5,7 +5,7 @@ from typing import Callable, Sequence
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, random_split
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
@@ -69,6 +69,7 @@ def seeded_split(count: int, val_fraction: float, seed: int) -> tuple[torch.Tens
     """Deterministic permutation of ``range(count)`` cut into (train indices, val indices)."""
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
-    order = torch.randperm(count, generator=torch.Generator().manual_seed(seed))
     n_val = max(1, int(round(count * val_fraction)))
-    return order[n_val:], order[:n_val]
+    # validation first: the same randperm cut as before random_split, so a seed keeps its split
+    val, train = random_split(range(count), [n_val, count - n_val], generator=torch.Generator().manual_seed(seed))
+    return torch.tensor(train.indices, dtype=torch.long), torch.tensor(val.indices, dtype=torch.long)

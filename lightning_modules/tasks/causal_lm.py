@@ -8,6 +8,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from torchmetrics import MeanMetric
+from torchmetrics.text import Perplexity
 
 from ..models.gpt import GPT, GPTConfig
 from .errors import check_finite_loss
@@ -33,14 +34,18 @@ class CausalLM(L.LightningModule):
         self.save_hyperparameters(ignore=["model"])
         self.model = model if model is not None else GPT(GPTConfig())
         self.val_loss_mean = MeanMetric()
+        self.val_ppl = Perplexity()
         self._batch_started: float | None = None
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.model(tokens)
 
-    def _loss(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        logits = self(tokens)
+    @staticmethod
+    def _cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+    def _loss(self, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return self._cross_entropy(self(tokens), targets)
 
     def on_train_batch_start(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         self._batch_started = time.perf_counter()
@@ -52,6 +57,8 @@ class CausalLM(L.LightningModule):
         self.log("train_loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=len(tokens))
         return loss
 
+    # tokens/s of each step, measured here: Lightning's ThroughputMonitor is a callback the user must add, reports
+    # only to a Lightning logger and over a window of batches; this per-step figure shows in callback_metrics
     def on_train_batch_end(self, outputs: object, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         if self._batch_started is None:
             return
@@ -63,13 +70,16 @@ class CausalLM(L.LightningModule):
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         tokens, targets = batch
-        self.val_loss_mean.update(self._loss(tokens, targets), weight=targets.numel())
+        logits = self(tokens)
+        self.val_loss_mean.update(self._cross_entropy(logits, targets), weight=targets.numel())
+        self.val_ppl.update(logits.float(), targets)
 
     def on_validation_epoch_end(self) -> None:
         val_loss = self.val_loss_mean.compute()
         self.val_loss_mean.reset()
         self.log("val_loss", val_loss, prog_bar=True)
-        self.log("val_ppl", torch.exp(val_loss))
+        self.log("val_ppl", self.val_ppl.compute())
+        self.val_ppl.reset()
 
     def configure_optimizers(self):  # noqa: ANN201 - Lightning's optimizer config
         hp = self.hparams

@@ -1,0 +1,173 @@
+"""The MLflow UI shows what docs/search.md says it shows (headless Chromium on a real `mlflow ui`).
+
+A tiny real search (baseline + 1 operator trial) is served by `mlflow ui`; each page of the path the doc
+describes is rendered by headless Chromium (`--dump-dom` after `--virtual-time-budget`, the UI being a JS app),
+and its text is checked against the doc: the GenAI landing page, the experiment's GenAI view (no runs there),
+the Model training view's runs table, a trial's run page and Artifacts tab, the baseline's artifacts and the
+Compare page. A fresh browser profile per page, as a first visit. SYNO_UI_SHOTS=DIR also saves screenshots
+there (docs/mlflow-runs.png and docs/mlflow-trial.png come from it).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get "
+                                                          "install chromium; scripts/install.sh does it as root)")]
+DOC = (Path(__file__).resolve().parents[1] / "docs" / "search.md").read_text()
+ML = "workflowType=machine_learning"   # what the Model training switch puts in the URL
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ui")
+    env = dict(os.environ)
+    search = subprocess.run([sys.executable, "-m", "syno_automl.cli", "search", "--trials", "1", "--epochs", "1"],
+                            cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+    assert search.returncode == 0, search.stdout + search.stderr
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{folder / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("syno-automl")
+    runs = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    port = _free_port()
+    env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"   # no background job workers: nothing here needs them
+    log = open(folder / "mlflow-ui.log", "w")
+    # its own session: uvicorn workers and MLflow's job runner are stopped with it, as one process group
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", "sqlite:///mlflow.db",
+                               "--host", "127.0.0.1", "--port", str(port)], cwd=folder, env=env, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, (folder / "mlflow-ui.log").read_text()
+            time.sleep(1)
+        yield {"base": base, "folder": folder, "exp": experiment.experiment_id, "runs": runs, "client": client}
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        try:   # whatever of the group outlived the server (its uvicorn workers)
+            os.killpg(server.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        server.wait()
+        log.close()
+
+
+def _chromium(args: list[str], tmp: Path, url: str, height: int = 1000) -> subprocess.CompletedProcess:
+    profile = tmp / f"profile-{time.monotonic_ns()}"
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                           "--hide-scrollbars", f"--user-data-dir={profile}", f"--window-size=1600,{height}",
+                           "--virtual-time-budget=20000", *args, url], capture_output=True, text=True, timeout=180)
+
+
+def page_text(ui: dict, path: str, *expected: str, shot: str | None = None, height: int = 1000) -> str:
+    """The rendered text of the UI page `path` once it shows every `expected` string (3 tries: a loaded machine
+    can leave the app still fetching when the virtual time runs out)."""
+    url = ui["base"] + "/" + path
+    for _ in range(3):
+        dom = _chromium(["--dump-dom"], ui["folder"], url).stdout
+        text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", dom, flags=re.S)
+        text = unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text)))
+        if all(e in text for e in expected):
+            break
+    shots = os.environ.get("SYNO_UI_SHOTS")
+    if shot and shots:
+        Path(shots).mkdir(parents=True, exist_ok=True)
+        _chromium([f"--screenshot={Path(shots) / shot}"], ui["folder"], url, height)
+    return text
+
+
+def test_landing_page_is_genai_and_lists_the_experiment(ui):
+    text = page_text(ui, "#/", "Welcome to MLflow", "syno-automl")
+    assert "GenAI" in text and "Model training" in text and "Experiments" in text, text[:2000]
+    assert "GenAI" in DOC and "**Model training**" in DOC and "**Experiments**" in DOC
+
+
+def test_the_genai_view_of_the_experiment_has_no_runs(ui):
+    """What a click on the experiment shows in the default GenAI view: traces, and none of the runs."""
+    text = page_text(ui, f"#/experiments/{ui['exp']}", "Traces", "Overview")
+    assert "study-syno" not in text and "trial-0-baseline" not in text, text[:2000]
+
+
+def test_runs_table_in_the_model_training_view(ui):
+    exp = ui["exp"]
+    text = page_text(ui, f"#/experiments/{exp}/runs?{ML}", "study-syno", "matching runs")
+    assert "Runs" in text and "Columns" in text, text[:2000]
+    assert "trial-0-baseline" not in text   # nested under the study run until expanded
+    # the doc's filter lists the trials flat, sorted by val_acc (best first)
+    query = ("searchFilter=attributes.run_name%20LIKE%20%27trial-%25%27&orderByKey=metrics.%60val_acc%60"
+             "&orderByAsc=false")
+    trials = sorted((r for n, r in ui["runs"].items() if n.startswith("trial-")),
+                    key=lambda r: -r.data.metrics["val_acc"])
+    names = [r.info.run_name for r in trials]
+    text = page_text(ui, f"#/experiments/{exp}/runs?{ML}&{query}", *names, shot="mlflow-runs.png", height=500)
+    assert "Sort: val_acc" in text and "study-syno" not in text, text[:2000]
+    assert [text.index(n) for n in names] == sorted(text.index(n) for n in names)
+    assert "attributes.run_name LIKE 'trial-%'" in DOC and "Columns" in DOC
+
+
+def test_trial_page_has_the_documented_metrics_params_and_artifacts(ui):
+    name, run = next((n, r) for n, r in ui["runs"].items() if n.startswith("trial-") and "baseline" not in n)
+    path = f"#/experiments/{ui['exp']}/runs/{run.info.run_id}"
+    text = page_text(ui, f"{path}?{ML}", name, "Metrics", "Parameters", shot="mlflow-trial.png",
+                     height=1900)
+    for metric in ("val_acc", "flops_ratio", "num_params", "train_loss"):
+        assert f"{metric} " in text and f"`{metric}`" in DOC, metric
+    params = sorted(run.data.params)
+    assert params == ["search.dataset", "search.model", "search.task", "syno.depth", "syno.hash", "syno.primitives"]
+    assert f"Parameters ({len(params)})" in text and all(p in text for p in params), text[:3000]
+    assert "Parent run study-syno" in text and "`study-<name>`" in DOC
+    files = ["operator.json", "operator.py", "graph.dot", "graph.svg", "weights.pt"]
+    text = page_text(ui, f"{path}/artifacts?{ML}", *files)
+    assert all(f in text for f in files), text[:2000]
+    assert all(f"`{f}`" in DOC for f in files)
+
+
+def test_baseline_and_study_runs(ui):
+    base = ui["runs"]["trial-0-baseline"]
+    text = page_text(ui, f"#/experiments/{ui['exp']}/runs/{base.info.run_id}/artifacts?{ML}", "layers.json")
+    assert "layers.json" in text and "`layers.json`" in DOC
+    study = ui["runs"]["study-syno"]
+    settings = [k for k in study.data.params if k.startswith("search.")]
+    assert len(settings) == len(study.data.params) > 10
+    text = page_text(ui, f"#/experiments/{ui['exp']}/runs/{study.info.run_id}?{ML}", "Parameters")
+    assert f"Parameters ({len(settings)})" in text, text[:3000]
+
+
+def test_compare_page_plots_the_trade_off(ui):
+    ids = [r.info.run_id for n, r in ui["runs"].items() if n.startswith("trial-")]
+    runs = ",".join(f'"{i}"' for i in ids)
+    text = page_text(ui, f'#/compare-runs?runs=[{runs}]&experiments=["{ui["exp"]}"]', "Parallel Coordinates Plot")
+    assert f"Comparing {len(ids)} Runs" in text and "Scatter Plot" in text, text[:2000]
+    assert "flops_ratio" in text and "val_acc" in text
+    assert "**Compare**" in DOC and "parallel-coordinates" in DOC

@@ -110,6 +110,9 @@ def prepare(config: SearchConfig) -> SearchContext:
         kwargs["image_size"] = config.image_size
     datamodule = build_datamodule(config.dataset, config.data_dir, **kwargs)
     datamodule.setup("fit")
+    # the example batch sizes the layers and sets every operator's initial scale (match_output_scale): seeded,
+    # so that it is the same batch in every process (the shuffling loader draws from the global RNG)
+    _seed_everything(config.seed)
     batch = next(iter(datamodule.train_dataloader()))
     example = batch[0] if isinstance(batch, (tuple, list)) else batch
     if config.task == "lm":

@@ -19,10 +19,8 @@ def _trials(cwd: Path) -> list[tuple]:
     storage = optuna.storages.RDBStorage(f"sqlite:///{cwd / 'syno.db'}", skip_table_creation=True,
                                          skip_compatibility_check=True)
     study = optuna.load_study(study_name="syno", storage=storage)
-    # Values are not compared: one generated module (525799dfaf86324e, a strided t.sum) trains to a different
-    # val_acc in every process, quiet or loaded (torch CPU reductions are not bit-reproducible across processes).
     failure = lambda t: (t.user_attrs.get("syno.failure") or "").split(":")[0]  # the error type, not its figures
-    return [(t.number, t.state.name, t.user_attrs.get("syno.hash"), failure(t)) for t in study.trials]
+    return [(t.number, t.state.name, t.user_attrs.get("syno.hash"), failure(t), t.values) for t in study.trials]
 
 
 def _hog(cores: int) -> list[subprocess.Popen]:
@@ -67,3 +65,18 @@ def test_relative_step_time_leaves_the_trained_model_untouched() -> None:
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())   # BatchNorm statistics too
     with pytest.raises(ValueError, match="needs seconds"):
         TrainingTimeLimit()
+
+
+def test_the_example_batch_does_not_depend_on_the_global_rng() -> None:
+    """The example batch sets every operator's initial scale: drawn from an unseeded shuffle, it differed in
+    every process, and so did every trial's initial weights (and now and then its val_acc)."""
+    import torch
+
+    from syno_automl.config import SearchConfig
+    from syno_automl.study import prepare
+
+    examples = []
+    for state in (1, 2):
+        torch.manual_seed(state)
+        examples.append(prepare(SearchConfig()).example)
+    assert torch.equal(examples[0], examples[1])

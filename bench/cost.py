@@ -1,7 +1,7 @@
 """Does an operator inside the cost budget run about as fast as its budget says? (issue 10, figures only)
 
     PYTHONPATH=. python bench/cost.py [--default 30] [--resnet 30] [--seed 0] [--repeats 3] [--threads 1]
-                                      [--budget on|off|both]
+                                      [--budget on|off|both] [--sample-time 300]
 
 Two operator spaces, each sampled twice: with the cost budget on (``cost_ratio``, the default search's setting)
 and off (only the default FLOPs budget, ``flops_ratio=0.5``):
@@ -89,10 +89,14 @@ def saved_bytes(model: nn.Module, x: torch.Tensor) -> int:
     return sum(seen.values())
 
 
-def measure(name: str, sub: Substitution, x: torch.Tensor, count: int, seed: int, repeats: int) -> list[dict]:
+def measure(name: str, sub: Substitution, x: torch.Tensor, count: int, seed: int, repeats: int,
+            sample_time: float) -> list[dict]:
     model = sub.model
     model.train()
-    ops = sub.space.sample(count, seed=seed)
+    ops = sub.space.sample(count, seed=seed, threads=1, time_limit=sample_time)
+    report = sub.space.last_report
+    print(f"  {name}: sampled {len(ops)} operators in {report.seconds:.1f} s ({report.attempts} descents, "
+          f"stopped by {report.stop_reason})", flush=True)
     base_times: list[float] = []
 
     def baseline() -> float:
@@ -159,6 +163,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--budget", choices=("on", "off", "both"), default="both")
+    ap.add_argument("--sample-time", type=float, default=300.0, help="seconds allowed to sample each space")
     ap.add_argument("--cost-ratio", type=float, default=SearchConfig.cost_ratio or 1.0,
                     help="the cost budget when on (default: the search's, %(default)s)")
     args = ap.parse_args()
@@ -172,7 +177,7 @@ def main() -> None:
                 continue
             print(f"== {name}, {tag}", flush=True)
             sub, x = default_space(ratio) if name == "default" else resnet_space(ratio, args.seed)
-            results.append((f"{name:7s} {tag}", measure(name, sub, x, count, args.seed, args.repeats)))
+            results.append((f"{name:7s} {tag}", measure(name, sub, x, count, args.seed, args.repeats, args.sample_time)))
     print(f"\nsummary ({args.threads} thread(s), seed {args.seed}; ratios against the unsubstituted model's step)")
     for label, rows in results:
         summarize(label, rows)

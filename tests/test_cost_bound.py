@@ -49,12 +49,9 @@ def test_bound_never_exceeds_the_cost_of_an_operator_below():
 def budgeted(draw: st.DrawFn) -> tuple[tuple, dict, float]:
     spec = draw(st.sampled_from(SPECS))
     counts = {p: draw(st.sampled_from([0, 1, 2, None])) for p in ("UNFOLD", "SHIFT", "STRIDE", "EXPAND")}
-    options = dict(max_depth=draw(st.integers(3, 5)), max_weights=draw(st.integers(1, 2)),
+    options = dict(max_depth=draw(st.integers(3, 4)), max_weights=draw(st.integers(1, 2)),
                    max_counts={p: c for p, c in counts.items() if c is not None},
                    canonical_rules=draw(st.booleans()))
-    if options["max_depth"] == 5:  # keeps the unpruned enumeration small
-        options["max_counts"].setdefault("SHIFT", 1)
-        options["max_counts"].setdefault("UNFOLD", 1)
     costs = sorted(op.total_cost() for op in space(spec, **options).enumerate(max_operators=10**6).operators)
     quantile = draw(st.sampled_from([0.05, 0.3, 0.7]))
     limit = costs[int(quantile * (len(costs) - 1))] if costs else 1.0
@@ -67,10 +64,7 @@ def run(spec: tuple, options: dict, limit: float, pruning: bool) -> tuple[set[st
     return result.hashes, sum(result.nodes_per_depth)
 
 
-pruned_somewhere: list[bool] = []
-
-
-@settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(budgeted())
 def test_cost_pruning_keeps_every_operator(case: tuple[tuple, dict, float]) -> None:
     spec, options, limit = case
@@ -78,13 +72,12 @@ def test_cost_pruning_keeps_every_operator(case: tuple[tuple, dict, float]) -> N
     without, expanded_all = run(spec, options, limit, False)
     assert with_pruning == without
     assert expanded <= expanded_all
-    pruned_somewhere.append(expanded < expanded_all)
 
 
 def test_cost_pruning_prunes():
     """The bound is not vacuous: under a tight budget, fewer nodes are expanded with it than without."""
     spec = SPECS[0]
-    options = dict(max_depth=5, max_weights=2, max_counts={"SHIFT": 1, "UNFOLD": 1})
+    options = dict(max_depth=5, max_weights=2, max_counts={"SHIFT": 1, "UNFOLD": 1, "STRIDE": 1})
     costs = sorted(op.total_cost() for op in space(spec, **options).enumerate(max_operators=10**6).operators)
     limit = costs[len(costs) // 10]
     with_pruning, expanded = run(spec, options, limit, True)

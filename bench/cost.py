@@ -1,7 +1,8 @@
 """Does an operator inside the cost budget run about as fast as its budget says? (issue 10, figures only)
 
     PYTHONPATH=. python bench/cost.py [--default 30] [--resnet 30] [--seed 0] [--repeats 3] [--threads 1]
-                                      [--budget on|off|both]
+                                      [--budget on|off|both] [--cost-ratio 1.0] [--min-flops-ratio R]
+                                      [--sample-time 300]
 
 Two operator spaces, each sampled twice: with the cost budget on (``cost_ratio``, the default search's setting)
 and off (only the default FLOPs budget, ``flops_ratio=0.5``):
@@ -17,7 +18,8 @@ run, so machine load drifts hit both sides); the activation memory kept for back
 tensors saved by autograd, ``saved_tensors_hooks``), against the baseline's. Printed per space and budget: the
 step-time ratio's p50 / p90 / max and how many operators exceed 2x, the activation-memory ratio, and the Spearman
 rank correlation between the planned cost (``Operator.cost``, summed over the placeholders) and the measured step
-time. Nothing is asserted.
+time, and the FLOPs ratio's p50. ``--min-flops-ratio R`` samples the same spaces with a FLOPs floor too (R times
+the replaced layers' FLOPs); ``--sample-time`` caps each space's sampling (one thread). Nothing is asserted.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from syno_automl import OperatorSpace  # noqa: E402
 from syno_automl.placeholder import Substitution, substitute  # noqa: E402
 from syno_automl.study import SearchConfig, prepare  # noqa: E402
 
@@ -89,10 +92,17 @@ def saved_bytes(model: nn.Module, x: torch.Tensor) -> int:
     return sum(seen.values())
 
 
-def measure(name: str, sub: Substitution, x: torch.Tensor, count: int, seed: int, repeats: int) -> list[dict]:
+def measure(name: str, sub: Substitution, x: torch.Tensor, count: int, seed: int, repeats: int,
+            sample_time: float, min_flops_ratio: float | None) -> list[dict]:
     model = sub.model
     model.train()
-    ops = sub.space.sample(count, seed=seed)
+    space = sub.space
+    if min_flops_ratio is not None:  # the same space with a FLOPs floor (its operators apply to `sub` as they are)
+        space = OperatorSpace(**{**space.config(), "min_flops": min_flops_ratio * sub.baseline_flops}, threads=1)
+    ops = space.sample(count, seed=seed, threads=1, time_limit=sample_time)
+    report = space.last_report
+    print(f"  {name}: sampled {len(ops)} operators in {report.seconds:.1f} s ({report.attempts} descents, "
+          f"stopped by {report.stop_reason})", flush=True)
     base_times: list[float] = []
 
     def baseline() -> float:
@@ -127,7 +137,7 @@ def measure(name: str, sub: Substitution, x: torch.Tensor, count: int, seed: int
             row["ratio"] = row["seconds"] / base
             row["memory_ratio"] = row["memory"] / base_mem
     print(f"  {name}: baseline step {base * 1e3:.1f} ms (median of {len(base_times)} measurements), activations "
-          f"{base_mem / 2**20:.1f} MiB; {len(ops)} operators sampled ({sub.space.last_report.stop_reason})",
+          f"{base_mem / 2**20:.1f} MiB; {len(ops)} operators sampled ({report.stop_reason})",
           flush=True)
     return rows
 
@@ -148,7 +158,8 @@ def summarize(label: str, rows: list[dict]) -> None:
     rho = spearmanr([r["cost_ratio"] for r in timed], ratios).statistic if len(timed) > 2 else float("nan")
     print(f"{label}: n={len(timed)} (+{len(rows) - len(timed)} failed)  step ratio p50 {quantile(ratios, .5):.2f}x "
           f"p90 {quantile(ratios, .9):.2f}x max {max(ratios):.2f}x, >2x: {sum(r > 2 for r in ratios)}; "
-          f"activations p50 {quantile(mem, .5):.2f}x max {max(mem):.2f}x; Spearman(cost, time) {rho:.3f}")
+          f"activations p50 {quantile(mem, .5):.2f}x max {max(mem):.2f}x; FLOPs p50 "
+          f"{quantile([r['flops_ratio'] for r in timed], .5):.3f}x; Spearman(cost, time) {rho:.3f}")
 
 
 def main() -> None:
@@ -159,6 +170,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--budget", choices=("on", "off", "both"), default="both")
+    ap.add_argument("--min-flops-ratio", type=float, default=None,
+                    help="also bound FLOPs from below, relative to the replaced layers' (default: none)")
+    ap.add_argument("--sample-time", type=float, default=300.0, help="seconds allowed to sample each space")
     ap.add_argument("--cost-ratio", type=float, default=SearchConfig.cost_ratio or 1.0,
                     help="the cost budget when on (default: the search's, %(default)s)")
     args = ap.parse_args()
@@ -167,12 +181,15 @@ def main() -> None:
     results: list[tuple[str, list[dict]]] = []
     for ratio in budgets:
         tag = f"cost budget {ratio}x" if ratio else "cost budget off"
+        if args.min_flops_ratio is not None:
+            tag += f", FLOPs >= {args.min_flops_ratio}x"
         for name, count in (("default", args.default), ("resnet", args.resnet)):
             if count <= 0:
                 continue
             print(f"== {name}, {tag}", flush=True)
             sub, x = default_space(ratio) if name == "default" else resnet_space(ratio, args.seed)
-            results.append((f"{name:7s} {tag}", measure(name, sub, x, count, args.seed, args.repeats)))
+            results.append((f"{name:7s} {tag}", measure(name, sub, x, count, args.seed, args.repeats, args.sample_time,
+                                                         args.min_flops_ratio)))
     print(f"\nsummary ({args.threads} thread(s), seed {args.seed}; ratios against the unsubstituted model's step)")
     for label, rows in results:
         summarize(label, rows)

@@ -181,6 +181,7 @@ Options make_options(const py::dict& kw) {
         else if (k == "min_weight_params") o.min_weight_params = number_option(k, value, false);
         else if (k == "distance_pruning") o.distance_pruning = bool_option(k, value);
         else if (k == "flops_pruning") o.flops_pruning = bool_option(k, value);
+        else if (k == "cost_pruning") o.cost_pruning = bool_option(k, value);
         else if (k == "canonical_rules") o.canonical_rules = bool_option(k, value);
         else if (k == "structural") o.structural = bool_option(k, value);
         else if (k == "max_counts") {
@@ -217,6 +218,7 @@ py::dict options_to_py(const Options& o) {
     d["min_weight_params"] = o.min_weight_params;
     d["distance_pruning"] = o.distance_pruning;
     d["flops_pruning"] = o.flops_pruning;
+    d["cost_pruning"] = o.cost_pruning;
     d["canonical_rules"] = o.canonical_rules;
     py::dict counts;
     for (int p = 0; p < static_cast<int>(Prim::Count); ++p)
@@ -442,6 +444,9 @@ PYBIND11_MODULE(_native, m) {
         .def_property_readonly("distance", [](const PyNode& n) { return n.node->distance; })
         .def_property_readonly("is_final", [](const PyNode& n) { return n.node->is_final(); })
         .def_property_readonly("flops_bound", [](const PyNode& n) { return n.node->flops_bound; })
+        .def_property_readonly("cost_bound", [](const PyNode& n) {
+            return n.node->is_final() ? n.node->final_info->cost : cost_bound(*n.space, *n.node);
+        })
         .def_property_readonly("primitive", [](const PyNode& n) {
             return n.node->parent ? std::string(prim_name(n.node->step.prim)) : std::string("ROOT");
         })

@@ -10,11 +10,48 @@
 //   A contraction's letters are data coordinates of the frontier above it, a weight is a subset of them, and
 //   each bare reduction is summed once over a data tensor: FLOPs <= (2 max_weights + max_reductions) B,
 //   params <= max_weights B.
+//
+// Cost bound of a node that is not final (cost_bound). The search builds an operator from the output up, so a
+// node's path P is the forward tail of the program of every operator below it; a completion C adds steps in
+// front. Let lower(op) be the program of such an operator and lower_partial(node) P's steps alone.
+// 1. lower(op) is C's steps, then P's, each followed by a reduce step for each bare reduction it brings into
+//    the data tensor T. T at the cut holds the frontier's data coordinates minus its bare reductions (those
+//    came into T inside C, or are inputs, and were summed at once) plus the pass-through ones: the input of
+//    lower_partial. So P's steps and reduce steps are the same in both.
+// 2. The planner reorders view steps only inside a run between two reduce/contract steps (barriers), and
+//    barriers do not move. Let b be P's first barrier (the first one at or after the cut). Every run after b
+//    holds P's steps only and is planned alike in both programs; T before b holds the same dims in both (a
+//    run's order does not change the dims it ends with). Only the run before b mixes C's views with P's.
+// 3. With no EXPAND in the space (max_count[EXPAND] = 0, the default) no dim is ever broadcast (only expand
+//    steps make one; an outer SHARE's coordinate comes with the weight). plan_cost's walk from b then depends on
+//    T's dims alone, except for copies that depend on T's memory layout (permutes before a merge, contraction
+//    or convolution, and the final permute). plan_cost_bound (cost.hpp) walks from b counting all but those:
+//    every term it counts is in plan_cost(lower(op)) (fusions of a roll with a stride, and of two unfolds with
+//    a contraction, are decided inside runs after b, so alike), and the terms it leaves out are >= 0. Two
+//    unfolds before b may fuse with a contraction at b into a convolution: that counts 2 x letters FLOPs, the
+//    walk counts that contraction as 1 or 2 x the same letters. So bound <= cost, mapping by mapping.
+// 4. With EXPAND allowed, T's dims at b may be broadcast in some completion; the bound is then (1 +
+//    kElementCost) x the weights' elements: every contraction writes its weight's gradient and computes at
+//    least one FLOP per weight element (its letters include the weight's coordinates).
+// 5. The run before b (first_run_bound). The planner's list schedule picks the ready step of least (priority,
+//    index), and C's steps come first by index and never wait on P's. So when a P unfold u is picked every C
+//    step of the run is placed already (else the earliest unplaced C step is ready and picked first): after u
+//    the run grows T only by P's other unfolds (an unfold multiplies numel(T) by its window, a stride divides
+//    it, other views keep it). Hence numel(T after u) >= numel(T at b) / prod(P's other first-run windows),
+//    and u writes that plus its padding (>= numel(T before u) = numel(T after u) / k). The two unfolds right
+//    before a contraction at b may fuse into a convolution: then the two largest of these terms are dropped.
+//    A P roll (shift) is fused, and free, iff a P stride takes its output (that stride becomes ready with it
+//    and has the least priority); else it writes numel(T at it) >= numel(T at b) / (prod of P's first-run
+//    windows x what C's unfolds placed after it may add). That factor is 1 when C can add no unfold (at the
+//    depth limit, or no UNFOLD left under max_count); otherwise the roll is not counted.
 #include "bounds.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+
+#include "cost.hpp"
+#include "lower.hpp"
 
 namespace syno {
 
@@ -49,6 +86,60 @@ BudgetBounds budget_bounds(const Space& space) {
     }
     b.min_memory = weights_at_least > 0 ? 4 : 0;
     return b;
+}
+
+namespace {
+
+// What the views of the run before the first barrier b cost at least (point 5 above); 0 without a barrier.
+double first_run_bound(const Program& p, size_t b, double unfold_growth) {
+    if (b >= p.steps.size()) return 0;
+    std::vector<int> dims = p.input.dims;  // T's dims at b: the run's views applied as sets
+    double windows = 1;
+    for (size_t i = 0; i < b; ++i) {
+        const ProgramStep& s = p.steps[i];
+        for (int d : s.src) dims.erase(std::find(dims.begin(), dims.end(), d));
+        dims.insert(dims.end(), s.dst.begin(), s.dst.end());
+        if (s.op == "unfold") windows *= static_cast<double>(s.window);
+    }
+    double at_b = 1;
+    for (int d : dims) at_b *= static_cast<double>(p.sizes.at(d));
+    double rolls = 0;
+    std::vector<double> unfolds;
+    for (size_t i = 0; i < b; ++i) {
+        const ProgramStep& s = p.steps[i];
+        if (s.op == "unfold") {
+            double k = static_cast<double>(s.window), after = at_b / (windows / k);
+            unfolds.push_back(after + after / k);
+        } else if (s.op == "shift") {
+            bool fused = false;
+            for (size_t j = 0; j < b; ++j) fused |= p.steps[j].op == "stride" && p.steps[j].src[0] == s.dst[0];
+            if (!fused) rolls += at_b / (windows * unfold_growth);
+        }
+    }
+    std::sort(unfolds.begin(), unfolds.end());
+    if (p.steps[b].op == "contract") unfolds.resize(unfolds.size() > 2 ? unfolds.size() - 2 : 0);
+    double written = rolls;
+    for (double u : unfolds) written += u;
+    return kElementCost * written;
+}
+
+}  // namespace
+
+double cost_bound(const Space& space, const NodeState& node) {
+    const Options& o = space.options;
+    if (o.max_count[static_cast<int>(Prim::Expand)] != 0) return (1 + kElementCost) * node.params;
+    int unfold_cap = o.max_count[static_cast<int>(Prim::Unfold)];
+    bool no_unfold_left = node.depth >= o.max_depth ||
+                          (unfold_cap >= 0 && node.counts[static_cast<int>(Prim::Unfold)] >= unfold_cap);
+    double unfold_growth = no_unfold_left ? 1 : INFINITY;
+    double total = 0;
+    for (size_t v = 0; v < space.ctx.valuations.size(); ++v) {
+        Program p = lower_partial(space, node, static_cast<int>(v));
+        size_t b = 0;
+        while (b < p.steps.size() && p.steps[b].op != "reduce" && p.steps[b].op != "contract") ++b;
+        total += plan_cost_bound(p, b) + first_run_bound(p, b, unfold_growth);
+    }
+    return total;
 }
 
 }  // namespace syno

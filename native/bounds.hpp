@@ -13,4 +13,9 @@ struct BudgetBounds {
 };
 BudgetBounds budget_bounds(const Space& space);
 
+// A lower bound on the planned cost (cost.hpp, total summed over the mappings) of every final operator below
+// `node`, which is not final; bounds.cpp proves it. The space does not expand a node whose bound exceeds
+// max_cost (Options::cost_pruning), as it never builds one whose flops_bound exceeds max_flops.
+double cost_bound(const Space& space, const NodeState& node);
+
 }  // namespace syno

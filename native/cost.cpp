@@ -14,19 +14,22 @@ namespace {
 // stored tensor is known to be contiguous (a reshape of a non-contiguous tensor copies).
 class Walker {
 public:
-    explicit Walker(const Program& p) : p_(p), dims_(p.input.dims), layout_(p.input.dims) {
+    // bound: count only from steps[from] on, and only what does not depend on T's layout (plan_cost_bound).
+    Walker(const Program& p, size_t from, bool bound)
+        : p_(p), dims_(p.input.dims), layout_(p.input.dims), from_(from), bound_(bound) {
         cost_.peak = numel(phys());
     }
 
     Cost run() {
         const auto& steps = p_.steps;
         for (size_t i = 0; i < steps.size(); ++i) {
-            if (i + 2 < steps.size() && steps[i].op == "unfold" && steps[i + 1].op == "unfold" &&
+            counting_ = i >= from_;
+            if (counting_ && i + 2 < steps.size() && steps[i].op == "unfold" && steps[i + 1].op == "unfold" &&
                 steps[i + 2].op == "contract" && conv(steps[i], steps[i + 1], steps[i + 2])) {
                 i += 2;
                 continue;
             }
-            if (i + 1 < steps.size() && steps[i].op == "shift" && steps[i + 1].op == "stride" &&
+            if (counting_ && i + 1 < steps.size() && steps[i].op == "shift" && steps[i + 1].op == "stride" &&
                 steps[i + 1].src[0] == steps[i].dst[0] && !virtual_.count(steps[i].src[0])) {
                 rename(steps[i].src[0], steps[i].dst[0]);  // roll + stride = one offset slice (a view)
                 contiguous_ = false;
@@ -38,6 +41,7 @@ public:
         }
         // the output: broadcast dims stored and T permuted to the output order (a copy when the layout differs)
         std::vector<int> out = p_.output.dims;
+        counting_ = !bound_;
         if (!virtual_.empty() || layout_ != out || !contiguous_) write(numel(out));
         return cost_;
     }
@@ -61,8 +65,16 @@ private:
     }
     size_t at(int d) const { return static_cast<size_t>(std::find(dims_.begin(), dims_.end(), d) - dims_.begin()); }
     void write(double elements) {
+        if (!counting_) return;
         cost_.materialized += elements;
         cost_.peak = std::max(cost_.peak, elements);
+    }
+    void compute(double flops) {
+        if (counting_) cost_.flops += flops;
+    }
+    // A copy made because of T's memory layout (a permute, or a non-contiguous operand): not in a bound.
+    void relayout(double elements) {
+        if (!bound_) write(elements);
     }
     // A copy: the stored tensor is now contiguous in T's (logical) order.
     void copied() {
@@ -99,7 +111,7 @@ private:
                 store({a, b});
                 auto ia = std::find(layout_.begin(), layout_.end(), a), ib = std::find(layout_.begin(), layout_.end(), b);
                 copy = ia == layout_.end() || ib != ia + 1 || !contiguous_;  // flatten of a non-adjacent pair copies
-                if (copy) write(numel(phys()));
+                if (copy) relayout(numel(phys()));
             }
             virtual_.erase(a);
             virtual_.erase(b);
@@ -136,7 +148,7 @@ private:
             int d = s.src[0];
             if (!virtual_.count(d)) {
                 std::vector<int> ph = phys();
-                cost_.flops += numel(ph);
+                compute(numel(ph));
                 write(numel(ph) / size(d));
             }
             bool stored = !virtual_.erase(d);
@@ -168,7 +180,7 @@ private:
         for (int d : tphys) summed |= wset.count(d) && !oset.count(d);
         double l = 1;
         for (int d : letters) l *= size(d);
-        cost_.flops += summed ? 2 * l : l;
+        compute(summed ? 2 * l : l);
         std::vector<int> out_phys;
         for (int d : s.out)
             if (!still_virtual.count(d)) out_phys.push_back(d);
@@ -189,7 +201,7 @@ private:
         }
         for (int d : out_phys)
             if (wset.count(d) && std::find(tphys.begin(), tphys.end(), d) == tphys.end()) n.push_back(d);
-        if (summed && !(as_is && contiguous_ && layout_ == tphys)) write(numel(tphys));
+        if (summed && !(as_is && contiguous_ && layout_ == tphys)) relayout(numel(tphys));
         write(numel(out_phys));
         dims_ = s.out;
         virtual_ = still_virtual;
@@ -238,7 +250,7 @@ private:
         for (int d : c.out)
             if (!virtual_.count(d)) all.insert(d);
         for (int d : all) letters *= size(d);
-        cost_.flops += 2 * letters;
+        compute(2 * letters);
         write(numel(w));  // the weight's gradient, every training step
         // the conv's input: T permuted to (M, B, K, spatial in T's order); its output (M, B, N, mains)
         std::vector<int> pre = phys(), mm, bb, kk, nn, sp;
@@ -253,7 +265,7 @@ private:
         order.insert(order.end(), bb.begin(), bb.end());
         order.insert(order.end(), kk.begin(), kk.end());
         order.insert(order.end(), sp.begin(), sp.end());
-        if (!contiguous_ || layout_ != order) write(numel(pre));
+        if (!contiguous_ || layout_ != order) relayout(numel(pre));
         std::vector<int> out_phys;
         std::set<int> still_virtual;
         for (int d : dims_)
@@ -279,11 +291,16 @@ private:
     std::set<int> virtual_;
     std::vector<int> layout_;  // stored dims in memory order (meaningful while contiguous_)
     bool contiguous_ = true;
+    size_t from_;
+    bool bound_;
+    bool counting_ = true;
     Cost cost_;
 };
 
 }  // namespace
 
-Cost plan_cost(const Program& program) { return Walker(program).run(); }
+Cost plan_cost(const Program& program) { return Walker(program, 0, false).run(); }
+
+double plan_cost_bound(const Program& program, size_t from) { return Walker(program, from, true).run().total(); }
 
 }  // namespace syno

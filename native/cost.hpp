@@ -3,6 +3,7 @@
 // windows, contiguous operands, results), and the largest tensor materialized. One number for budgets:
 // total = flops + kElementCost * materialized.
 #pragma once
+#include <cstddef>
 #include <vector>
 
 namespace syno {
@@ -24,5 +25,12 @@ struct Cost {
 // Walks the steps as codegen/torch.py lowers them: broadcast (expanded) dims stay virtual until a step needs
 // them stored; unfold + unfold + contract of the conv pattern is one convolution (no im2col copy).
 Cost plan_cost(const Program& program);
+
+// What steps[from..] cost at least in any program that ends with them and reaches steps[from] with T holding
+// the same dims, none broadcast, in whatever layout: plan_cost's walk from `from`, leaving out the copies that
+// depend on T's layout (a permute before a merge, contraction or convolution; the final permute). A roll,
+// an unfold, a reduce and a contraction or convolution (FLOPs, result, weight gradient) depend only on the
+// dims. The partial-node cost bound (bounds.hpp) is this walk.
+double plan_cost_bound(const Program& program, size_t from);
 
 }  // namespace syno

@@ -41,10 +41,11 @@ namespace {
 class Lowerer {
 public:
     Lowerer(const Space& space, const NodeState& node, int valuation)
-        : space_(space), node_(node), v_(valuation), path_(node.path()), reduction_ordinal_(reduction_order(space, node)) {}
+        : space_(space), node_(node), v_(valuation), path_(node.path()), reduction_ordinal_(node.is_final() ? reduction_order(space, node) : std::map<const Dim*, int>{}) {}
 
     Program run() {
         const FinalInfo& f = *node_.final_info;
+        weight_groups_ = f.weight_groups;
         // Input tensor: the spec order, pass-through coordinates included.
         size_t next = 0;
         for (auto& in : space_.input) {
@@ -88,6 +89,35 @@ public:
         return p_;
     }
 
+    // The steps below a partial node, on the data tensor at its cut (lower_partial in lower.hpp).
+    Program run_partial() {
+        for (auto& in : space_.input)
+            if (in.fixed_output >= 0) {
+                int d = id(space_.iterators[in.fixed_output]);
+                t_.push_back(d);
+                p_.free_dims.push_back(d);
+            }
+        for (const Dim* d : node_.frontier)
+            if (!d->is(DimKind::ShareR) && !d->is_bare_reduce()) t_.push_back(id(d));
+        p_.input.dims = t_;
+        for (auto it = path_.rbegin(); it != path_.rend(); ++it) {  // weights in forward order, as run() has them
+            if ((*it)->prim != Prim::Contraction) continue;
+            ProgramTensor w;
+            for (const Dim* d : (*it)->produced)
+                if (d->is(DimKind::ShareR)) w.dims.push_back(id(d->a));
+            p_.weights.push_back(w);
+            weight_groups_.push_back((*it)->group);
+        }
+        for (auto it = path_.rbegin(); it != path_.rend(); ++it) {
+            apply(**it);
+            reduce_bare();
+        }
+        p_.output.dims = t_;
+        for (auto& [d, i] : ids_) p_.sizes[i] = size(d);
+        plan(p_);
+        return p_;
+    }
+
 private:
     int id(const Dim* d) {
         auto it = ids_.find(d);
@@ -124,7 +154,7 @@ private:
             const Dim* d = dim_of(t_[i]);
             if (d->is_bare_reduce()) {
                 ProgramStep s{"reduce", {t_[i]}};
-                s.mean = !weight_reductions_.count(reduction_ordinal_.at(d));
+                if (node_.is_final()) s.mean = !weight_reductions_.count(reduction_ordinal_.at(d));
                 p_.flops += numel(t_);
                 p_.steps.push_back(s);
                 t_.erase(t_.begin() + static_cast<long>(i));
@@ -195,9 +225,8 @@ private:
     }
 
     void contract(const Step& s) {
-        const FinalInfo& f = *node_.final_info;
-        int weight = static_cast<int>(std::find(f.weight_groups.begin(), f.weight_groups.end(), s.group) -
-                                      f.weight_groups.begin());
+        int weight = static_cast<int>(std::find(weight_groups_.begin(), weight_groups_.end(), s.group) -
+                                      weight_groups_.begin());
         ProgramStep st{"contract"};
         st.weight = weight;
         for (const Dim* d : s.produced)
@@ -285,6 +314,7 @@ private:
     std::map<const Dim*, int> reduction_ordinal_;
     std::map<const Dim*, int> ids_;
     std::set<int> weight_reductions_;
+    std::vector<uint64_t> weight_groups_;  // the weights' contraction groups, in forward order
     std::vector<int> t_;
     Program p_;
 };
@@ -294,6 +324,11 @@ private:
 Program lower(const Space& space, const NodeState& final_node, int valuation) {
     if (!final_node.is_final()) throw std::invalid_argument("only a final operator can be lowered");
     return Lowerer(space, final_node, valuation).run();
+}
+
+Program lower_partial(const Space& space, const NodeState& node, int valuation) {
+    if (node.is_final()) throw std::invalid_argument("lower_partial takes a node that is not final");
+    return Lowerer(space, node, valuation).run_partial();
 }
 
 }  // namespace syno

@@ -50,6 +50,12 @@ struct Program {
 
 Program lower(const Space& space, const NodeState& final_node, int valuation);
 
+// The steps of a node that is not final, forward, on the data tensor at its cut: the input holds the fixed
+// (pass-through) coordinates and the frontier's data coordinates but its bare reductions (any completion sums
+// those before the cut); reduce steps as lower() places them; planned. Sets dims, sizes, weights' dims, steps
+// and free_dims only (no index expressions, FLOPs or cost): what cost_bound (bounds.hpp) walks.
+Program lower_partial(const Space& space, const NodeState& node, int valuation);
+
 // Reductions numbered by first appearance in the input coordinates (in spec order), then in the weights':
 // so in a convolution the window reductions are (kh, kw) in the order of (H, W).
 std::map<const Dim*, int> reduction_order(const Space& space, const NodeState& node);

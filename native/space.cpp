@@ -5,6 +5,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "bounds.hpp"
 #include "describe.hpp"
 #include "hash.hpp"
 
@@ -305,6 +306,11 @@ std::vector<NodePtr> Space::generate_children(const NodePtr& node) const {
     std::vector<NodePtr> all;
     RuleCounters::current_depth() = node->depth;
     depth_counters.expanded[RuleCounters::depth_slot()].fetch_add(1, std::memory_order_relaxed);
+    // Every operator below costs more than max_cost: no children (checked here, once per expanded node, rather
+    // than on every child built: the bound lowers the node's path)
+    if (!options.structural && options.cost_pruning && std::isfinite(options.max_cost) &&
+        cost_bound(*this, *node) > options.max_cost)
+        return all;
     // At the depth limit only FINALIZE (which adds no depth) can succeed: skip building doomed candidates.
     if (node->depth < options.max_depth) {
         if (node->reducing) generate_reduce(*this, node, all);

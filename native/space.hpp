@@ -37,6 +37,7 @@ struct Options {
     double min_weight_params = 0;
     bool distance_pruning = true;
     bool flops_pruning = true;
+    bool cost_pruning = true;     // prune nodes whose cost bound (bounds.hpp) exceeds max_cost
     bool canonical_rules = true;  // false only for ablations: heuristic rules off, canonical kept
     // A replay space: children are decided by structure alone (canonical rules, depth, counts, allowances,
     // legal exponents). The search-time filters on the space's own valuations (sizes >= 2, window limits,

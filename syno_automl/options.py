@@ -34,7 +34,7 @@ INT_OPTIONS: dict[str, tuple[int, int]] = {
 NUMBER_OPTIONS = ("min_unfold_ratio", "min_weight_params")
 #: non-negative numbers, infinity meaning "no limit"
 BUDGETS = ("max_flops", "min_flops", "max_params", "min_params", "max_memory", "max_cost")
-BOOL_OPTIONS = ("distance_pruning", "flops_pruning", "canonical_rules")
+BOOL_OPTIONS = ("distance_pruning", "flops_pruning", "cost_pruning", "canonical_rules")
 PRIMITIVES = tuple(_native.default_options()["max_counts"])
 MAX_THREADS: int = _native.MAX_THREADS
 _INT64_MAX = (1 << 63) - 1

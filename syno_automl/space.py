@@ -234,6 +234,8 @@ class Node:
     is_final = property(lambda self: self._native.is_final)
     primitive = property(lambda self: self._native.primitive)
     description = property(lambda self: self._native.description)
+    #: planned cost (Operator.total_cost) that every operator below is at least; a final node's own cost
+    cost_bound = property(lambda self: self._native.cost_bound)
 
     @property
     def path(self) -> list[str]:

@@ -22,8 +22,10 @@ def test_ctrl_c_fails_the_running_trial_and_exits_130(tmp_path):
     args = ["search", "--trials", "3", "--epochs", "20", "--timeout", "0", "--heartbeat", "60"]
     log_path = tmp_path / "search.log"
     with open(log_path, "w") as log, open(tmp_path / "stderr.log", "w") as err:
+        # Ctrl-C as from a terminal: SIGINT at its default even when this test runs where it is ignored
+        # (a background job of a shell without job control), which the child would inherit
         proc = subprocess.Popen([sys.executable, "-m", "syno_automl.cli", *args], cwd=tmp_path, env=_env(),
-                                stdout=log, stderr=err)
+                                stdout=log, stderr=err, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             victim = _wait_for_running_operator_trial(proc, tmp_path, log_path)
             finished_before = {t.number: t for t in _study(tmp_path).trials if t.state.is_finished()}
@@ -291,6 +293,8 @@ def test_a_source_tree_without_the_core_says_what_to_do(tmp_path):
 
     shutil.copytree(Path(syno_automl.__file__).parent, tmp_path / "syno_automl",
                     ignore=shutil.ignore_patterns("_native*", "__pycache__"))
-    done = subprocess.run([sys.executable, "-c", "import syno_automl"], cwd=tmp_path, capture_output=True,
+    # -S: no site-packages, so no editable install's import hook finds the real package first (the state of
+    # a source tree next to a plain install, where the tree shadows the package)
+    done = subprocess.run([sys.executable, "-S", "-c", "import syno_automl"], cwd=tmp_path, capture_output=True,
                           text=True, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert done.returncode == 1 and "C++ core" in done.stderr and "cmake --build" in done.stderr, done.stderr[-800:]

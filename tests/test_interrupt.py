@@ -33,6 +33,15 @@ def _ctrl_c_in_next_write():
         event.remove(Engine, "after_cursor_execute", fire)
 
 
+@pytest.fixture(autouse=True)
+def _ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt here, as in a terminal, even when pytest runs where SIGINT is ignored
+    (a background job of a shell without job control)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_inside_a_deferred_block_is_raised_when_it_ends():
     done = []
     with pytest.raises(KeyboardInterrupt):

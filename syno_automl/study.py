@@ -203,7 +203,9 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
     if not study.trials:
         study.set_user_attr(V.SPACE, space_config)
         study.set_user_attr(V.SETTINGS, config.settings())
-        study.set_metric_names([config.objective_name])  # the dashboard's and trials_dataframe's column name
+        with warnings.catch_warnings():  # "experimental" since Optuna 3.2: noise in every new search's output
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names([config.objective_name])  # the dashboard's and trials_dataframe's column name
         study.enqueue_trial({}, user_attrs={BASELINE_ATTR: True})
     return study
 

@@ -43,11 +43,36 @@ py::object expr_to_py(const Expr& e) {
     return l;
 }
 
+py::dict step_to_py(const ProgramStep& s) {
+    py::dict d;
+    d["op"] = s.op;
+    if (s.op == "split" || s.op == "unfold") { d["src"] = s.src[0]; d["dst"] = s.dst; }
+    else if (s.op == "merge") { d["src"] = s.src; d["dst"] = s.dst[0]; }
+    else if (s.op == "shift" || s.op == "stride") { d["src"] = s.src[0]; d["dst"] = s.dst[0]; }
+    else if (s.op == "expand") { d["dst"] = s.dst[0]; }
+    else if (s.op == "reduce") { d["src"] = s.src[0]; d["mean"] = s.mean; }
+    else if (s.op == "contract") {
+        d["weight"] = s.weight;
+        py::dict rename;
+        for (auto& [a, b] : s.rename) rename[py::int_(a)] = b;
+        d["rename"] = rename;
+        d["out"] = s.out;
+    }
+    if (s.op == "unfold") d["window"] = s.window;
+    if (s.op == "stride") d["stride"] = s.stride;
+    return d;
+}
+
 py::dict tensor_to_py(const ProgramTensor& t, bool with_fan_in) {
     py::dict d;
     d["dims"] = t.dims;
     d["shape"] = t.shape;
     if (with_fan_in) d["fan_in"] = t.fan_in;
+    if (!t.views.empty()) {  // a weight viewed before its contraction (the planner, plan.hpp)
+        py::list views;
+        for (auto& s : t.views) views.append(step_to_py(s));
+        d["views"] = views;
+    }
     return d;
 }
 
@@ -63,25 +88,7 @@ py::dict program_to_py(const Program& p) {
     out["sizes"] = sizes;
     out["free_dims"] = p.free_dims;
     py::list steps;
-    for (auto& s : p.steps) {
-        py::dict d;
-        d["op"] = s.op;
-        if (s.op == "split" || s.op == "unfold") { d["src"] = s.src[0]; d["dst"] = s.dst; }
-        else if (s.op == "merge") { d["src"] = s.src; d["dst"] = s.dst[0]; }
-        else if (s.op == "shift" || s.op == "stride") { d["src"] = s.src[0]; d["dst"] = s.dst[0]; }
-        else if (s.op == "expand") { d["dst"] = s.dst[0]; }
-        else if (s.op == "reduce") { d["src"] = s.src[0]; d["mean"] = s.mean; }
-        else if (s.op == "contract") {
-            d["weight"] = s.weight;
-            py::dict rename;
-            for (auto& [a, b] : s.rename) rename[py::int_(a)] = b;
-            d["rename"] = rename;
-            d["out"] = s.out;
-        }
-        if (s.op == "unfold") d["window"] = s.window;
-        if (s.op == "stride") d["stride"] = s.stride;
-        steps.append(d);
-    }
+    for (auto& s : p.steps) steps.append(step_to_py(s));
     out["steps"] = steps;
     out["flops"] = static_cast<int64_t>(p.flops);
     out["params"] = static_cast<int64_t>(p.params);

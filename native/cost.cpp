@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "lower.hpp"
+#include "plan.hpp"
 
 namespace syno {
 
@@ -161,12 +162,32 @@ private:
         }
     }
 
+    // What the weight the contraction reads costs, every training step: its views of the parameter (copies: a
+    // roll, an unfold's padding and windows, a merge of coordinates not adjacent), the viewed weight's gradient
+    // when it is not the parameter, and the parameter's gradient. Depends on the weight's dims alone.
+    void weight_cost(const ProgramTensor& w) {
+        write(numel(w.dims));  // the parameter's gradient
+        std::vector<int> dims = w.dims;
+        for (const ProgramStep& v : w.views) {
+            if (v.op == "shift") write(numel(dims));
+            if (v.op == "unfold") write(numel(dims) / size(v.src[0]) * (size(v.src[0]) + static_cast<double>(v.window) - 1));
+            if (v.op == "merge") {
+                auto a = std::find(dims.begin(), dims.end(), v.src[0]), b = std::find(dims.begin(), dims.end(), v.src[1]);
+                if (b != a + 1) write(numel(dims));
+            }
+            apply_view(dims, v);
+            if (v.op == "unfold") write(numel(dims));
+        }
+        if (!w.views.empty()) write(numel(dims));
+    }
+
     // T's stored dims x weight -> out (T's virtual dims the weight provides are left out; those it does not
     // provide stay virtual). One bmm: T copied to a contiguous operand unless it is one, the result written.
     void contract(const ProgramStep& s) {
         for (auto [from, to] : s.rename) rename(from, to);
-        const auto& w = p_.weights[static_cast<size_t>(s.weight)].dims;
-        write(numel(w));  // the weight's gradient, every training step
+        const ProgramTensor& weight = p_.weights[static_cast<size_t>(s.weight)];
+        const std::vector<int> w = viewed_dims(weight);
+        weight_cost(weight);
         std::set<int> wset(w.begin(), w.end()), oset(s.out.begin(), s.out.end());
         std::vector<int> tphys = phys();
         std::set<int> letters(tphys.begin(), tphys.end());
@@ -223,7 +244,8 @@ private:
                 if (from == d) return to;
             return d;
         };
-        const auto& w = p_.weights[static_cast<size_t>(c.weight)].dims;
+        const ProgramTensor& weight = p_.weights[static_cast<size_t>(c.weight)];
+        const std::vector<int> w = viewed_dims(weight);
         std::set<int> wset(w.begin(), w.end()), oset(c.out.begin(), c.out.end());
         for (const ProgramStep* u : {&u1, &u2}) {
             int m = r(u->dst[0]), win = r(u->dst[1]);
@@ -251,7 +273,7 @@ private:
             if (!virtual_.count(d)) all.insert(d);
         for (int d : all) letters *= size(d);
         compute(2 * letters);
-        write(numel(w));  // the weight's gradient, every training step
+        weight_cost(weight);
         // the conv's input: T permuted to (M, B, K, spatial in T's order); its output (M, B, N, mains)
         std::vector<int> pre = phys(), mm, bb, kk, nn, sp;
         for (int d : pre) {

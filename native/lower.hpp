@@ -32,6 +32,7 @@ struct ProgramTensor {
     std::vector<int> dims;
     std::vector<int64_t> shape;
     double fan_in = 1;   // 2 / (initial variance): see Lowerer::initial_scales
+    std::vector<ProgramStep> views;   // weights: view steps applied to the parameter before its contraction (plan.hpp)
 };
 
 struct Program {

@@ -1,6 +1,8 @@
 #include "plan.hpp"
 
 #include <algorithm>
+#include <set>
+#include <stdexcept>
 
 #include "lower.hpp"
 
@@ -42,7 +44,78 @@ void schedule(std::vector<ProgramStep>& steps, size_t begin, size_t end) {
     }
 }
 
+// An unfold that the cost walker and the generators fuse with its neighbours into one convolution
+// (unfold, unfold, contract): left on T.
+bool in_conv_pattern(const std::vector<ProgramStep>& steps, size_t j) {
+    auto op = [&](size_t i) { return i < steps.size() ? steps[i].op : std::string(); };
+    return (op(j + 1) == "unfold" && op(j + 2) == "contract") || (j > 0 && op(j - 1) == "unfold" && op(j + 1) == "contract");
+}
+
+// Point 2 of plan.hpp: the views of the run after each contraction that act on weight-only coordinates alone
+// are moved onto the weight (in their order), and the contraction's `out` takes their results in place.
+void move_weight_views(Program& p) {
+    auto& steps = p.steps;
+    std::vector<int> t = p.input.dims;
+    for (size_t i = 0; i < steps.size(); ++i) {
+        if (steps[i].op != "contract") {
+            apply_view(t, steps[i]);
+            continue;
+        }
+        for (auto [from, to] : steps[i].rename) std::replace(t.begin(), t.end(), from, to);
+        ProgramTensor& w = p.weights[static_cast<size_t>(steps[i].weight)];
+        std::set<int> only;  // coordinates of the product that come from w alone
+        for (int d : viewed_dims(w))
+            if (std::find(t.begin(), t.end(), d) == t.end()) only.insert(d);
+        size_t j = i + 1;
+        while (j < steps.size() && steps[j].op != "contract" && steps[j].op != "reduce") {
+            const ProgramStep v = steps[j];
+            bool movable = v.op != "expand" && !v.src.empty() && !(v.op == "unfold" && in_conv_pattern(steps, j)) &&
+                           std::all_of(v.src.begin(), v.src.end(), [&](int d) { return only.count(d) > 0; });
+            for (int d : v.src) only.erase(d);
+            if (!movable) {
+                ++j;
+                continue;
+            }
+            only.insert(v.dst.begin(), v.dst.end());
+            apply_view(steps[i].out, v);
+            w.views.push_back(v);
+            steps.erase(steps.begin() + static_cast<long>(j));
+        }
+        t = steps[i].out;
+    }
+}
+
 }  // namespace
+
+void apply_view(std::vector<int>& dims, const ProgramStep& s) {
+    auto at = [&](int d) {
+        auto it = std::find(dims.begin(), dims.end(), d);
+        if (it == dims.end()) throw std::logic_error("internal error: a view of a coordinate the tensor lacks");
+        return it;
+    };
+    if (s.op == "split" || s.op == "unfold") {
+        auto it = at(s.src[0]);
+        *it = s.dst[0];
+        dims.insert(it + 1, s.dst[1]);
+    } else if (s.op == "merge") {
+        dims.erase(at(s.src[1]));
+        *at(s.src[0]) = s.dst[0];
+    } else if (s.op == "shift" || s.op == "stride") {
+        *at(s.src[0]) = s.dst[0];
+    } else if (s.op == "expand") {
+        dims.push_back(s.dst[0]);
+    } else if (s.op == "reduce") {
+        dims.erase(at(s.src[0]));
+    } else {
+        throw std::logic_error("internal error: apply_view of a '" + s.op + "' step");
+    }
+}
+
+std::vector<int> viewed_dims(const ProgramTensor& weight) {
+    std::vector<int> dims = weight.dims;
+    for (const ProgramStep& v : weight.views) apply_view(dims, v);
+    return dims;
+}
 
 void plan(Program& program) {
     auto& steps = program.steps;
@@ -53,6 +126,7 @@ void plan(Program& program) {
             begin = i + 1;
         }
     }
+    move_weight_views(program);
 }
 
 }  // namespace syno

@@ -79,6 +79,22 @@ def operators(name: str) -> list:
 # FLOPs re-derived from the program's steps
 # --------------------------------------------------------------------------------------------------------
 
+def viewed_dims(weight: dict) -> list[int]:
+    """A weight's dims after its ``views`` (docs/architecture.md §2: the planner's views before the product)."""
+    dims = [int(d) for d in weight["dims"]]
+    for v in weight.get("views", []):
+        if v["op"] in ("split", "unfold"):
+            i = dims.index(v["src"])
+            dims[i:i + 1] = list(v["dst"])
+        elif v["op"] == "merge":
+            (a, b), d = v["src"], v["dst"]
+            dims.remove(b)
+            dims[dims.index(a)] = d
+        else:  # shift, stride
+            dims[dims.index(v["src"])] = v["dst"]
+    return dims
+
+
 def flops_parts(program: dict) -> dict:
     """Walks the steps on T's logical dims (and which are broadcast, as the generator keeps them).
 
@@ -124,9 +140,12 @@ def flops_parts(program: dict) -> dict:
             ren = {int(k): int(v) for k, v in st["rename"].items()}
             dims = [ren.get(d, d) for d in dims]
             virtual = {ren.get(d, d) for d in virtual}
-            w = [int(d) for d in program["weights"][st["weight"]]["dims"]]
+            param = [int(d) for d in program["weights"][st["weight"]]["dims"]]
+            w = viewed_dims(program["weights"][st["weight"]])  # what the contraction reads (the planner's views)
             out = [int(d) for d in st["out"]]
-            contract.append(2 * math.prod(sizes[d] for d in set(dims) | set(w) | set(out)))
+            # the paper's count: 2·Π|T ∪ w ∪ out| of the canonical step, where out ⊆ T ∪ w; the planner's weight
+            # views change w and out but neither T here nor the parameter, so it is 2·Π|T ∪ parameter|
+            contract.append(2 * math.prod(sizes[d] for d in set(dims) | set(param)))
             phys = [d for d in dims if d not in virtual]
             summed_shared = (set(phys) & set(w)) - set(out)
             one_sided = (set(phys) ^ set(w)) - set(out)  # summed first (t.sum / w.sum)

@@ -102,6 +102,8 @@ def program_to_source(program: Mapping[str, Any] | Program, class_name: str = "S
     src.append("")
     src.append("    def forward(self, x):")
     src.append(f"        # T dims {list(p.input.dims)}")
+    for line in gen.weight_lines():
+        src.append("        " + line)
     src.append("        t = x")
     for line in gen.lines:
         src.append("        " + line)

@@ -61,7 +61,7 @@ def emit_contract(gen: "TorchGen", c: ContractInfo) -> None:
         gen.emit(f"t = t.sum({_tuple(gen.ppos(d) for d in t_only)})  # summed from T only: {t_only}")
         tphys = [d for d in tphys if d not in t_only]
     tset = set(tphys)
-    w = f"self.w{c.k}"
+    w = gen.weight_name(c.k)
     w_only = [d for d in wdims if d not in tset and d not in oset]
     if w_only:
         w = f"{w}.sum({_tuple(wdims.index(d) for d in w_only)})"
@@ -176,7 +176,7 @@ def emit_conv(gen: "TorchGen", trs: list[Transition]) -> bool:
     if not (len(mm) == 1 and len(bat + kk) == 1):
         xv += f".reshape({gen.group_size(mm)}, {gen.group_size(bat + kk)}, {gen.size(sp[0][0])}, {gen.size(sp[1][0])})"
     w_order = [r(d) for d in bat] + nn + [r(d) for d in kk] + [sp[0][2], sp[1][2]]
-    wv = _permuted(f"self.w{c.k}", wdims, w_order)
+    wv = _permuted(gen.weight_name(c.k), wdims, w_order)
     if not (len(bat) + len(nn) == 1 and len(kk) == 1):
         wv += f".reshape({gen.group_size(bat + nn)}, {gen.group_size(kk)}, {sp[0][3]}, {sp[1][3]})"
     groups = math.prod(gen.size(d) for d in bat)

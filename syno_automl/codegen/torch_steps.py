@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from syno_automl.codegen.torch_contract import emit_contract, emit_conv
-from syno_automl.ir import Program, State, StepBackend, Transition
+from syno_automl.ir import Program, State, StepBackend, Transition, walk, weight_program
 from syno_automl.ir.errors import IRError
 
 __all__ = ["TorchGen"]
@@ -37,6 +37,10 @@ class TorchGen(StepBackend):
     def group_size(self, ds) -> str:
         """Π|d| as code, ``-1`` when a run-time sized dim is among them."""
         return "-1" if any(d in self.free for d in ds) else str(math.prod(self.size(d) for d in ds))
+
+    def weight_name(self, k: int) -> str:
+        """Weight k as its contraction reads it: the parameter, or its viewed copy made in ``weight_lines``."""
+        return f"w{k}" if self.p.weights[k].views else f"self.w{k}"
 
     def phys(self) -> list[int]:
         return [d for d in self.dims if d not in self.virtual]
@@ -166,6 +170,19 @@ class TorchGen(StepBackend):
     STEPS = {"split": split, "merge": merge, "shift": shift, "stride": stride, "unfold": unfold, "expand": expand,
              "reduce": reduce, "contract": contract}
     PATTERNS = {("unfold", "unfold", "contract"): conv, ("shift", "stride"): shift_stride}
+
+    def weight_lines(self) -> list[str]:
+        """The planner's views of each weight (``Tensor.views``), emitted with this same step table on the
+        parameter: ``w{k} = <views of self.w{k}>``. They run before T's steps (they do not depend on x)."""
+        lines: list[str] = []
+        for k, w in enumerate(self.p.weights):
+            if not w.views:
+                continue
+            sub = TorchGen(weight_program(self.p, k))
+            walk(sub.p, sub)
+            lines += [f"# w{k} viewed before its contraction: dims {list(w.dims)}", f"t = self.w{k}", *sub.lines,
+                      f"w{k} = t"]
+        return lines
 
     def finish(self, state: State) -> None:
         out = list(self.p.output.dims)

@@ -19,7 +19,7 @@ from typing import Any
 import tvm
 from tvm import te, tirx
 
-from syno_automl.ir import Program, State, StepBackend, Transition, fold, oracle, parse, walk
+from syno_automl.ir import Program, State, StepBackend, Transition, fold, oracle, parse, walk, weight_program
 from syno_automl.ir.errors import IRError
 
 __all__ = ["TEGen", "program_to_te", "fused_te", "expr_table"]
@@ -55,8 +55,8 @@ def _wrap_next(i, n: int):
 class TEGen(StepBackend):
     """The running tensor T as a TE tensor over its stored dims; one ``te.compute`` per step that moves data."""
 
-    def __init__(self, program: Program, x: te.Tensor, weights: list[te.Tensor]) -> None:
-        self.p, self.x, self.weights = program, x, weights
+    def __init__(self, program: Program, x: te.Tensor, weights: list[te.Tensor], prefix: str = "T") -> None:
+        self.p, self.x, self.weights, self.prefix = program, x, weights, prefix
         self.tensor = x
         self.state = State(tuple(program.input.dims))
         self.dtype = program.dtype
@@ -67,7 +67,7 @@ class TEGen(StepBackend):
 
     def _name(self, op: str) -> str:
         self.count += 1
-        return f"T{self.count}_{op}"
+        return f"{self.prefix}{self.count}_{op}"
 
     def view(self, name: str, post: State, src_of: Mapping[int, Callable[[dict], Any]],
              guards: Sequence[Callable[[dict], Any]] = ()) -> None:
@@ -191,7 +191,7 @@ class TEGen(StepBackend):
                 env = dict(zip(out_dims, vs))
                 return src(*[env[d] for d in tdims])
 
-            self.tensor = te.compute(self.shape(out_dims), body, name="out")
+            self.tensor = te.compute(self.shape(out_dims), body, name="out" if self.prefix == "T" else self.prefix)
 
 
 def program_to_te(program: Mapping[str, Any] | Program) -> tuple[list[te.Tensor], te.Tensor]:
@@ -199,7 +199,13 @@ def program_to_te(program: Mapping[str, Any] | Program) -> tuple[list[te.Tensor]
     p = parse(program)
     x = te.placeholder(list(p.input.shape), p.dtype, name="x")
     weights = [te.placeholder(list(w.shape), p.dtype, name=f"w{k}") for k, w in enumerate(p.weights)]
-    gen = TEGen(p, x, weights)
+    read = list(weights)  # each weight as its contraction reads it: the planner's views, with this step table
+    for k, w in enumerate(p.weights):
+        if w.views:
+            sub = TEGen(weight_program(p, k), weights[k], [], prefix=f"w{k}v")
+            walk(sub.p, sub)
+            read[k] = sub.tensor
+    gen = TEGen(p, x, read)
     walk(p, gen)
     got = [int(n) for n in gen.tensor.shape]
     if got != list(p.output.shape):

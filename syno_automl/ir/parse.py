@@ -12,7 +12,7 @@ from typing import Any
 
 from syno_automl.ir.errors import IRError
 from syno_automl.ir.expr import parse_expr
-from syno_automl.ir.program import (STEP_OPS, Contract, Expand, Merge, Oracle, Program, Reduce, Shift, Split, Step,
+from syno_automl.ir.program import (STEP_OPS, WEIGHT_VIEW_OPS, Contract, Expand, Merge, Oracle, Program, Reduce, Shift, Split, Step,
                                     Stride, Tensor, Unfold)
 from syno_automl.ir.walk import walk
 
@@ -72,7 +72,16 @@ def _tensor(d: Any, where: str, weight: bool = False) -> Tensor:
         if isinstance(f, bool) or not isinstance(f, (int, float)) and not hasattr(f, "__float__"):
             raise IRError(f"{where}.fan_in: expected a number, got {f!r}")
         fan_in = float(f)
-    return Tensor(dims, shape, fan_in)
+    views: tuple[Step, ...] = ()
+    if weight and d.get("views") is not None:
+        vs = d["views"]
+        if not isinstance(vs, (list, tuple)):
+            raise IRError(f"{where}.views: expected a list of view steps, got {type(vs).__name__}")
+        views = tuple(_step(v, f"{where}.views[{i}]") for i, v in enumerate(vs))
+        for i, v in enumerate(views):
+            if v.op not in WEIGHT_VIEW_OPS:
+                raise IRError(f"{where}.views[{i}]: {v.op!r} is not a view of a weight ({', '.join(WEIGHT_VIEW_OPS)})")
+    return Tensor(dims, shape, fan_in, views)
 
 
 def _step(d: Any, where: str) -> Step:

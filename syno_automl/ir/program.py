@@ -13,18 +13,21 @@ from typing import Any
 
 from syno_automl.ir.expr import Expr
 
-__all__ = ["STEP_OPS", "Tensor", "Step", "Split", "Merge", "Shift", "Stride", "Unfold", "Expand", "Reduce",
+__all__ = ["STEP_OPS", "WEIGHT_VIEW_OPS", "Tensor", "Step", "Split", "Merge", "Shift", "Stride", "Unfold", "Expand", "Reduce",
            "Contract", "Oracle", "Program"]
 
 
 @dataclass(frozen=True)
 class Tensor:
     """A tensor of the program: its dim ids and sizes, in its layout order. ``fan_in``: the native core's
-    informational figure for weights (None for x and out); initialization is derived by ir.init instead."""
+    informational figure for weights (None for x and out); initialization is derived by ir.init instead.
+    ``views``: a weight's view steps (split, merge, shift, stride, unfold), applied to the parameter before its
+    contract step (the planner moves them there; :func:`syno_automl.ir.walk.viewed_weight`)."""
 
     dims: tuple[int, ...]
     shape: tuple[int, ...]
     fan_in: float | None = None
+    views: tuple["Step", ...] = ()
 
     @property
     def numel(self) -> int:
@@ -129,6 +132,7 @@ class Contract(Step):
 
 STEP_TYPES: dict[str, type[Step]] = {t.op: t for t in (Split, Merge, Shift, Stride, Unfold, Expand, Reduce, Contract)}
 STEP_OPS = tuple(STEP_TYPES)
+WEIGHT_VIEW_OPS = ("split", "merge", "shift", "stride", "unfold")  # the ops a weight's ``views`` may hold
 
 
 @dataclass(frozen=True)
@@ -182,19 +186,22 @@ class Program:
     def to_dict(self) -> dict[str, Any]:
         """The §2 dict (int keys), with the extra keys as they came."""
 
-        def tensor(t: Tensor, weight: bool = False) -> dict[str, Any]:
-            d: dict[str, Any] = {"dims": list(t.dims), "shape": list(t.shape)}
-            if weight and t.fan_in is not None:
-                d["fan_in"] = t.fan_in
-            return d
-
-        steps = []
-        for s in self.steps:
+        def step(s: Step) -> dict[str, Any]:
             d: dict[str, Any] = {"op": s.op}
             for name in s.__dataclass_fields__:
                 v = getattr(s, name)
                 d[name] = dict(v) if name == "rename" else list(v) if isinstance(v, tuple) else v
-            steps.append(d)
+            return d
+
+        def tensor(t: Tensor, weight: bool = False) -> dict[str, Any]:
+            d: dict[str, Any] = {"dims": list(t.dims), "shape": list(t.shape)}
+            if weight and t.fan_in is not None:
+                d["fan_in"] = t.fan_in
+            if t.views:
+                d["views"] = [step(s) for s in t.views]
+            return d
+
+        steps = [step(s) for s in self.steps]
         out = dict(self.extra)
         out.update({"input": tensor(self.input), "weights": [tensor(w, True) for w in self.weights],
                     "output": tensor(self.output), "sizes": dict(self.sizes), "steps": steps,

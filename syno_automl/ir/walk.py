@@ -21,7 +21,8 @@ from syno_automl.ir.errors import IRError
 from syno_automl.ir.program import (Contract, Expand, Merge, Program, Reduce, Shift, Split, Step, Stride, Tensor,
                                     Unfold)
 
-__all__ = ["State", "ContractInfo", "Transition", "StepBackend", "advance", "walk", "initial_state"]
+__all__ = ["State", "ContractInfo", "Transition", "StepBackend", "advance", "walk", "initial_state", "viewed_weight",
+           "weight_program"]
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,7 @@ def resolve_contract(p: Program, s: State, st: Contract) -> ContractInfo:
     if len(set(dims)) != len(dims):
         raise IRError(f"contract: rename {ren} makes T's dims {list(dims)} collide")
     bcast = frozenset(ren.get(d, d) for d in s.bcast)
-    w = p.weights[st.weight]
+    w = viewed_weight(p, st.weight)
     if len(set(st.out)) != len(st.out):
         raise IRError(f"contract: duplicate dims in out {list(st.out)}")
     for d in st.out:
@@ -210,6 +211,30 @@ ADVANCE: dict[str, Callable[[Program, State, Step], State]] = {
     "expand": _expand, "reduce": _reduce,
     "contract": lambda p, s, st: State(st.out, resolve_contract(p, s, st).still_bcast),
 }
+
+
+def viewed_weight(program: Program, k: int) -> Tensor:
+    """Weight k as its contract step reads it: the parameter with its ``views`` applied (validated like T's
+    steps; a weight is never broadcast). Without views, the weight itself."""
+    w = program.weights[k]
+    if not w.views:
+        return w
+    s = State(tuple(w.dims))
+    for i, st in enumerate(w.views):
+        try:
+            s = ADVANCE[st.op](program, s, st)
+        except IRError as e:
+            raise IRError(f"weights[{k}].views[{i}] ({st.text()}): {e}") from e
+    return Tensor(s.dims, tuple(_size(program, d) for d in s.dims), w.fan_in)
+
+
+def weight_program(program: Program, k: int) -> Program:
+    """Weight k's views as a program of their own (input: the parameter, output: the viewed weight), so a step
+    backend emits them with its ordinary step table."""
+    w = program.weights[k]
+    viewed = viewed_weight(program, k)
+    return Program(Tensor(w.dims, w.shape), (), Tensor(viewed.dims, viewed.shape), program.sizes, w.views,
+                   dtype=program.dtype)
 
 
 def advance(program: Program, state: State, step: Step, index: int = 0) -> Transition:

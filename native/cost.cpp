@@ -162,23 +162,32 @@ private:
         }
     }
 
-    // What the weight the contraction reads costs, every training step: its views of the parameter (copies: a
-    // roll, an unfold's padding and windows, a merge of coordinates not adjacent), the viewed weight's gradient
-    // when it is not the parameter, and the parameter's gradient. Depends on the weight's dims alone.
+    // What the weight the contraction reads costs, every training step: the parameter's gradient; its views
+    // (the planner's, plan.hpp) as the generator emits them: a roll copies (unless fused with the stride that
+    // follows it), an unfold writes its padding and windows, a merge of coordinates not adjacent is a copy
+    // (layout: not in a bound); after a roll or an unfold the viewed weight's gradient is a tensor of its own.
+    // The counted terms depend on the weight's dims as a set (a partial node's weight order may differ).
     void weight_cost(const ProgramTensor& w) {
         write(numel(w.dims));  // the parameter's gradient
         std::vector<int> dims = w.dims;
-        for (const ProgramStep& v : w.views) {
-            if (v.op == "shift") write(numel(dims));
-            if (v.op == "unfold") write(numel(dims) / size(v.src[0]) * (size(v.src[0]) + static_cast<double>(v.window) - 1));
+        bool copied = false;
+        for (size_t i = 0; i < w.views.size(); ++i) {
+            const ProgramStep& v = w.views[i];
+            bool fused = v.op == "shift" && i + 1 < w.views.size() && w.views[i + 1].op == "stride" &&
+                         w.views[i + 1].src[0] == v.dst[0] && w.views[i + 1].stride >= 2;
+            if (v.op == "shift" && !fused) write(numel(dims)), copied = true;
+            if (v.op == "unfold") {
+                write(numel(dims) / size(v.src[0]) * (size(v.src[0]) + static_cast<double>(v.window) - 1));
+                copied = true;
+            }
             if (v.op == "merge") {
                 auto a = std::find(dims.begin(), dims.end(), v.src[0]), b = std::find(dims.begin(), dims.end(), v.src[1]);
-                if (b != a + 1) write(numel(dims));
+                if (b != a + 1) relayout(numel(dims));
             }
             apply_view(dims, v);
             if (v.op == "unfold") write(numel(dims));
         }
-        if (!w.views.empty()) write(numel(dims));
+        if (copied) write(numel(dims));
     }
 
     // T's stored dims x weight -> out (T's virtual dims the weight provides are left out; those it does not

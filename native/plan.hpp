@@ -27,9 +27,11 @@ struct ProgramTensor;
 //    unfold + unfold + contract pattern fuses into a convolution (moved, it would grow the outer product by
 //    the window instead of reading T once). The decision depends only on the steps from the contraction on,
 //    so a partial node's tail is planned alike (bounds.cpp).
-// Reduce and contract steps keep their order (FLOPs of the planned program by the §2 rule never exceed the
-// canonical ones except by an unfold moved onto a weight; `flops` stays the canonical count).
-// Not done: the contraction order of several weights (contracting two weights first) -- see docs/architecture.md.
+// Reduce and contract steps keep their order. `flops` stays the canonical count (lower.cpp counts it before
+// planning); the planned contractions' letters may differ (a stride moved onto the weight shrinks them, an unfold
+// grows the product by its window instead of copying it), which the cost model (cost.hpp) counts.
+// Not done: the contraction order of several weights (contracting two weights first): it needs a weight-with-
+// weight contraction in the IR; see docs/architecture.md §2 "Planner" for why and how often it would apply.
 void plan(Program& program);
 
 // The weight's coordinates after its views (ProgramTensor::views), in order: what its contraction sees.

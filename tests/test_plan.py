@@ -10,10 +10,12 @@ operator's multilinearity).
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -101,3 +103,27 @@ def test_views_touching_the_data_stay_on_the_data():
     conv = known.conv2d(make_space("conv2d")).program(0)
     assert not any("views" in w for w in conv["weights"])
     assert [s["op"] for s in conv["steps"]] == ["unfold", "unfold", "contract"]
+
+
+def test_weight_views_parse_round_trip_and_errors():
+    from syno_automl.ir import IRError, parse, viewed_weight
+
+    op = known.walk(make_space("matmul"), STRIDED_OUTER)
+    program = op.program(0)
+    p = parse(program)
+    assert [v.op for v in p.weights[0].views] == ["merge", "stride"]
+    assert parse(p.to_dict()) == p
+    viewed = viewed_weight(p, 0)
+    assert viewed.dims == tuple(program["steps"][0]["out"][2:]) and viewed.views == ()
+    bad = json_copy(program)
+    bad["weights"][0]["views"][0]["src"] = [999, bad["weights"][0]["views"][0]["src"][1]]
+    with pytest.raises(IRError, match=r"weights\[0\]\.views\[0\]"):
+        parse(bad)
+    bad = json_copy(program)
+    bad["weights"][0]["views"].append({"op": "reduce", "src": 0, "mean": False})
+    with pytest.raises(IRError, match="not a view of a weight"):
+        parse(bad)
+
+
+def json_copy(program: dict) -> dict:
+    return json.loads(json.dumps(program))

@@ -30,21 +30,18 @@ from cost import default_space  # noqa: E402
 from syno_automl.codegen.torch import build_module  # noqa: E402
 
 
-def _undo(out: list[int], view: dict) -> list[int]:
-    """``out`` before ``view`` (a merge's rhs goes right after its lhs)."""
-    out = list(out)
-    op = view["op"]
-    if op in ("split", "unfold"):
-        a, b = view["dst"]
-        i = out.index(a)
-        out[i:i + 2] = [view["src"]]
-    elif op == "merge":
-        a, b = view["src"]
-        i = out.index(view["dst"])
-        out[i:i + 1] = [a, b]
-    else:
-        out[out.index(view["dst"])] = view["src"]
-    return out
+def _viewed(weight: dict) -> list[int]:
+    dims = list(weight["dims"])
+    for v in weight.get("views", []):
+        if v["op"] in ("split", "unfold"):
+            i = dims.index(v["src"])
+            dims[i:i + 1] = list(v["dst"])
+        elif v["op"] == "merge":
+            dims.remove(v["src"][1])
+            dims[dims.index(v["src"][0])] = v["dst"]
+        else:
+            dims[dims.index(v["src"])] = v["dst"]
+    return dims
 
 
 def unplanned(program: dict) -> dict:
@@ -56,9 +53,11 @@ def unplanned(program: dict) -> dict:
         if st["op"] != "contract":
             continue
         w = p["weights"][st["weight"]]
+        viewed, param = set(_viewed(w)), list(w["dims"])
         views = w.pop("views", [])
-        for v in reversed(views):
-            st["out"] = _undo(st["out"], v)
+        # the canonical out: T's dims, then the parameter's that the views consumed (those not in the viewed weight)
+        st["out"] = ([d for d in st["out"] if d not in viewed - set(param)] +
+                     [d for d in param if d not in viewed and d not in st["out"]])
         steps += views
     p["steps"] = steps
     p.pop("cost", None)

@@ -184,6 +184,21 @@ private:
                 auto a = std::find(dims.begin(), dims.end(), v.src[0]), b = std::find(dims.begin(), dims.end(), v.src[1]);
                 if (b != a + 1) relayout(numel(dims));
             }
+            if (v.op == "contract") {  // the product with another weight (plan.hpp point 3), its gradient after
+                const ProgramTensor& other = p_.weights[static_cast<size_t>(v.weight)];
+                weight_cost(other);
+                std::vector<int> od = viewed_dims(other), mine = dims;
+                for (auto [from, to] : v.rename) std::replace(mine.begin(), mine.end(), from, to);
+                std::set<int> letters(mine.begin(), mine.end()), oset(v.out.begin(), v.out.end());
+                letters.insert(od.begin(), od.end());
+                bool summed = false;
+                for (int d : mine) summed |= std::find(od.begin(), od.end(), d) != od.end() && !oset.count(d);
+                double l = 1;
+                for (int d : letters) l *= size(d);
+                compute(summed ? 2 * l : l);
+                write(numel(v.out));
+                copied = true;
+            }
             apply_view(dims, v);
             if (v.op == "unfold") write(numel(dims));
         }

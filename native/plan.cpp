@@ -85,6 +85,81 @@ void move_weight_views(Program& p) {
     }
 }
 
+int renamed(const std::vector<std::pair<int, int>>& rename, int d) {
+    for (auto [from, to] : rename)
+        if (from == d) return to;
+    return d;
+}
+
+double elements(const Program& p, const std::vector<int>& dims) {
+    std::set<int> once(dims.begin(), dims.end());
+    double n = 1;
+    for (int d : once) n *= static_cast<double>(p.sizes.at(d));
+    return n;
+}
+
+std::vector<int> joined(std::vector<int> a, const std::vector<int>& b) {
+    for (int d : b)
+        if (std::find(a.begin(), a.end(), d) == a.end()) a.push_back(d);
+    return a;
+}
+
+// Point 3 of plan.hpp: two adjacent contractions T.w_j then .w_k become T.(w_j.w_k) when that has the smaller
+// (largest intermediate, FLOPs by the §2 rule): w_j's views end with `contract w_k` (its rename: w_k's renames of
+// w_j's coordinates; its out: the product's letters that T or the result needs), and one step contracts T with
+// the product (T's renames composed). Repeated, so a run of contractions folds its weights from the left.
+void contract_weights_first(Program& p) {
+    auto& steps = p.steps;
+    for (const ProgramStep& s : steps)
+        if (s.op == "expand") return;  // a broadcast T would make some letters constant factors: not handled
+    std::vector<int> t = p.input.dims;
+    size_t i = 0;
+    while (i < steps.size()) {
+        if (steps[i].op != "contract" || i + 1 >= steps.size() || steps[i + 1].op != "contract") {
+            apply_view(t, steps[i++]);
+            continue;
+        }
+        const ProgramStep& cj = steps[i];
+        const ProgramStep& ck = steps[i + 1];
+        std::vector<int> tj, tt, vj, vjj;  // T after cj's renames, and after both; w_j, and renamed by ck
+        for (int d : t) tj.push_back(renamed(cj.rename, d));
+        for (int d : tj) tt.push_back(renamed(ck.rename, d));
+        vj = viewed_dims(p.weights[static_cast<size_t>(cj.weight)]);
+        for (int d : vj) vjj.push_back(renamed(ck.rename, d));
+        std::vector<int> wk = viewed_dims(p.weights[static_cast<size_t>(ck.weight)]);
+        std::vector<int> oj_renamed;
+        for (int d : cj.out) oj_renamed.push_back(renamed(ck.rename, d));
+        std::vector<int> letters = joined(vjj, wk), ow;
+        for (int d : letters)
+            if (std::find(tt.begin(), tt.end(), d) != tt.end() || std::find(ck.out.begin(), ck.out.end(), d) != ck.out.end())
+                ow.push_back(d);
+        double result = elements(p, ck.out);
+        std::pair<double, double> canonical{std::max(elements(p, cj.out), result),
+                                            2 * elements(p, joined(tj, vj)) + 2 * elements(p, joined(oj_renamed, wk))};
+        std::pair<double, double> first{std::max(elements(p, ow), result),
+                                        2 * elements(p, letters) + 2 * elements(p, joined(tt, ow))};
+        if (!(first < canonical)) {
+            apply_view(t, steps[i++]);
+            continue;
+        }
+        ProgramStep view{"contract"};
+        view.weight = ck.weight;
+        for (auto [from, to] : ck.rename)
+            if (std::find(vj.begin(), vj.end(), from) != vj.end()) view.rename.emplace_back(from, to);
+        view.out = ow;
+        ProgramStep both{"contract"};
+        both.weight = cj.weight;
+        for (auto [from, to] : cj.rename) both.rename.emplace_back(from, renamed(ck.rename, to));
+        for (auto [from, to] : ck.rename)
+            if (std::find(t.begin(), t.end(), from) != t.end() && std::find(tj.begin(), tj.end(), from) != tj.end())
+                both.rename.emplace_back(from, to);
+        both.out = ck.out;
+        p.weights[static_cast<size_t>(cj.weight)].views.push_back(view);
+        steps[i] = both;
+        steps.erase(steps.begin() + static_cast<long>(i) + 1);
+    }
+}
+
 }  // namespace
 
 void apply_view(std::vector<int>& dims, const ProgramStep& s) {
@@ -106,6 +181,8 @@ void apply_view(std::vector<int>& dims, const ProgramStep& s) {
         dims.push_back(s.dst[0]);
     } else if (s.op == "reduce") {
         dims.erase(at(s.src[0]));
+    } else if (s.op == "contract") {
+        dims = s.out;
     } else {
         throw std::logic_error("internal error: apply_view of a '" + s.op + "' step");
     }
@@ -127,6 +204,7 @@ void plan(Program& program) {
         }
     }
     move_weight_views(program);
+    contract_weights_first(program);
 }
 
 }  // namespace syno

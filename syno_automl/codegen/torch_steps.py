@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from syno_automl.codegen.torch_contract import emit_contract, emit_conv
-from syno_automl.ir import Program, State, StepBackend, Transition, walk, weight_program
+from syno_automl.ir import Program, State, StepBackend, Transition, walk, weight_order, weight_program
 from syno_automl.ir.errors import IRError
 
 __all__ = ["TorchGen"]
@@ -175,9 +175,8 @@ class TorchGen(StepBackend):
         """The planner's views of each weight (``Tensor.views``), emitted with this same step table on the
         parameter: ``w{k} = <views of self.w{k}>``. They run before T's steps (they do not depend on x)."""
         lines: list[str] = []
-        for k, w in enumerate(self.p.weights):
-            if not w.views:
-                continue
+        for k in weight_order(self.p):
+            w = self.p.weights[k]
             sub = TorchGen(weight_program(self.p, k))
             walk(sub.p, sub)
             lines += [f"# w{k} viewed before its contraction: dims {list(w.dims)}", f"t = self.w{k}", *sub.lines,

@@ -19,7 +19,7 @@ from typing import Any
 import tvm
 from tvm import te, tirx
 
-from syno_automl.ir import Program, State, StepBackend, Transition, fold, oracle, parse, walk, weight_program
+from syno_automl.ir import Program, State, StepBackend, Transition, fold, oracle, parse, walk, weight_order, weight_program
 from syno_automl.ir.errors import IRError
 
 __all__ = ["TEGen", "program_to_te", "fused_te", "expr_table"]
@@ -200,11 +200,10 @@ def program_to_te(program: Mapping[str, Any] | Program) -> tuple[list[te.Tensor]
     x = te.placeholder(list(p.input.shape), p.dtype, name="x")
     weights = [te.placeholder(list(w.shape), p.dtype, name=f"w{k}") for k, w in enumerate(p.weights)]
     read = list(weights)  # each weight as its contraction reads it: the planner's views, with this step table
-    for k, w in enumerate(p.weights):
-        if w.views:
-            sub = TEGen(weight_program(p, k), weights[k], [], prefix=f"w{k}v")
-            walk(sub.p, sub)
-            read[k] = sub.tensor
+    for k in weight_order(p):  # a weight contracted with another comes after it
+        sub = TEGen(weight_program(p, k), weights[k], read, prefix=f"w{k}v")
+        walk(sub.p, sub)
+        read[k] = sub.tensor
     gen = TEGen(p, x, read)
     walk(p, gen)
     got = [int(n) for n in gen.tensor.shape]

@@ -25,9 +25,9 @@ from syno_automl.ir.parse import oracle, parse
 from syno_automl.ir.program import (STEP_OPS, WEIGHT_VIEW_OPS, Contract, Expand, Merge, Oracle, Program, Reduce, Shift, Split, Step,
                                     Stride, Tensor, Unfold)
 from syno_automl.ir.walk import (ContractInfo, State, StepBackend, Transition, advance, viewed_weight, walk,
-                                 weight_program)
+                                 weight_order, weight_program)
 
 __all__ = ["IRError", "EXPR_OPS", "STEP_OPS", "Expr", "fold", "parse_expr", "evaluate_index", "index_table",
            "parse", "oracle", "walk", "advance", "State", "Transition", "ContractInfo", "StepBackend", "Program",
            "Tensor", "Oracle", "Step", "Split", "Merge", "Shift", "Stride", "Unfold", "Expand", "Reduce", "Contract",
-           "count_flops", "weight_stds", "viewed_weight", "weight_program", "WEIGHT_VIEW_OPS"]
+           "count_flops", "weight_stds", "viewed_weight", "weight_program", "weight_order", "WEIGHT_VIEW_OPS"]

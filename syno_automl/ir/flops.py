@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from syno_automl.ir.program import Program
-from syno_automl.ir.walk import StepBackend, Transition, walk
+from syno_automl.ir.walk import StepBackend, Transition, walk, weight_order, weight_program
 
 __all__ = ["FlopCount", "count_flops"]
 
@@ -40,4 +40,6 @@ def count_flops(program: Mapping[str, Any] | Program) -> int:
     p = parse(program)
     backend = FlopCount(p)
     walk(p, backend)
+    for k in weight_order(p):  # the planner's products of weights (their views cost nothing)
+        walk(weight_program(p, k), backend)
     return backend.total

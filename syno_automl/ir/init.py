@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from syno_automl.ir.program import Program
-from syno_automl.ir.walk import StepBackend, Transition, walk
+from syno_automl.ir.walk import StepBackend, Transition, walk, weight_order, weight_program
 
 __all__ = ["TARGET_GAIN", "weight_stds", "VarianceGain"]
 
@@ -79,5 +79,7 @@ def weight_stds(program: Mapping[str, Any] | Program, target_gain: float = TARGE
         return []
     g = VarianceGain(p)
     walk(p, g)
+    for k in weight_order(p):  # the planner's products of weights: their summed letters count as T's would
+        walk(weight_program(p, k), g)
     variance = (target_gain / (g.gain * math.prod(g.fan_in))) ** (1.0 / len(p.weights))
     return [math.sqrt(variance)] * len(p.weights)

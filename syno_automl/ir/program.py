@@ -21,8 +21,8 @@ __all__ = ["STEP_OPS", "WEIGHT_VIEW_OPS", "Tensor", "Step", "Split", "Merge", "S
 class Tensor:
     """A tensor of the program: its dim ids and sizes, in its layout order. ``fan_in``: the native core's
     informational figure for weights (None for x and out); initialization is derived by ir.init instead.
-    ``views``: a weight's view steps (split, merge, shift, stride, unfold), applied to the parameter before its
-    contract step (the planner moves them there; :func:`syno_automl.ir.walk.viewed_weight`)."""
+    ``views``: a weight's view steps (split, merge, shift, stride, unfold) and contractions with other weights,
+    applied to the parameter before its contract step (the planner's; :func:`syno_automl.ir.walk.viewed_weight`)."""
 
     dims: tuple[int, ...]
     shape: tuple[int, ...]
@@ -132,7 +132,7 @@ class Contract(Step):
 
 STEP_TYPES: dict[str, type[Step]] = {t.op: t for t in (Split, Merge, Shift, Stride, Unfold, Expand, Reduce, Contract)}
 STEP_OPS = tuple(STEP_TYPES)
-WEIGHT_VIEW_OPS = ("split", "merge", "shift", "stride", "unfold")  # the ops a weight's ``views`` may hold
+WEIGHT_VIEW_OPS = ("split", "merge", "shift", "stride", "unfold", "contract")  # the ops a weight's ``views`` may hold
 
 
 @dataclass(frozen=True)

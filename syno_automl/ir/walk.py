@@ -22,7 +22,7 @@ from syno_automl.ir.program import (Contract, Expand, Merge, Program, Reduce, Sh
                                     Unfold)
 
 __all__ = ["State", "ContractInfo", "Transition", "StepBackend", "advance", "walk", "initial_state", "viewed_weight",
-           "weight_program"]
+           "weight_program", "weight_order"]
 
 
 @dataclass(frozen=True)
@@ -233,8 +233,29 @@ def weight_program(program: Program, k: int) -> Program:
     backend emits them with its ordinary step table."""
     w = program.weights[k]
     viewed = viewed_weight(program, k)
-    return Program(Tensor(w.dims, w.shape), (), Tensor(viewed.dims, viewed.shape), program.sizes, w.views,
-                   dtype=program.dtype)
+    return Program(Tensor(w.dims, w.shape), program.weights, Tensor(viewed.dims, viewed.shape), program.sizes,
+                   w.views, dtype=program.dtype)
+
+
+def weight_order(program: Program) -> list[int]:
+    """The weights with views, each after the weights its views contract with (emit them in this order)."""
+    done: list[int] = []
+
+    def visit(k: int, seen: tuple[int, ...]) -> None:
+        if k in done:
+            return
+        if k in seen:
+            raise IRError(f"weights[{k}].views: a cycle of weight contractions through {list(seen)}")
+        for v in program.weights[k].views:
+            if isinstance(v, Contract):
+                if not 0 <= v.weight < len(program.weights):
+                    raise IRError(f"weights[{k}].views: no weight {v.weight}")
+                visit(v.weight, seen + (k,))
+        done.append(k)
+
+    for k in range(len(program.weights)):
+        visit(k, ())
+    return [k for k in done if program.weights[k].views]
 
 
 def advance(program: Program, state: State, step: Step, index: int = 0) -> Transition:

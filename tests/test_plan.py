@@ -24,6 +24,7 @@ from test_random_operators import make_space  # noqa: E402
 
 from syno_automl import known  # noqa: E402
 from syno_automl.codegen.torch import program_to_source  # noqa: E402
+from syno_automl.ir import count_flops  # noqa: E402
 
 # 1x1 conv whose output channel is rolled: forward CONTRACTION share [C_in] outer [C_out], SHIFT C_out.
 ROLLED_CONV = ["REDUCE C_in", "SHIFT C_out", "CONTRACTION share [C_in] outer [C_out]"]
@@ -127,3 +128,36 @@ def test_weight_views_parse_round_trip_and_errors():
 
 def json_copy(program: dict) -> dict:
     return json.loads(json.dumps(program))
+
+
+# an outer product with C_out (sharing H), then a contraction summing C_in against a second weight that shares
+# H and C_out: T(N, C_in, H, W) . w0(C_out, H) . w1(C_out, H, C_in)
+TWO_WEIGHTS = ["REDUCE C_in", "CONTRACTION share [C_in, H, C_out] outer []", "CONTRACTION share [H] outer [C_out]"]
+
+
+def test_two_weights_are_contracted_first_when_that_shrinks_the_largest_intermediate():
+    op = known.walk(make_space("conv2d"), TWO_WEIGHTS)
+    m = {"N": 4, "C_in": 8, "C_out": 16, "H": 12, "W": 10}
+    n, ci, co, h, w = m["N"], m["C_in"], m["C_out"], m["H"], m["W"]
+    program = op.program(m)
+    # one contraction of x with the product of the weights, w0 . w1 -> (C_out, H, C_in), made first
+    assert [s["op"] for s in program["steps"]] == ["contract"]
+    assert [(v["op"], v["weight"]) for v in program["weights"][0]["views"]] == [("contract", 1)]
+    # canonical: the outer product (N, C_in, H, W, C_out) is the largest intermediate; planned: the output
+    cost = program["cost"]
+    assert cost["peak"] == n * co * h * w < n * ci * h * w * co
+    # hand count: x copied for the bmm, its result, the final permute; the weights' product, its gradient and
+    # the gradients of w1 and w0
+    assert cost["materialized"] == n * ci * h * w + 2 * n * co * h * w + 3 * co * h * ci + co * h
+    # FLOPs: the paper's count is the canonical order's (outer product + contraction, 2 per point each); the
+    # planned program does the weights' product and one contraction summing C_in
+    assert op.flops(m) == program["flops"] == 2 * n * ci * h * w * co + 2 * n * ci * h * w * co
+    assert count_flops(program) == 2 * co * h * ci + 2 * n * co * h * w * ci
+    assert cost["flops"] == co * h * ci + 2 * n * co * h * w * ci  # the cost model: a product with no sum, 1 per point
+    check_oracle(op, 0)
+    check_oracle(op, {"N": 2, "C_in": 3, "C_out": 5, "H": 4, "W": 3})
+    # the initial scales are those of the canonical order (the product's summed letters count as they did)
+    from syno_automl.ir import weight_stds
+
+    stds = weight_stds(program)
+    assert len(stds) == 2 and stds[0] == pytest.approx(stds[1]) and stds[0] == pytest.approx((1 / (3 * ci)) ** 0.25)

@@ -6,7 +6,9 @@ evaluates the bottom-up index expressions of ``program["expr"]`` directly (docs/
 
 FLOPs. ``op.flops()`` follows the IR's rule (§2): each contract step costs 2·Π|letters| (all dims of T after
 the rename, of the weight and of the output), each reduce step numel(T). We re-derive both parts from the
-program's steps and check their sum is ``op.flops()`` exactly. The generator lowers each contract step with a
+program's steps and check their sum is ``op.flops()`` exactly (where the planner multiplied two weights first,
+the steps no longer hold the canonical contractions: there the planned count is re-derived and checked against
+``count_flops``, and test_plan.py checks ``op.flops()`` of such an operator by hand). The generator lowers each contract step with a
 summed letter (K = letters of both T and the weight, not in the output) to one ``torch.mm``/``torch.bmm`` over
 the letters B (T & w & out), M (T & out), N (w & out), K -- or, for unfold + unfold + contract summing both
 windows, one ``F.conv2d`` (groups = B): ``torch.utils.flop_counter.FlopCounterMode`` counts either as

@@ -1,7 +1,9 @@
 """FLOPs of a program by the rule of docs/architecture.md §2, as a step backend.
 
 contract = 2 · Π sizes of all its letters (one multiply and one add per point); reduce = numel(T) additions;
-views = 0. Broadcast dims count as ordinary dims of T, whether or not a generator stores them.
+views = 0. Broadcast dims count as ordinary dims of T, whether or not a generator stores them. The steps counted are
+the planned ones, with the planner's products of weights (a ``contract`` among a weight's views); the paper's
+count of the canonical order is the program's ``flops``.
 """
 
 from __future__ import annotations

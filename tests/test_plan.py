@@ -121,6 +121,10 @@ def test_weight_views_parse_round_trip_and_errors():
     with pytest.raises(IRError, match=r"weights\[0\]\.views\[0\]"):
         parse(bad)
     bad = json_copy(program)
+    bad["weights"][0]["views"].append({"op": "contract", "weight": 0, "rename": {}, "out": []})
+    with pytest.raises(IRError, match="cycle"):
+        parse(bad)
+    bad = json_copy(program)
     bad["weights"][0]["views"].append({"op": "reduce", "src": 0, "mean": False})
     with pytest.raises(IRError, match="not a view of a weight"):
         parse(bad)

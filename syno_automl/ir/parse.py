@@ -14,7 +14,7 @@ from syno_automl.ir.errors import IRError
 from syno_automl.ir.expr import parse_expr
 from syno_automl.ir.program import (STEP_OPS, WEIGHT_VIEW_OPS, Contract, Expand, Merge, Oracle, Program, Reduce, Shift, Split, Step,
                                     Stride, Tensor, Unfold)
-from syno_automl.ir.walk import walk
+from syno_automl.ir.walk import walk, weight_order
 
 __all__ = ["parse", "oracle", "KNOWN_KEYS"]
 
@@ -191,5 +191,6 @@ def parse(program: Mapping[str, Any] | Program) -> Program:
         raise IRError(f"dtype: expected a string, got {dtype!r}")
     extra = {k: v for k, v in program.items() if k not in KNOWN_KEYS}
     p = Program(inp, weights, out, sizes, steps, free, counts["flops"], counts["params"], oracle_, dtype, extra)
+    weight_order(p)  # products of weights: no cycle, no unknown weight
     walk(p)  # dims and sizes of every step, and T's dims at the end
     return p

@@ -32,7 +32,10 @@
 //    walk counts that contraction as 1 or 2 x the same letters. So bound <= cost, mapping by mapping.
 // 4. With EXPAND allowed, T's dims at b may be broadcast in some completion; the bound is then (1 +
 //    kElementCost) x the weights' elements: every contraction writes its weight's gradient and computes at
-//    least one FLOP per weight element (its letters include the weight's coordinates).
+//    least one FLOP per weight element (its letters include the weight's coordinates). With the planner's
+//    weight views (plan.hpp): a roll, split, merge or unfold keeps or grows the weight the contraction reads; a
+//    strided weight writes its gradient twice (the zero-filled scatter: 2 kElementCost >= 1 + kElementCost);
+//    a product of two weights counts 2 x its letters >= both weights' elements.
 // 5. The run before b (first_run_bound). The planner's list schedule picks the ready step of least (priority,
 //    index), and C's steps come first by index and never wait on P's. So when a P unfold u is picked every C
 //    step of the run is placed already (else the earliest unplaced C step is ready and picked first): after u

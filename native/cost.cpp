@@ -165,7 +165,8 @@ private:
     // What the weight the contraction reads costs, every training step: the parameter's gradient; its views
     // (the planner's, plan.hpp) as the generator emits them: a roll copies (unless fused with the stride that
     // follows it), an unfold writes its padding and windows, a merge of coordinates not adjacent is a copy
-    // (layout: not in a bound); after a roll or an unfold the viewed weight's gradient is a tensor of its own.
+    // (layout: not in a bound), a product with another weight (plan.hpp point 3) computes and writes its result;
+    // after a roll, an unfold or a product the viewed weight's gradient is a tensor of its own.
     // The counted terms depend on the weight's dims as a set (a partial node's weight order may differ).
     void weight_cost(const ProgramTensor& w) {
         write(numel(w.dims));  // the parameter's gradient
@@ -189,13 +190,11 @@ private:
                 weight_cost(other);
                 std::vector<int> od = viewed_dims(other), mine = dims;
                 for (auto [from, to] : v.rename) std::replace(mine.begin(), mine.end(), from, to);
-                std::set<int> letters(mine.begin(), mine.end()), oset(v.out.begin(), v.out.end());
+                std::set<int> letters(mine.begin(), mine.end());
                 letters.insert(od.begin(), od.end());
-                bool summed = false;
-                for (int d : mine) summed |= std::find(od.begin(), od.end(), d) != od.end() && !oset.count(d);
                 double l = 1;
                 for (int d : letters) l *= size(d);
-                compute(summed ? 2 * l : l);
+                compute(2 * l);  // the §2 rule (>= both weights' elements: bounds.cpp's EXPAND case)
                 write(numel(v.out));
                 copied = true;
             }
@@ -203,6 +202,13 @@ private:
             if (v.op == "unfold") write(numel(dims));
         }
         if (copied) write(numel(dims));
+        // a strided weight's gradient is scattered into a zero-filled tensor of the parameter's size (so a weight
+        // still writes at least twice its elements, which bounds.cpp's EXPAND case relies on)
+        for (const ProgramStep& v : w.views)
+            if (v.op == "stride") {
+                write(numel(w.dims));
+                break;
+            }
     }
 
     // T's stored dims x weight -> out (T's virtual dims the weight provides are left out; those it does not

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cost import default_space  # noqa: E402
 
 from syno_automl.codegen.torch import build_module  # noqa: E402
+from syno_automl.ir import STEP_OPS, StepBackend, parse, walk  # noqa: E402
 
 
 def _viewed(weight: dict) -> list[int]:
@@ -45,20 +46,34 @@ def _viewed(weight: dict) -> list[int]:
     return dims
 
 
+class _TDims(StepBackend):
+    """T's dims (renamed) at each contract step."""
+
+    def __init__(self) -> None:
+        self.at: dict[int, tuple[int, ...]] = {}
+
+    def contract(self, tr) -> None:
+        self.at[tr.index] = tr.contract.renamed.dims
+
+    STEPS = {op: (lambda self, tr: None) for op in STEP_OPS} | {"contract": contract}
+
+
 def unplanned(program: dict) -> dict:
-    """The program with every weight's views put back on T right after its contraction."""
+    """The program with every weight's views put back on T right after its contraction, in the lowering's
+    canonical layout (the contraction's out: T's dims, then the parameter's dims T lacks, in its order)."""
     p = copy.deepcopy(program)
+    t_dims = _TDims()
+    walk(parse(program), t_dims)
     steps = []
-    for st in p["steps"]:
+    for i, st in enumerate(p["steps"]):
         steps.append(st)
         if st["op"] != "contract":
             continue
         w = p["weights"][st["weight"]]
-        viewed, param = set(_viewed(w)), list(w["dims"])
+        viewed, param, t = set(_viewed(w)), list(w["dims"]), set(t_dims.at[i])
         views = w.pop("views", [])
-        # the canonical out: T's dims, then the parameter's that the views consumed (those not in the viewed weight)
-        st["out"] = ([d for d in st["out"] if d not in viewed - set(param)] +
-                     [d for d in param if d not in viewed and d not in st["out"]])
+        st["out"] = ([d for d in st["out"] if d in t] +
+                     [d for d in param if d not in t and (d in st["out"] or d not in viewed)])
         steps += views
     p["steps"] = steps
     p.pop("cost", None)

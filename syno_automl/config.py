@@ -19,9 +19,12 @@ from typing import Any, Mapping
 from syno_automl.errors import SynoError
 
 __all__ = ["SearchConfig", "StudyExistsError", "StudyMismatchError", "TASKS", "TASK_DEFAULTS", "LAYER_NAMES",
-           "MODEL_NAMES", "DATASET_NAMES", "RESUMABLE", "settings_diff", "describe_diff"]
+           "MODEL_NAMES", "DATASET_NAMES", "RESUMABLE", "OBJECTIVES", "PRUNERS", "LEGACY_SETTINGS",
+           "with_legacy_settings", "settings_diff", "describe_diff"]
 
 TASKS = ("image", "lm")
+OBJECTIVES = ("pareto", "accuracy")   # pareto: (val_acc | val_loss, cost_ratio); accuracy: val_acc | val_loss alone
+PRUNERS = ("hyperband", "halving", "none")
 LAYER_NAMES = ("conv2d", "linear")
 # lightning_modules' registries (MODEL_NAMES, DATAMODULE_NAMES) import torch: their names are repeated here so
 # that a wrong name fails before the imports (tests/test_cli_workflow.py keeps the two lists equal)
@@ -30,7 +33,7 @@ MODEL_NAMES = ("small_cnn", "resnet18", "resnet34", "resnext29_2x64d", "densenet
 DATASET_NAMES = ("digits", "mnist", "cifar10", "cifar100", "imagenet-folder", "text")
 _LOCAL_DATASETS = ("mnist", "cifar10", "cifar100", "imagenet-folder")
 _LM_ONLY = ("max_steps", "time_budget", "val_every", "val_batches", "seq_len", "tokenizer", "max_loss")
-_IMAGE_ONLY = ("epochs", "image_size", "milestones", "trial_timeout", "reward_lower", "reward_upper")
+_IMAGE_ONLY = ("epochs", "image_size", "milestones", "trial_timeout", "reward_lower", "reward_upper", "pruner")
 # what a field left at None means, per task
 TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "image": {"model": "small_cnn", "dataset": "digits", "layer": "conv2d", "lr": 0.05, "where": None},
@@ -40,6 +43,26 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
 # measured beside training
 RESUMABLE = frozenset({"trials", "data_dir", "trial_timeout", "latency_targets", "latency_trials", "latency_margin",
                        "latency_inductor"})
+
+
+# what a study recorded before a setting existed ran with: a --resume of it keeps that behaviour
+LEGACY_SETTINGS: dict[str, Any] = {"objective": "accuracy", "pruner": "none", "reward_speedup": 2.0}
+
+
+def with_legacy_settings(recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """`recorded` study settings with the settings it predates filled in as they behaved then (a study
+    recorded before ``objective`` existed is single-objective, before ``pruner`` unpruned but by milestones).
+
+    Example:
+        >>> with_legacy_settings({"task": "image"})["objective"]
+        'accuracy'
+    """
+    out = dict(recorded)
+    task = out.get("task", "image")
+    for key, value in LEGACY_SETTINGS.items():
+        if key not in out and not (task == "lm" and key in _IMAGE_ONLY):
+            out[key] = value
+    return out
 
 
 class StudyExistsError(SynoError, ValueError):
@@ -86,7 +109,15 @@ class SearchConfig:
     seq_len: int = 64
     tokenizer: str = "byte"           # "byte" (vocab 256), "char", or "tiktoken:NAME" where installed
     max_loss: float | None = None     # None: ln(vocabulary), the loss of a uniform guess
-    milestones: dict[int, float] = field(default_factory=lambda: {1: 0.2})
+    # image: an absolute floor {epoch: min val_acc} (the original's early termination); off by default, the
+    # pruner prunes relative to the other trials instead
+    milestones: dict[int, float] = field(default_factory=dict)
+    # "pareto": a multi-objective study (val_acc | val_loss, cost_ratio), study.best_trials the operators' front;
+    # "accuracy": single-objective (val_acc | val_loss), as before
+    objective: str = "pareto"
+    # image: multi-fidelity over epochs with Optuna's HyperbandPruner / SuccessiveHalvingPruner, or none
+    pruner: str = "hyperband"
+    reward_speedup: float = 2.0       # pareto: the speedup (1 / cost_ratio) at which accuracy earns full reward
     reward_lower: float | None = None  # None: chance level, 1 / num_classes
     reward_upper: float = 1.0
     reward_power: float = 2.0
@@ -110,11 +141,23 @@ class SearchConfig:
 
     @property
     def direction(self) -> str:
+        """The direction of the primary objective (val_acc or val_loss)."""
         return "minimize" if self.task == "lm" else "maximize"
 
     @property
     def objective_name(self) -> str:
+        """The primary objective (what a trial trains for)."""
         return "val_loss" if self.task == "lm" else "val_acc"
+
+    @property
+    def directions(self) -> list[str]:
+        """The study's directions: the primary objective's, and (pareto) the cost ratio's, minimized."""
+        return [self.direction] + (["minimize"] if self.objective == "pareto" else [])
+
+    @property
+    def objective_names(self) -> list[str]:
+        """The study's metric names, one per direction."""
+        return [self.objective_name] + (["cost_ratio"] if self.objective == "pareto" else [])
 
     def validate(self) -> None:
         if self.trials < 0:
@@ -137,6 +180,12 @@ class SearchConfig:
                              f"not downloaded)")
         if self.data_dir is not None and not Path(self.data_dir).exists():
             raise FileNotFoundError(f"--data-dir {self.data_dir} does not exist")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if self.pruner not in PRUNERS:
+            raise ValueError(f"--pruner must be one of {', '.join(PRUNERS)}, got {self.pruner!r}")
+        if not (self.reward_speedup > 1 and math.isfinite(self.reward_speedup)):
+            raise ValueError(f"reward_speedup must be a number > 1, got {self.reward_speedup}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.latency_trials < 0:

@@ -37,6 +37,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 from syno_automl import vocabulary as V
 from syno_automl.errors import EmptySpaceError, OperatorFormatError
 from syno_automl.search.mcts import MCTS, Observation, SearchExhaustedError
+from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
 from syno_automl.space import Operator, OperatorSpace
 
@@ -91,6 +92,7 @@ class SynoSampler(BaseSampler):
         exploration: the UCB1-tuned constant.
         reward: maps a finished trial to [0, 1]; default: accuracy in [0, 1] with power 2 for a maximized
             objective, a loss in [0, 10] for a minimized one. Failed and pruned trials get its low constants.
+            A ParetoReward reads (accuracy or loss, cost ratio) of a multi-objective study.
         independent_sampler: samples the objective's other parameters. By default a RandomSampler seeded from
             (seed, trial number), so a resumed process does not repeat the values of the trials before it.
         widening, widening_power: progressive widening, ceil(widening * N ** widening_power) children.
@@ -106,12 +108,12 @@ class SynoSampler(BaseSampler):
     """
 
     def __init__(self, space: OperatorSpace, *, seed: int | None = None, exploration: float = 1.0,
-                 reward: Reward | None = None, independent_sampler: BaseSampler | None = None,
+                 reward: Reward | ParetoReward | None = None, independent_sampler: BaseSampler | None = None,
                  widening: float = 1.0, widening_power: float = 0.5, virtual_loss: int = 1) -> None:
         if not isinstance(space, OperatorSpace):
             raise TypeError(f"SynoSampler needs an OperatorSpace, got {type(space).__name__}")
-        if reward is not None and not isinstance(reward, Reward):
-            raise TypeError(f"reward must be a syno_automl Reward, got {type(reward).__name__}")
+        if reward is not None and not isinstance(reward, (Reward, ParetoReward)):
+            raise TypeError(f"reward must be a syno_automl Reward or ParetoReward, got {type(reward).__name__}")
         self.space = space
         self.seed = secrets.randbits(32) if seed is None else int(seed)
         self.reward = reward
@@ -236,16 +238,13 @@ class SynoSampler(BaseSampler):
     def _reward_of(self, study: Study, trial: FrozenTrial) -> float:
         reward = self.reward
         if reward is None:
-            index = 0
             direction = study.directions[0] if study.directions else StudyDirection.MAXIMIZE
             reward = Reward.for_direction("maximize" if direction == StudyDirection.MAXIMIZE else "minimize")
-        else:
-            index = reward.objective
         if trial.state == TrialState.PRUNED:
             return reward.pruned
-        if trial.state != TrialState.COMPLETE or not trial.values or index >= len(trial.values):
+        if trial.state != TrialState.COMPLETE or not trial.values:
             return reward.failed
-        return reward(trial.values[index])
+        return reward.value_of(trial.values)
 
     def _sync(self, study: Study) -> tuple[list[Observation], set[str]]:
         """Brings the tree up to date with the study; returns (running observations, taken hashes)."""

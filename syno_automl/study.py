@@ -1,15 +1,18 @@
 """The search: an Optuna study whose trials train a model with one synthesized operator each.
 
 Trial 0 evaluates the baseline (the original layers); every other trial gets an operator from the SynoSampler,
-trains the task with it substituted (SynoSubstitution), may be pruned at accuracy milestones (SynoPruning),
-and is logged to MLflow as a child run of the study's run. Two tasks: ``image`` (classification, maximize
+trains the task with it substituted (SynoSubstitution), may be pruned by Optuna's Hyperband or successive
+halving over epochs (FidelityPruning, syno_automl.search.fidelity), and is logged to MLflow as a child run of
+the study's run. By default (``objective="pareto"``) the study has two objectives, the accuracy (or loss) and
+the operator's planned cost ratio, and ``study.best_trials`` is the operators' Pareto front;
+``objective="accuracy"`` keeps the single-objective study (see syno_automl.search.objectives). Two tasks: ``image`` (classification, maximize
 val_acc; the embedded digits demo) and ``lm`` (the GPT's QKV projections, minimize val_loss under a step and
 time budget per trial; see ``syno_automl.lm_trial``). A trial whose operator fails to build or whose
 loss becomes NaN is recorded as failed (reason in its run) and the search goes on.
 
 Example:
     >>> result = run_search(SearchConfig(trials=3, epochs=1))   # doctest: +SKIP
-    >>> result.study.best_trial.user_attrs["syno.hash"]          # doctest: +SKIP
+    >>> [t.values for t in result.study.best_trials]               # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -30,10 +33,14 @@ from torch import nn
 
 from syno_automl import vocabulary as V
 from syno_automl.config import (TASK_DEFAULTS, TASKS, SearchConfig, StudyExistsError, StudyMismatchError,
-                                describe_diff, settings_diff)
-from syno_automl.lightning import SynoPruning, SynoSubstitution, TrainingTimeLimit
+                                describe_diff, settings_diff, with_legacy_settings)
+from syno_automl.lightning import SynoSubstitution, TrainingTimeLimit
 from syno_automl.optuna import BASELINE_ATTR, HASH_ATTR, SynoSampler, suggest_operator
 from syno_automl.placeholder import Substitution, substitute
+from syno_automl.search.fidelity import FidelityPruning, make_pruner, open_fidelity_study
+from syno_automl.search.objectives import (baseline_trial, best_operator_trial, objective_name, operator_front,
+                                           primary_value)
+from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
 from syno_automl.search.storage import make_storage
 from syno_automl.space import Operator, OperatorSpace
@@ -139,12 +146,23 @@ def prepare(config: SearchConfig) -> SearchContext:
     return SearchContext(config, datamodule, example, num_classes, in_channels, options, sub.space, sub)
 
 
-def _reward(config: SearchConfig, context: SearchContext) -> Reward:
+def _reward(config: SearchConfig, context: SearchContext) -> Reward | ParetoReward:
     if config.task == "lm":  # the original's ((max_loss - loss) / max_loss) ** power
         max_loss = config.max_loss if config.max_loss is not None else math.log(context.num_classes)
-        return Reward.for_loss(upper=max_loss, power=config.reward_power)
-    lower = config.reward_lower if config.reward_lower is not None else 1.0 / max(context.num_classes, 2)
-    return Reward(lower=lower, upper=config.reward_upper, power=config.reward_power)
+        reward = Reward.for_loss(upper=max_loss, power=config.reward_power)
+    else:
+        lower = config.reward_lower if config.reward_lower is not None else 1.0 / max(context.num_classes, 2)
+        reward = Reward(lower=lower, upper=config.reward_upper, power=config.reward_power)
+    # pareto: accuracy is credited only at a speedup over the replaced layers (syno_automl.search.pareto)
+    return ParetoReward(reward, speedup=config.reward_speedup) if config.objective == "pareto" else reward
+
+
+def _study_pruner(config: SearchConfig) -> optuna.pruners.BasePruner:
+    """The search study's own pruner: an accuracy study prunes through it; a pareto study cannot (Optuna's
+    pruners are single-objective): its trials report to the companion study instead (search.fidelity)."""
+    if config.objective == "pareto" or config.task == "lm":
+        return optuna.pruners.NopPruner()
+    return make_pruner(config.pruner, config.epochs)
 
 
 def check_study(config: SearchConfig, resume: bool, storage: optuna.storages.BaseStorage | None = None) -> bool:
@@ -169,12 +187,13 @@ def check_study(config: SearchConfig, resume: bool, storage: optuna.storages.Bas
 
 def _check_resumed(study: optuna.Study, config: SearchConfig, space_config: dict[str, Any] | None = None) -> None:
     """Refuses a --resume that would mix trials of another task, training settings or space."""
-    if study.direction.name.lower() != config.direction:
-        raise StudyMismatchError(f"study {config.study!r} was made to {study.direction.name.lower()} (another "
-                                 f"--task), not to {config.direction}")
+    directions = [d.name.lower() for d in study.directions]
+    if directions != config.directions:
+        raise StudyMismatchError(f"study {config.study!r} was made to {' and '.join(directions)} (another --task or "
+                                 f"--objective), not to {' and '.join(config.directions)}")
     recorded = study.user_attrs.get(V.SETTINGS)
     if isinstance(recorded, dict):
-        diff = settings_diff(recorded, config.settings())
+        diff = settings_diff(with_legacy_settings(recorded), config.settings())
         if diff:
             raise StudyMismatchError(f"study {config.study!r} was trained with other settings: {describe_diff(diff)}; "
                                      f"resume with the study's settings, or --study NAME for a new search")
@@ -194,18 +213,19 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
     space_config = context.space.config()
     if check_study(config, resume, storage):
         study = optuna.load_study(study_name=config.study, storage=storage, sampler=sampler,
-                                  pruner=optuna.pruners.NopPruner())
+                                  pruner=_study_pruner(config))
         _check_resumed(study, config, space_config)
         return study
-    # no median pruning: most operators start below the baseline; SynoPruning's milestones stop the hopeless
-    study = optuna.create_study(study_name=config.study, storage=storage, sampler=sampler, direction=config.direction,
-                                pruner=optuna.pruners.NopPruner(), load_if_exists=True)
+    # no median pruning: most operators start below the baseline; Hyperband / successive halving compare the
+    # operators with each other (FidelityPruning)
+    study = optuna.create_study(study_name=config.study, storage=storage, sampler=sampler,
+                                directions=config.directions, pruner=_study_pruner(config), load_if_exists=True)
     if not study.trials:
         study.set_user_attr(V.SPACE, space_config)
         study.set_user_attr(V.SETTINGS, config.settings())
         with warnings.catch_warnings():  # "experimental" since Optuna 3.2: noise in every new search's output
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names([config.objective_name])  # the dashboard's and trials_dataframe's column name
+            study.set_metric_names(config.objective_names)  # the dashboard's and trials_dataframe's column name
         study.enqueue_trial({}, user_attrs={BASELINE_ATTR: True})
     return study
 
@@ -219,7 +239,8 @@ def _failure_reason(error: BaseException) -> str:
 
 
 class Objective:
-    """Trains one trial: baseline or operator; returns the final validation accuracy (image) or loss (lm).
+    """Trains one trial: baseline or operator; returns the final validation accuracy (image) or loss (lm), and
+    (pareto) the operator's planned cost ratio (the baseline's: 1.0).
 
     Example:
         >>> context = prepare(SearchConfig())                                   # doctest: +SKIP
@@ -234,7 +255,7 @@ class Objective:
         self.parent_run_id = parent_run_id
         self.out = out
 
-    def __call__(self, trial: optuna.trial.Trial) -> float:
+    def __call__(self, trial: optuna.trial.Trial) -> float | tuple[float, float]:
         config, context = self.config, self.context
         baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
         run = None
@@ -286,9 +307,15 @@ class Objective:
         if run is not None:
             run.finish("FINISHED")
         ratio = trial.user_attrs.get(V.FLOPS_RATIO)
+        cost = 1.0 if baseline else trial.user_attrs.get(V.COST_RATIO)
         self._print(trial, op, f"{config.objective_name} {value:.4f}"
-                    + (f"  flops {ratio:.3f}x" if ratio is not None else "") + extra, started)
-        return value
+                    + (f"  flops {ratio:.3f}x" if ratio is not None else "")
+                    + (f"  cost {cost:.3f}x" if cost is not None and not baseline else "") + extra, started)
+        if config.objective != "pareto":
+            return value
+        if cost is None or not math.isfinite(float(cost)):  # only a space without a cost model: not comparable
+            raise ValueError(f"trial {trial.number} has no finite planned cost ratio ({V.COST_RATIO}={cost})")
+        return value, float(cost)
 
     def _latency(self, trial: optuna.trial.Trial, run: Any | None, op: Operator, value: float) -> str:
         """TVM latency of the operator in every replaced layer vs those layers, when the trial is within the
@@ -296,10 +323,11 @@ class Objective:
         config = self.config
         base = baseline_trial(trial.study)
         if config.latency_margin is not None:
-            if base is None or base.value is None:
+            base_value = primary_value(base) if base is not None else None
+            if base_value is None:
                 return "  latency: skipped (no baseline value yet)"
-            within = (value <= base.value + config.latency_margin if config.direction == "minimize"
-                      else value >= base.value - config.latency_margin)
+            within = (value <= base_value + config.latency_margin if config.direction == "minimize"
+                      else value >= base_value - config.latency_margin)
             if not within:
                 return ""
         try:
@@ -399,8 +427,9 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
     Logs per-epoch (image) or per-step (lm) metrics and FLOPs/params/flops_ratio to `run` when given.
     image: `epochs`; `timeout`: -1 for the config's trial_timeout, None or 0 for no limit (over it: failed).
     lm: `steps` (default the config's max_steps); `timeout`: -1 for the config's time_budget, None or 0 for
-    none (at the budget training stops and the model is validated). Raises optuna.TrialPruned at a missed
-    milestone, OperatorBuildError/BudgetExceededError, NonFiniteLossError, TrainingTooSlowError.
+    none (at the budget training stops and the model is validated). Raises optuna.TrialPruned when the pruner
+    (config.pruner, FidelityPruning) or a milestone says so, OperatorBuildError/BudgetExceededError,
+    NonFiniteLossError, TrainingTooSlowError.
     """
     from syno_automl.interrupt import fit
     from syno_automl.tracking import EpochMetricsLogger
@@ -424,8 +453,7 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
     callbacks: list[Any] = [substitution]
     if run is not None:
         callbacks.append(EpochMetricsLogger(run))
-    callbacks.append(SynoPruning(trial, monitor="val_acc",
-                                 milestones=config.milestones if milestones is None else milestones))
+    callbacks.append(_fidelity_pruning(config, trial, epochs, config.milestones if milestones is None else milestones))
     timeout = config.trial_timeout if timeout == -1.0 else timeout
     if timeout:  # a safety net measured against the baseline model in this process: load does not decide
         callbacks.append(TrainingTimeLimit(timeout, baseline=context.build_model))
@@ -448,6 +476,20 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
         raise ValueError(f"no finite val_acc after training (got {value})")
     _log_weights(run, substitution)
     return float(value)
+
+
+def _fidelity_pruning(config: SearchConfig, trial: optuna.trial.Trial | None, epochs: int,
+                      milestones: dict[int, float]) -> FidelityPruning:
+    """The trial's pruning callback: milestones only for the baseline (it does not compete: search.fidelity) and
+    for trainings outside a search trial; a pareto trial reports to the companion study."""
+    if trial is None or trial.user_attrs.get(BASELINE_ATTR):
+        return FidelityPruning(None, milestones=milestones, max_epochs=epochs)
+    if len(trial.study.directions) == 1:  # the study's own pruner decides (a NopPruner for --pruner none)
+        return FidelityPruning(trial, max_epochs=epochs, milestones=milestones)
+    if config.pruner == "none":
+        return FidelityPruning(None, milestones=milestones, max_epochs=epochs)
+    companion = open_fidelity_study(trial.study, make_pruner(config.pruner, epochs), config.direction)
+    return FidelityPruning(trial, companion, max_epochs=epochs, milestones=milestones)
 
 
 def _trial_run_settings(config: SearchConfig) -> dict[str, Any]:
@@ -542,37 +584,22 @@ def remaining_trials(study: optuna.Study, trials: int) -> int:
     return max(0, trials - len(done_or_running)) + (1 if baseline_waiting else 0)
 
 
-def objective_name(study: optuna.Study) -> str:
-    """``val_acc`` for a maximized study (image task), ``val_loss`` for a minimized one (lm task)."""
-    return "val_loss" if study.direction == optuna.study.StudyDirection.MINIMIZE else "val_acc"
-
-
-def best_operator_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
-    """The completed operator trial (not the baseline) with the best value in the study's direction."""
-    ops = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-           if not t.user_attrs.get(BASELINE_ATTR) and t.value is not None]
-    if not ops:
-        return None
-    sign = -1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else 1.0
-    return max(ops, key=lambda t: sign * t.value)
-
-
-def baseline_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
-    return next((t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-                 if t.user_attrs.get(BASELINE_ATTR)), None)
-
-
 def _summarize_parent(tracker: Any, parent: str, study: optuna.Study) -> None:
     trials = study.get_trials(deepcopy=False)
     done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     run = tracker.run(parent)
     name = objective_name(study)
-    metrics: dict[str, float] = {"trials": len(trials), "completed": len(done)}
+    metrics: dict[str, float] = {"trials": len(trials), "completed": len(done),
+                                 "pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in trials)}
     base = baseline_trial(study)
-    if base is not None:
-        metrics[f"baseline_{name}"] = base.value
+    if base is not None and primary_value(base) is not None:
+        metrics[f"baseline_{name}"] = primary_value(base)  # type: ignore[assignment]
     best = best_operator_trial(study)
-    if best is not None:
-        metrics[f"best_{name}"] = best.value
+    if best is not None and primary_value(best) is not None:
+        metrics[f"best_{name}"] = primary_value(best)  # type: ignore[assignment]
+        if best.user_attrs.get(V.COST_RATIO) is not None:
+            metrics["best_cost_ratio"] = float(best.user_attrs[V.COST_RATIO])
         run.set_tags({V.TAG_BEST_HASH: best.user_attrs.get(HASH_ATTR)})
+    if len(study.directions) > 1:
+        metrics["front_size"] = len(operator_front(study))
     run.log_metrics(metrics)

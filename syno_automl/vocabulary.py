@@ -17,6 +17,10 @@ SETTINGS = "syno.settings"            # SearchConfig.settings() of the search (a
 STUDY_RUN_ID = "syno.mlflow_run_id"   # the study's parent MLflow run
 LATENCY = "syno.latency"              # {hash: {device: entry}} measured by `syno-automl tune`
 
+# -- the companion study of a pareto search (same storage, named <study> + FIDELITY_SUFFIX): single-objective, its
+# trials hold the per-epoch val_acc that Optuna's pruners read (they refuse multi-objective studies)
+FIDELITY_SUFFIX = ".fidelity"
+
 # -- Optuna trial user attributes
 HASH = "syno.hash"                    # the operator's hash
 OPERATOR = "syno.operator"            # operator JSON, its one home: enqueue_trial({}, user_attrs={OPERATOR: json})
@@ -24,6 +28,8 @@ OPERATOR = "syno.operator"            # operator JSON, its one home: enqueue_tri
 BASELINE = "syno.baseline"            # True on the trial that trains the original layers
 FAILURE = "syno.failure"              # why the trial failed
 PRUNED = "syno.pruned"                # why the trial was pruned
+FIDELITY_TRIAL = "syno.fidelity_trial"  # pareto: number of the companion study's trial holding its per-epoch values
+SEARCH_TRIAL = "syno.search_trial"    # on a companion trial: the number of the search trial it reports for
 RUN_ID = "syno.mlflow_run_id"         # the trial's MLflow run
 FLOPS = "syno.flops"
 PARAMS = "syno.params"

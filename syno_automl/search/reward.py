@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Sequence
 
 __all__ = ["Reward"]
 
@@ -60,6 +60,10 @@ class Reward:
     def for_direction(cls, direction: str) -> "Reward":
         """The default for a study direction: accuracy in [0, 1] (maximize) or a loss in [0, 10] (minimize)."""
         return cls() if direction == "maximize" else cls.for_loss(upper=10.0)
+
+    def value_of(self, values: Sequence[float]) -> float:
+        """The reward of a finished trial's values: the one at ``objective`` (``failed`` when missing)."""
+        return self(values[self.objective]) if self.objective < len(values) else self.failed
 
     def __call__(self, value: float | None) -> float:
         """The reward of a finished trial's objective value (``failed`` when it is missing or not finite)."""

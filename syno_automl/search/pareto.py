@@ -1,0 +1,79 @@
+"""The MCTS reward of a pareto search: accuracy credited only at a speedup over the replaced layers.
+
+``reward = accuracy_reward(value) * speed_credit(cost_ratio)``, where ``speed_credit`` rises (in log speedup)
+from 0 at cost ratio 1.0 (no faster than the layers replaced: the baseline's own cost) to 1 at
+``1 / speedup`` and above. An operator worse than the baseline on both axes (less accurate, not cheaper) gets 0.
+
+Why this and not a hypervolume contribution against the baseline's point (accuracy_baseline, 1.0): a
+hypervolume contribution depends on the other trials (the front moves as trials finish) and on the baseline's
+accuracy (known only once the baseline trial ends), so a trial's reward would change after it was observed. The
+MCTS keeps fixed-point sums of immutable observations, cached incrementally and rebuilt identically in every
+worker (tests/test_search_determinism.py); a reward that is a function of the trial alone keeps that property.
+The cost ratio is the cost model's prediction, deterministic, so the decisions stay machine-load independent.
+
+Example:
+    >>> from syno_automl.search.reward import Reward
+    >>> r = ParetoReward(Reward(power=1), speedup=2.0)
+    >>> r.value_of([0.9, 1.0]), r.value_of([0.9, 0.5]), round(r.value_of([0.9, 0.75]), 3)
+    (0.0, 0.9, 0.374)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from syno_automl.search.reward import Reward
+
+__all__ = ["ParetoReward", "speed_credit"]
+
+
+def speed_credit(cost_ratio: float, speedup: float) -> float:
+    """0 at cost ratio >= 1, 1 at cost ratio <= 1 / speedup, linear in log(1 / cost_ratio) between.
+
+    Example:
+        >>> speed_credit(1.0, 2.0), speed_credit(0.25, 2.0), speed_credit(2 ** -0.5, 2.0)
+        (0.0, 1.0, 0.5)
+    """
+    if not (cost_ratio > 0 and math.isfinite(cost_ratio)):
+        return 0.0
+    return min(max(math.log(1.0 / cost_ratio) / math.log(speedup), 0.0), 1.0)
+
+
+@dataclass(frozen=True)
+class ParetoReward:
+    """A reward in [0, 1] from a pareto trial's values ``(accuracy or loss, cost ratio)``.
+
+    ``accuracy`` maps the first value to [0, 1] (a Reward for accuracy, or one for a loss); ``speedup`` (> 1)
+    is where accuracy earns its full reward. Failed and pruned trials get ``accuracy``'s constants.
+    """
+
+    accuracy: Reward
+    speedup: float = 2.0
+    value_index: int = 0
+    cost_index: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.accuracy, Reward):
+            raise TypeError(f"ParetoReward.accuracy must be a Reward, got {type(self.accuracy).__name__}")
+        if not (self.speedup > 1 and math.isfinite(self.speedup)):
+            raise ValueError(f"ParetoReward.speedup must be a number > 1, got {self.speedup}")
+
+    @property
+    def failed(self) -> float:
+        return self.accuracy.failed
+
+    @property
+    def pruned(self) -> float:
+        return self.accuracy.pruned
+
+    def __call__(self, value: float | None, cost_ratio: float | None) -> float:
+        if value is None or cost_ratio is None or not math.isfinite(value):
+            return self.failed
+        return self.accuracy(value) * speed_credit(float(cost_ratio), self.speedup)
+
+    def value_of(self, values: Sequence[float]) -> float:
+        """The reward of a finished trial's values (``failed`` when one is missing)."""
+        if max(self.value_index, self.cost_index) >= len(values):
+            return self.failed
+        return self(values[self.value_index], values[self.cost_index])

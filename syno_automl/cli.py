@@ -137,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measure only trials within this margin of the baseline's value (paper Algorithm 1); "
                         "negative: every trial (default: %(default)s)")
     p.add_argument("--latency-inductor", action="store_true", help="also time both under torch.compile")
+    p.add_argument("--objective", choices=["pareto", "accuracy"], default=None,
+                   help="pareto: two objectives, accuracy (lm: loss) and the operator's planned cost ratio, the "
+                        "front in study.best_trials; accuracy: accuracy (lm: loss) alone (default: pareto)")
+    p.add_argument("--pruner", choices=["hyperband", "halving", "none"], default=None,
+                   help="image: stop trials that learn slower than the others, after each epoch, with Optuna's "
+                        "HyperbandPruner or SuccessiveHalvingPruner (default: hyperband)")
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("show", help="list the study's trials, or describe one")
@@ -246,7 +252,8 @@ def _config(args: argparse.Namespace, **extra: Any):
                           flops_ratio=0.5 if args.flops_ratio is None else args.flops_ratio,
                           seed=0 if args.seed is None else args.seed, 
                           cost_ratio=1.0 if args.cost_ratio is None else (args.cost_ratio or None), **extra)
-    for name, attr in (("epochs", "epochs"), ("image_size", "image_size"), ("lr", "lr"),
+    for name, attr in (("objective", "objective"), ("pruner", "pruner"),
+                       ("epochs", "epochs"), ("image_size", "image_size"), ("lr", "lr"),
                        ("max_depth", "max_depth"), ("timeout", "trial_timeout"), ("threads", "threads"),
                        ("steps", "max_steps"), ("time_budget", "time_budget"), ("seq_len", "seq_len"),
                        ("val_every", "val_every"), ("tokenizer", "tokenizer")):
@@ -307,6 +314,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                      latency_margin=None if args.latency_margin < 0 else args.latency_margin)
     if args.epochs is None:
         config.epochs = 3
+    if recorded is not None and isinstance(recorded.get("milestones"), dict):  # no option: the study's own
+        config.milestones = {int(k): float(v) for k, v in recorded["milestones"].items()}
     config.validate()
     if recorded is not None:  # the same check as run_search's, before the imports
         from syno_automl.config import StudyMismatchError, describe_diff, settings_diff
@@ -319,34 +328,43 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"syno-automl: {'resuming' if args.resume else 'starting'} study {config.study!r} "
               f"({config.model} on {config.dataset}); loading torch, Lightning, MLflow...", flush=True)
     _quiet(training=True, verbose=args.verbose)
-    from syno_automl.study import baseline_trial, best_operator_trial, objective_name, run_search
+    from syno_automl.search.objectives import (baseline_trial, best_operator_trial, is_pareto, objective_name,
+                                               operator_front, primary_value)
+    from syno_automl.study import run_search
 
     result = run_search(config, resume=args.resume, out=None if args.quiet else sys.stdout)
     study = result.study
     name = objective_name(study)
     done = [t for t in study.trials if t.state.name == "COMPLETE"]
+    pruned = [t for t in study.trials if t.state.name == "PRUNED"]
     base = baseline_trial(study)
-    print(f"done in {result.seconds:.0f} s: {len(study.trials)} trials, {len(done)} complete"
-          + (f"; baseline {name} {base.value:.4f}" if base else ""))
+    print(f"done in {result.seconds:.0f} s: {len(study.trials)} trials, {len(done)} complete, {len(pruned)} pruned"
+          + (f"; baseline {name} {primary_value(base):.4f}" if base else ""))
+    if is_pareto(study):
+        front = operator_front(study)
+        print(f"Pareto front ({name} vs planned cost ratio, study.best_trials): {len(front)} operators"
+              + "".join(f"\n  {t.user_attrs.get(V.HASH)} (trial {t.number}): {name} {t.values[0]:.4f} at "
+                        f"{t.values[1]:.3f}x cost" for t in front))
     best = best_operator_trial(study)
     if best is not None:
-        print(f"best operator {best.user_attrs.get('syno.hash')} (trial {best.number}): {name} {best.value:.4f} "
-              f"at {best.user_attrs.get('syno.flops_ratio', float('nan')):.3f}x FLOPs  ->  "
-              f"syno-automl show {best.user_attrs.get('syno.hash')}")
+        print(f"best operator {best.user_attrs.get(V.HASH)} (trial {best.number}): {name} {primary_value(best):.4f} "
+              f"at {best.user_attrs.get(V.FLOPS_RATIO, float('nan')):.3f}x FLOPs, "
+              f"{best.user_attrs.get(V.COST_RATIO, float('nan')):.3f}x cost  ->  "
+              f"syno-automl show {best.user_attrs.get(V.HASH)}")
     if config.tracking_uri:
         print(f"MLflow: mlflow ui --backend-store-uri {config.tracking_uri} --host 127.0.0.1")
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from syno_automl.study import objective_name
+    from syno_automl.search.objectives import objective_name, primary_value
 
     study = _load_study(args)
     name = objective_name(study)
     if args.hash is None:
         trials = study.get_trials(deepcopy=False)
         print(f"study {study.study_name}: {len(trials)} trials ({name}; `syno-automl show N` for one)")
-        print(f"{'trial':>5}  {'state':<8}  {'operator':<16}  {name:>8}  {'FLOPs':>7}  reason")
+        print(f"{'trial':>5}  {'state':<8}  {'operator':<16}  {name:>8}  {'FLOPs':>7}  {'cost':>7}  reason")
         for t in trials:
             print(trial_line(t, name))
         return 0
@@ -363,8 +381,8 @@ def cmd_show(args: argparse.Namespace) -> int:
                        (V.MATERIALIZED, "elements materialized"), (V.PEAK, "peak tensor (elements)")):
         if key in trial.user_attrs:
             print(f"{label}: {trial.user_attrs[key]}")
-    if trial.value is not None:
-        print(f"{name}: {trial.value:.4f}")
+    if primary_value(trial) is not None:
+        print(f"{name}: {primary_value(trial):.4f}")
     for key, label in ((V.TOKENS_PER_S, "training tokens/s"), (V.THROUGHPUT_RATIO, "throughput ratio")):
         if key in trial.user_attrs:
             print(f"{label}: {trial.user_attrs[key]:.4g}")
@@ -447,7 +465,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from syno_automl.report import (canonical_rate_table, latency_devices, latency_schedules, latency_series,
                                     latency_table, plot_pareto, points_of, reevaluation_series, reevaluation_table,
                                     reevaluations_of, search_label, trial_table)
-    from syno_automl.study import objective_name
+    from syno_automl.search.objectives import objective_name
 
     study = _load_study(args)
     out = Path(args.out)
@@ -468,6 +486,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     files = plot_pareto(points, out / "pareto_flops", title=f"{study.study_name}: {name} vs FLOPs",
                         budget=settings.get("flops_ratio"), label=f"operators ({search_label(settings)})",
                         series=reevaluation_series(reevaluated), **axis)
+    from syno_automl.report_front import front_table, plot_cost_front
+
+    files += plot_cost_front(study, out / "pareto_cost", **axis)
     for device in latency_devices(study):  # measured by the search or by `syno-automl tune`, side by side
         series = latency_series(study, device)
         if series:
@@ -486,6 +507,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     later = (reevaluation_table(reevaluated, study, name) if tracker else
              "Not read: re-evaluations are kept in MLflow runs (--tracking-uri none was given).")
     text = (f"# syno-automl report: study {study.study_name}\n\n## Trials\n\n{trial_table(study)}\n\n"
+            f"## Pareto front ({name} vs planned cost ratio; pareto_cost.png)\n\n{front_table(study)}\n\n"
             f"## Re-evaluated (`syno-automl reevaluate`, beside the search's figures)\n\n{later}\n\n"
             f"## Latency (measured by the search and by `syno-automl tune`)\n\n{latency_table(study)}\n\n"
             f"## Canonical rates (children kept by the canonical rules, per depth; 32 samples)\n\n{rates}\n")
@@ -509,10 +531,12 @@ def _loss_curves(study, tracking: str, out: Path, top: int) -> list[Path]:
     from syno_automl.report import plot_loss_curves
     from syno_automl.tracking import SearchTracker
 
+    from syno_automl.search.objectives import primary_value
+
     done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if t.value is not None and V.RUN_ID in t.user_attrs]
+            if primary_value(t) is not None and V.RUN_ID in t.user_attrs]
     base = [t for t in done if t.user_attrs.get(V.BASELINE)]
-    ops = sorted((t for t in done if not t.user_attrs.get(V.BASELINE)), key=lambda t: t.value)[:top]
+    ops = sorted((t for t in done if not t.user_attrs.get(V.BASELINE)), key=primary_value)[:top]
     client = SearchTracker(tracking).client
     curves: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for t in base + ops:
@@ -554,6 +578,7 @@ def cmd_enumerate(args: argparse.Namespace) -> int:
 def cmd_reevaluate(args: argparse.Namespace) -> int:
     from syno_automl.space import Operator
     from syno_automl.optuna import operator_json_of
+    from syno_automl.search.objectives import primary_value
     from syno_automl.study import prepare, train_operator
 
     study = _load_study(args)
@@ -596,7 +621,8 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
         if run is not None:
             run.finish("FINISHED")
         print(f"{name}: {label} {acc:.4f} on {config.dataset} after {schedule}"
-              + (f" (search trial {trial.number}: {trial.value:.4f})" if trial.value is not None else "")
+              + (f" (search trial {trial.number}: {primary_value(trial):.4f})" if primary_value(trial) is not None
+                 else "")
               + (f"  [MLflow run {run.run_id}]" if run is not None else ""))
     return 0
 

@@ -45,7 +45,7 @@ _SETTING_OF = {"task": "task", "model": "model", "dataset": "dataset", "data_dir
                "image_size": "image_size", "lr": "lr", "max_depth": "max_depth", "timeout": "trial_timeout",
                "steps": "max_steps", "time_budget": "time_budget", "seq_len": "seq_len", "val_every": "val_every",
                "tokenizer": "tokenizer", "flops_ratio": "flops_ratio", "cost_ratio": "cost_ratio",
-               "seed": "seed"}
+               "seed": "seed", "objective": "objective", "pruner": "pruner"}
 
 
 def existing_storage(url: str, missing: Callable[[str], Exception]) -> Any:
@@ -72,6 +72,10 @@ def resume_defaults(args: argparse.Namespace) -> dict[str, Any]:
         names = ", ".join(sorted(s.study_name for s in optuna.get_all_study_summaries(storage, False))) or "none"
         raise LookupError(f"no study {args.study!r} to resume in {url} (studies there: {names}); drop --resume "
                           f"to start it") from None
+    from syno_automl.config import with_legacy_settings
+
+    if isinstance(recorded, dict):  # a study recorded before --objective / --pruner: single-objective, unpruned
+        recorded = with_legacy_settings(recorded)
     for option, key in _SETTING_OF.items():
         if getattr(args, option, None) is None and key in recorded:
             value = recorded[key]
@@ -86,7 +90,7 @@ def find_trial(study: Any, ref: str) -> Any:
     """The trial `ref` names: ``best`` (the best operator), ``baseline``, a trial number, or an operator hash
     prefix. Digits are a trial number when shorter than 4 characters; a longer run of digits that is both a
     trial number and a hash prefix is refused as ambiguous (give more of the hash, or ``#N``)."""
-    from syno_automl.study import baseline_trial, best_operator_trial
+    from syno_automl.search.objectives import baseline_trial, best_operator_trial
 
     trials = study.get_trials(deepcopy=False)
     key = ref.strip().lower()
@@ -139,10 +143,16 @@ def find_operator(study: Any, ref: str, space_of: Callable[[Any], Any]) -> tuple
 
 
 def trial_line(trial: Any, name: str) -> str:
+    """One row of `syno-automl show`: number, state, operator, objective value, FLOPs and cost ratios, reason."""
+    from syno_automl.search.objectives import primary_value
+
     state = trial.state.name
     label = "baseline" if trial.user_attrs.get(V.BASELINE) else str(trial.user_attrs.get(V.HASH, "-"))
-    value = f"{trial.value:.4f}" if trial.value is not None else "-"
+    found = primary_value(trial)
+    value = f"{found:.4f}" if found is not None else "-"
     ratio = trial.user_attrs.get(V.FLOPS_RATIO)
     flops = f"{ratio:.3f}x" if isinstance(ratio, (int, float)) else "-"
+    cost_ratio = 1.0 if trial.user_attrs.get(V.BASELINE) else trial.user_attrs.get(V.COST_RATIO)
+    cost = f"{cost_ratio:.3f}x" if isinstance(cost_ratio, (int, float)) else "-"
     why = trial.user_attrs.get(V.FAILURE) or trial.user_attrs.get(V.PRUNED) or ""
-    return f"{trial.number:>5}  {state:<8}  {label:<16}  {value:>8}  {flops:>7}  {str(why)[:60]}"
+    return f"{trial.number:>5}  {state:<8}  {label:<16}  {value:>8}  {flops:>7}  {cost:>7}  {str(why)[:60]}"

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import optuna
 
 from syno_automl import vocabulary as V
+from syno_automl.search.objectives import objective_name, primary_value
 
 __all__ = ["Point", "points_of", "latency_points", "latency_devices", "latency_schedules", "pareto_front",
            "plot_pareto", "plot_loss_curves", "canonical_rate_table", "trial_table", "Series", "Reevaluation",
@@ -44,9 +45,12 @@ def points_of(study: optuna.Study, cost: str = V.FLOPS_RATIO) -> list[Point]:
     out = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         value = t.user_attrs.get(cost)
-        if value is None or t.value is None:
+        if value is None and cost == V.COST_RATIO and t.user_attrs.get(V.BASELINE):
+            value = 1.0  # the replaced layers' own cost
+        objective = primary_value(t)
+        if value is None or objective is None:
             continue
-        out.append(Point(t.number, t.user_attrs.get(V.HASH), float(value), float(t.value),
+        out.append(Point(t.number, t.user_attrs.get(V.HASH), float(value), objective,
                          bool(t.user_attrs.get(V.BASELINE))))
     return out
 
@@ -62,12 +66,12 @@ def latency_points(study: optuna.Study, device: str) -> list[Point]:
         entry = measured.get(t.user_attrs.get(V.HASH), {}).get(device)
         if entry is None:
             entry = (t.user_attrs.get("syno.latency") or {}).get(device)
-        if entry is None or t.value is None or entry.get("latency_ms") is None:
+        if entry is None or primary_value(t) is None or entry.get("latency_ms") is None:
             continue
-        out.append(Point(t.number, t.user_attrs.get("syno.hash"), entry["latency_ms"], float(t.value), False))
-        if (base is not None and base.value is not None and entry.get("baseline_ms") is not None
-                and not any(p.baseline for p in out)):
-            out.append(Point(base.number, None, entry["baseline_ms"], float(base.value), True))
+        out.append(Point(t.number, t.user_attrs.get("syno.hash"), entry["latency_ms"], primary_value(t), False))
+        base_value = primary_value(base) if base is not None else None
+        if base_value is not None and entry.get("baseline_ms") is not None and not any(p.baseline for p in out):
+            out.append(Point(base.number, None, entry["baseline_ms"], base_value, True))
     return out
 
 
@@ -114,10 +118,12 @@ _SERIES_COLORS = ("#ee7733", "#aa3377", "#009988", "#ccbb44", "#66ccee", "#33228
 def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, xlabel: str = "FLOPs / baseline FLOPs",
                 title: str = "Accuracy vs FLOPs", maximize: bool = True,
                 ylabel: str = "validation accuracy", budget: float | None = None, label: str = "operators",
-                series: Sequence[Series] = ()) -> list[Path]:
-    """Writes ``<out_stem>.png`` and ``.svg``: every trial (`label`), the Pareto front, the baseline as a red star
-    (with the "within 1 pp" line for accuracies), `budget` (the search's FLOPs limit) as a vertical line, and
-    each of `series` in its own colour and legend entry, linked to the search's points of the same trials."""
+                series: Sequence[Series] = (), front: Sequence[Point] | None = None,
+                budget_label: str = "FLOPs budget") -> list[Path]:
+    """Writes ``<out_stem>.png`` and ``.svg``: every trial (`label`), the Pareto front (`front`, e.g. the study's
+    best_trials, highlighted; default: computed from `points`), the baseline as a red star (with the "within
+    1 pp" line for accuracies), `budget` (the search's limit) as a vertical line, and each of `series` in its own
+    colour and legend entry, linked to the search's points of the same trials."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -131,16 +137,20 @@ def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, xlabel: str = 
     if ops:
         ax.scatter([p.cost for p in ops], [p.value for p in ops], s=22, color="#4477aa", alpha=0.75,
                    label=label)
-    front = pareto_front(points, maximize)
-    if len(front) > 1:
+    given = front is not None
+    front = sorted(front, key=lambda p: p.cost) if front is not None else pareto_front(points, maximize)
+    if len(front) > 1 or (given and front):
         ax.step([p.cost for p in front], [p.value for p in front], where="post", color="#228833", lw=1.2,
                 label="Pareto front")
+    if given and front:
+        ax.scatter([p.cost for p in front], [p.value for p in front], s=46, facecolors="none",
+                   edgecolors="#228833", linewidths=1.4, zorder=4)
     for p in base:
         ax.scatter([p.cost], [p.value], marker="*", s=180, color="#cc3311", zorder=5, label="baseline")
         if maximize:
             ax.axhline(p.value - 0.01, color="#cc3311", lw=0.6, ls=":", label="baseline - 1 pp")
     if budget is not None:
-        ax.axvline(budget, color="#777777", lw=0.8, ls="--", label=f"FLOPs budget {budget:g}x")
+        ax.axvline(budget, color="#777777", lw=0.8, ls="--", label=f"{budget_label} {budget:g}x")
     by_trial = {(p.trial, p.baseline): p for p in points}
     for i, extra in enumerate(series):
         color = _SERIES_COLORS[i % len(_SERIES_COLORS)]
@@ -227,14 +237,16 @@ def canonical_rate_table(stats: dict[str, Any]) -> str:
 def trial_table(study: optuna.Study) -> str:
     """Markdown table of every trial (failed and pruned ones too): number, state, operator, FLOPs ratio,
     cost ratio, objective value (a pruned trial's: its last reported one), why it failed or was pruned."""
-    name = "val_loss" if study.direction == optuna.study.StudyDirection.MINIMIZE else "val_acc"
+    name = objective_name(study)
     lines = [f"| trial | state | operator | flops ratio | cost ratio | {name} | reason |", "|---:|---|---|---:|---:|---:|---|"]
     for t in study.get_trials(deepcopy=False):
         label = "baseline" if t.user_attrs.get(V.BASELINE) else t.user_attrs.get(V.HASH, "-")
         ratio = t.user_attrs.get(V.FLOPS_RATIO)
-        cost = t.user_attrs.get(V.COST_RATIO)  # planned cost vs the replaced layers' (Operator.cost)
-        value = t.value if t.value is not None else (
-            t.intermediate_values[max(t.intermediate_values)] if t.intermediate_values else None)
+        # planned cost vs the replaced layers' (Operator.cost): the baseline's is theirs, 1.0
+        cost = 1.0 if t.user_attrs.get(V.BASELINE) else t.user_attrs.get(V.COST_RATIO)
+        value = primary_value(t)
+        if value is None and t.intermediate_values:  # pruned (pareto: see the companion study)
+            value = t.intermediate_values[max(t.intermediate_values)]
         reason = str(t.user_attrs.get(V.FAILURE) or t.user_attrs.get(V.PRUNED) or "")
         reason = reason.replace("|", "/").replace("\n", " ")[:200]
         lines.append(f"| {t.number} | {t.state.name} | {label} | {'-' if ratio is None else f'{ratio:.3f}'} | "
@@ -335,7 +347,7 @@ def reevaluation_table(found: Sequence[Reevaluation], study: optuna.Study, objec
     order = sorted(found, key=lambda r: (r.label, r.hash is not None, -1 if r.trial is None else r.trial))
     for r in order:
         trial = trials.get(r.trial) if r.trial is not None else None
-        before = trial.value if trial is not None else None
+        before = primary_value(trial) if trial is not None else None
         delta = (r.value - base[r.label]) if r.hash is not None and r.value is not None and r.label in base else None
         status = r.status + (f": {r.reason}".replace("|", "/").replace("\n", " ")[:160] if r.reason else "")
         lines.append(f"| {'-' if r.trial is None else r.trial} | {r.hash or 'baseline'} | {_number(before)} | "
@@ -378,7 +390,8 @@ def latency_figures(study: optuna.Study) -> list[LatencyFigure]:
             for device, e in sorted(entries.items()):
                 if e and e.get("latency_ms") is not None:
                     out.append(LatencyFigure(t.number, op_hash, device, source, _latency_label(source, e),
-                                             float(e["latency_ms"]), e.get("baseline_ms"), e.get("speedup"), t.value))
+                                             float(e["latency_ms"]), e.get("baseline_ms"), e.get("speedup"),
+                                             primary_value(t)))
     return out
 
 
@@ -394,8 +407,9 @@ def latency_series(study: optuna.Study, device: str) -> list[Series]:
     for label, figures in sorted(grouped.items(), key=lambda kv: (not kv[0].startswith("search"), kv[0])):
         points = [Point(f.trial, f.hash, f.latency_ms, float(f.value), False) for f in figures if f.value is not None]
         baselines = [f.baseline_ms for f in figures if f.baseline_ms is not None]
-        if base is not None and base.value is not None and baselines:
-            points.append(Point(base.number, None, statistics.median(baselines), float(base.value), True))
+        base_value = primary_value(base) if base is not None else None
+        if base_value is not None and baselines:
+            points.append(Point(base.number, None, statistics.median(baselines), base_value, True))
         if points:
             out.append(Series(label, tuple(points)))
     return out

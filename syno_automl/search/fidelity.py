@@ -25,6 +25,7 @@ Example:
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping
 
 import lightning as L
@@ -99,7 +100,9 @@ class FidelityPruning(L.Callback):
         if self.companion is None:
             self.target = self.trial
             return
-        self.target = self.companion.ask()
+        with warnings.catch_warnings():  # a heartbeat storage warns that ask() is not optimize(): by design here
+            warnings.filterwarnings("ignore", message=".*Heartbeat of storage.*")
+            self.target = self.companion.ask()
         self.target.set_user_attr(V.SEARCH_TRIAL, self.trial.number)
         self.trial.set_user_attr(V.FIDELITY_TRIAL, self.target.number)
 

@@ -32,7 +32,7 @@ def speed_credit(cost_ratio: float, speedup: float) -> float:
     """0 at cost ratio >= 1, 1 at cost ratio <= 1 / speedup, linear in log(1 / cost_ratio) between.
 
     Example:
-        >>> speed_credit(1.0, 2.0), speed_credit(0.25, 2.0), speed_credit(2 ** -0.5, 2.0)
+        >>> speed_credit(1.0, 2.0), speed_credit(0.25, 2.0), round(speed_credit(2 ** -0.5, 2.0), 6)
         (0.0, 1.0, 0.5)
     """
     if not (cost_ratio > 0 and math.isfinite(cost_ratio)):

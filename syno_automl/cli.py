@@ -1,11 +1,13 @@
 """``syno-automl``: search, inspect, export, report, enumerate, re-evaluate and tune synthesized operators.
 
-    syno-automl search                      # embedded default: digits, small CNN, 10 trials, syno.db + mlflow.db
+    syno-automl search                      # embedded default: digits, small CNN, 10 trials, syno.db + mlflow.db;
+                                            # (val_acc, cost ratio) Pareto study, Hyperband over the epochs
+    syno-automl search --objective accuracy --pruner none   # single-objective, no multi-fidelity pruning
     syno-automl search --resume --trials 20 # continue the study
     syno-automl search --task lm --study lm # GPT QKV projections on the embedded text corpus, val_loss
     syno-automl show 3f2a                   # an operator of the study (hash prefix)
     syno-automl export 3f2a -o op.py        # standalone PyTorch module
-    syno-automl report                      # Pareto plot (PNG/SVG, logged to MLflow) and canonical-rate table
+    syno-automl report                      # Pareto plots (cost, FLOPs; PNG/SVG, logged to MLflow), the front, tables
     syno-automl enumerate                   # counts and canonical rates of the default space
     syno-automl reevaluate 3f2a --epochs 10 # retrain chosen operators, each an MLflow run linked to its trial
     syno-automl tune 3f2a --target llvm     # TVM latency vs the replaced layers

@@ -69,7 +69,7 @@ def test_search_show_export_report_resume(tmp_path):
         assert run.data.params["search.model"] == "small_cnn"
         if t.state == optuna.trial.TrialState.COMPLETE:
             assert run.info.status == "FINISHED"
-            assert run.data.metrics["val_acc"] == pytest.approx(t.value)
+            assert run.data.metrics["val_acc"] == pytest.approx(t.values[0])  # (val_acc, cost_ratio) by default
             assert {"flops", "num_params", "flops_ratio"} <= set(run.data.metrics)
         if t.number:
             client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -196,4 +196,4 @@ def test_worker_killed_mid_trial_is_retried_with_the_same_operator(tmp_path):
         run = runs[before.user_attrs["syno.mlflow_run_id"]]
         assert run.info.status in ("FINISHED", "FAILED", "KILLED")
         if before.state == optuna.trial.TrialState.COMPLETE:
-            assert run.data.metrics["val_acc"] == pytest.approx(before.value)
+            assert run.data.metrics["val_acc"] == pytest.approx(before.values[0])

@@ -150,8 +150,10 @@ def test_resume_refuses_other_training_settings_naming_them(tmp_path):
 def searched(tmp_path_factory) -> Path:
     """One small search through the CLI, shared by the inspect/export/move tests (read-only for them)."""
     folder = tmp_path_factory.mktemp("search")
+    # completed operators to inspect, whatever the default budget admits; single-objective: the conventions test
+    # reads study.best_trial (test_search_pareto.py covers the pareto study's)
     cli(folder, "search", "--trials", "2", "--epochs", "1", "--timeout", "0", "--seed", "1",
-        "--cost-ratio", "0")  # completed operators to inspect, whatever the default budget admits
+        "--cost-ratio", "0", "--objective", "accuracy")
     return folder
 
 

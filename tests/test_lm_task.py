@@ -98,9 +98,11 @@ def test_search_task_lm_end_to_end(tmp_path):
               "--seq-len", "32", "--time-budget", "60")
     assert "trial 0   baseline          val_loss" in out.stdout and "tokens/s" in out.stdout, out.stdout
     study = _study(tmp_path)
-    assert study.direction == optuna.study.StudyDirection.MINIMIZE and len(study.trials) == 3
+    # the default pareto objective: (val_loss, cost_ratio), both minimized
+    assert study.directions == [optuna.study.StudyDirection.MINIMIZE] * 2 and len(study.trials) == 3
+    assert study.metric_names == ["val_loss", "cost_ratio"]
     base = study.trials[0]
-    assert base.user_attrs["syno.baseline"] and base.value < UNIFORM_LOSS
+    assert base.user_attrs["syno.baseline"] and base.values[0] < UNIFORM_LOSS and base.values[1] == 1.0
     assert base.user_attrs["syno.steps"] == 20 and base.user_attrs["syno.tokens_per_s"] > 0
     done = [t for t in study.trials[1:] if t.state.name == "COMPLETE"]
     assert done, [(t.state.name, t.user_attrs.get("syno.failure")) for t in study.trials]
@@ -116,7 +118,7 @@ def test_search_task_lm_end_to_end(tmp_path):
     assert [p.step for p in sorted(val, key=lambda p: p.step)] == [10, 20]
     assert min(val, key=lambda p: p.step).value >= max(val, key=lambda p: p.step).value - 0.5
     ppl = client.get_metric_history(run_id, "val_ppl")
-    assert math.isclose(max(ppl, key=lambda p: p.step).value, math.exp(done[0].value), rel_tol=1e-4)
+    assert math.isclose(max(ppl, key=lambda p: p.step).value, math.exp(done[0].values[0]), rel_tol=1e-4)
     assert client.get_run(run_id).data.metrics["throughput_ratio"] > 0
     parent = [r for r in _runs(tmp_path) if r.data.tags.get("syno.role") == "study" or "best_val_loss" in r.data.metrics]
     assert any("best_val_loss" in r.data.metrics and "baseline_val_loss" in r.data.metrics for r in parent)
@@ -125,10 +127,10 @@ def test_search_task_lm_end_to_end(tmp_path):
     assert (tmp_path / "rep" / "loss_curves.png").stat().st_size > 10_000
     assert (tmp_path / "rep" / "pareto_flops.svg").exists() and "| val_loss |" in report.stdout
 
-    best = min(done, key=lambda t: t.value)
+    best = min(done, key=lambda t: t.values[0])
     h = best.user_attrs["syno.hash"]
     shown = cli(tmp_path, "show", h[:6]).stdout
-    assert f"val_loss: {best.value:.4f}" in shown and "training tokens/s" in shown
+    assert f"val_loss: {best.values[0]:.4f}" in shown and "training tokens/s" in shown
     cli(tmp_path, "export", h, "-o", "best.py")
     spec = importlib.util.spec_from_file_location("best_op", tmp_path / "best.py")
     module = importlib.util.module_from_spec(spec)

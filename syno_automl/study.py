@@ -5,8 +5,8 @@ trains the task with it substituted (SynoSubstitution), may be pruned by Optuna'
 halving over epochs (FidelityPruning, syno_automl.search.fidelity), and is logged to MLflow as a child run of
 the study's run. By default (``objective="pareto"``) the study has two objectives, the accuracy (or loss) and
 the operator's planned cost ratio, and ``study.best_trials`` is the operators' Pareto front;
-``objective="accuracy"`` keeps the single-objective study (see syno_automl.search.objectives). Two tasks: ``image`` (classification, maximize
-val_acc; the embedded digits demo) and ``lm`` (the GPT's QKV projections, minimize val_loss under a step and
+``objective="accuracy"`` keeps the single-objective study (see syno_automl.search.objectives). Two tasks:
+``image`` (classification, maximize val_acc; the embedded digits demo) and ``lm`` (the GPT's QKV projections, minimize val_loss under a step and
 time budget per trial; see ``syno_automl.lm_trial``). A trial whose operator fails to build or whose
 loss becomes NaN is recorded as failed (reason in its run) and the search goes on.
 
@@ -277,6 +277,9 @@ class Objective:
                                                  label=None if op is not None or baseline else "no-operator")
                     trial.set_user_attr(RUN_ID_ATTR, run.run_id)
             value = train_operator(context, trial, run, epochs=config.epochs)
+            cost = 1.0 if baseline else trial.user_attrs.get(V.COST_RATIO)
+            if config.objective == "pareto" and (cost is None or not math.isfinite(float(cost))):
+                raise ValueError(f"no finite planned cost ratio ({V.COST_RATIO}={cost}): not comparable")
             if baseline and run is not None:
                 _log_baseline(run, context)
             extra = self._throughput(trial, run, baseline) if config.task == "lm" else ""
@@ -307,15 +310,10 @@ class Objective:
         if run is not None:
             run.finish("FINISHED")
         ratio = trial.user_attrs.get(V.FLOPS_RATIO)
-        cost = 1.0 if baseline else trial.user_attrs.get(V.COST_RATIO)
         self._print(trial, op, f"{config.objective_name} {value:.4f}"
                     + (f"  flops {ratio:.3f}x" if ratio is not None else "")
                     + (f"  cost {cost:.3f}x" if cost is not None and not baseline else "") + extra, started)
-        if config.objective != "pareto":
-            return value
-        if cost is None or not math.isfinite(float(cost)):  # only a space without a cost model: not comparable
-            raise ValueError(f"trial {trial.number} has no finite planned cost ratio ({V.COST_RATIO}={cost})")
-        return value, float(cost)
+        return (value, float(cost)) if config.objective == "pareto" else value
 
     def _latency(self, trial: optuna.trial.Trial, run: Any | None, op: Operator, value: float) -> str:
         """TVM latency of the operator in every replaced layer vs those layers, when the trial is within the

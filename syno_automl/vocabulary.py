@@ -44,7 +44,8 @@ MATERIALIZED = "syno.materialized"    # elements the plan materializes
 PEAK = "syno.peak"                    # largest tensor of the plan, in elements
 
 # -- Optuna constraint (system attribute constraints:<name>): 1.0 on the baseline trial, so that the baseline is
-# infeasible and study.best_trial (and optuna-dashboard's Best Trial) is the best operator, never the baseline
+# infeasible and study.best_trial (accuracy studies), study.best_trials (pareto studies: the operators' front) and
+# optuna-dashboard's Best Trial hold operators, never the baseline
 BASELINE_CONSTRAINT = "syno.baseline"
 
 # -- Optuna trial system attributes (the sampler's)

@@ -6,8 +6,8 @@ halving over epochs (FidelityPruning, syno_automl.search.fidelity), and is logge
 the study's run. By default (``objective="pareto"``) the study has two objectives, the accuracy (or loss) and
 the operator's planned cost ratio, and ``study.best_trials`` is the operators' Pareto front;
 ``objective="accuracy"`` keeps the single-objective study (see syno_automl.search.objectives). Two tasks:
-``image`` (classification, maximize val_acc; the embedded digits demo) and ``lm`` (the GPT's QKV projections, minimize val_loss under a step and
-time budget per trial; see ``syno_automl.lm_trial``). A trial whose operator fails to build or whose
+``image`` (classification, maximize val_acc; the embedded digits demo) and ``lm`` (the GPT's QKV projections,
+minimize val_loss under a step and time budget per trial; see ``syno_automl.lm_trial``). A trial whose operator fails to build or whose
 loss becomes NaN is recorded as failed (reason in its run) and the search goes on.
 
 Example:

@@ -8,7 +8,7 @@ search's own training path (:func:`syno_automl.study.train_operator`) for ``conf
 1 pp" is a statement about the operator rather than one seed's noise. The whole substituted model and the
 original one are then timed in this process (:func:`measure_speedups`: torch eager inference in eval mode on the
 search's example batch, the search's torch threads, the measurement package's protocol, models interleaved
-round by round, medians). The :class:`~syno_automl.search.verdict.FinalResult` names the fastest operator
+round by round; speedup: the median of per-round ratios). The :class:`~syno_automl.search.verdict.FinalResult` names the fastest operator
 within ``config.final_margin`` of the baseline, or says none is.
 
 Logged: one MLflow run per re-trained model (tag ``syno.role`` = ``final``, child of the study's run), the
@@ -37,7 +37,7 @@ from syno_automl.search.verdict import FinalResult, Finalist, short_description
 
 __all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "final_epochs", "TIMING_ROUNDS"]
 
-TIMING_ROUNDS = 5          # interleaved rounds: baseline, op 1, op 2, ..., baseline, op 1, ...
+TIMING_ROUNDS = 7          # interleaved rounds: baseline, op 1, op 2, ..., baseline, op 1, ...
 _ROUND = dict(warmup=2, number=1, repeat=5, min_repeat_ms=20)   # per model and round (measure.TimingProtocol)
 
 
@@ -130,7 +130,8 @@ def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS,
                      threads: int | None = None) -> tuple[float | None, list[tuple[float | None, float | None]], str]:
     """Times the original model and the model with each of `ops` substituted (torch eager, eval mode, inference
     on the search's example batch, `threads` torch threads, default the search's), interleaved: every round
-    times each model once with the measurement protocol; a model's latency is the median over all its samples.
+    times each model once with the measurement protocol; a model's latency is the median over all its samples,
+    its speedup the median over rounds of (baseline's round median / its round median).
     Returns (baseline ms, [(latency ms, speedup) per op], how it was measured). Never raises: a model that
     cannot be built or timed gets (None, None)."""
     import torch
@@ -160,6 +161,7 @@ def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS,
         for _, p in placeholders(baseline):
             p.reset()
     samples: list[list[float]] = [[] for _ in range(len(ops) + 1)]
+    per_round: list[list[float]] = [[] for _ in range(len(ops) + 1)]   # each model's median of each round
     failed: set[int] = {i + 1 for i, m in enumerate(models) if m is None}
     for _ in range(max(1, rounds)):
         for i, model in enumerate([baseline, *models]):
@@ -168,11 +170,15 @@ def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS,
             lat = time_torch(model, (example,), compile=False, protocol=protocol, threads=threads)
             if lat.ok:
                 samples[i].extend(lat.samples_ms)
+                per_round[i].append(lat.median_ms)
             else:  # a model that fails once is not timed again
                 failed.add(i)
     medians = [statistics.median(s) if s and i not in failed else None for i, s in enumerate(samples)]
     base_ms = medians[0]
-    out = [(ms, base_ms / ms if base_ms and ms else None) for ms in medians[1:]]
+    # the speedup pairs each round's baseline with the same round's model (timed moments apart): load that
+    # comes and goes on a shared machine moves both sides of a ratio, not one median
+    out = [(ms, statistics.median(b / m for b, m in zip(per_round[0], per_round[i + 1]))
+            if base_ms and ms else None) for i, ms in enumerate(medians[1:])]
     return base_ms, out, label
 
 

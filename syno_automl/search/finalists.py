@@ -208,7 +208,8 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
                         _value(base_trial) if base_trial is not None and base_trial.values else None)
     candidates = [Finalist(op.hash, t.number, short_description(op.primitives), t.user_attrs.get(V.COST_RATIO),
                            _value(t)) for t, op in zip(trials, ops)]
-    for finalist, op in zip([baseline, *candidates], [None, *ops]):
+    # no finalist: nothing to compare the baseline with, so it is not re-trained either
+    for finalist, op in zip([baseline, *candidates] if candidates else [], [None, *ops]):
         run = None
         if tracker is not None:
             run = _final_run(tracker, parent, config.study, finalist.label, op, finalist.trial)
@@ -216,7 +217,7 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
         retrain(context, finalist, op, seeds, epochs, run, out)
         if run is not None:
             run.finish("FINISHED" if finalist.values else "FAILED")
-    base_ms, measured, timing = measure_speedups(context, ops)
+    base_ms, measured, timing = measure_speedups(context, ops) if ops else (None, [], "not timed")
     baseline.latency_ms, baseline.speedup = base_ms, (1.0 if base_ms else None)
     for finalist, (ms, speedup) in zip(candidates, measured):
         finalist.latency_ms, finalist.speedup = ms, speedup

@@ -116,13 +116,14 @@ class FinalResult:
             return (f"fastest operator within {margin} of the baseline: {chosen.label} {chosen.description} "
                     f"{self.metric} {chosen.figure()} (baseline {self.baseline.figure()}, {self.seeds} seeds × "
                     f"{self.epochs} epochs), speedup {_speedup(chosen.speedup)} ({self.timing})")
+        if not self.candidates:
+            return (f"no operator within {margin} of the baseline (no completed operator cheaper than the replaced "
+                    f"layers to re-train)")
         if self.baseline.mean is None:
             return f"no operator within {margin} of the baseline: the baseline failed to re-train"
         best = self.best
         if best is None:
-            why = ("every finalist failed to re-train" if self.candidates
-                   else "no completed operator cheaper than the replaced layers to re-train")
-            return f"no operator within {margin} of the baseline ({why})"
+            return f"no operator within {margin} of the baseline (every finalist failed to re-train)"
         return (f"no operator within {margin} of the baseline {self.baseline.figure()} (best: {best.label} "
                 f"{best.figure()}, speedup {_speedup(best.speedup)}; {self.seeds} seeds × {self.epochs} epochs, "
                 f"{self.timing})")

@@ -126,6 +126,15 @@ def test_choose_finalists_ranks_cheaper_operators_by_accuracy_and_skips_the_rest
     assert [t.user_attrs[V.HASH] for t in choose_finalists(study, 3)] == ["a2", "a1", "a3"]
     assert [t.user_attrs[V.HASH] for t in choose_finalists(study, 1)] == ["a2"]
     assert choose_finalists(study, 0) == []
+    # multi-objective (accuracy max, cost ratio min): the Pareto front first (a3 before the dominated a4, a5)
+    pareto = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", directions=["maximize", "minimize"])
+    for h, acc, cost in (("a1", 0.90, 0.5), ("a2", 0.95, 0.8), ("a3", 0.70, 0.3), ("a4", 0.85, 0.9),
+                         ("a5", 0.80, 0.6)):
+        trial = pareto.ask()
+        trial.set_user_attr(V.HASH, h)
+        trial.set_user_attr(V.COST_RATIO, cost)
+        pareto.tell(trial, (acc, cost))
+    assert [t.user_attrs[V.HASH] for t in choose_finalists(pareto, 4)] == ["a2", "a1", "a3", "a4"]
 
 
 def test_the_verdict_names_the_fastest_operator_within_the_margin() -> None:

@@ -151,7 +151,7 @@ def searched(tmp_path_factory) -> Path:
     """One small search through the CLI, shared by the inspect/export/move tests (read-only for them)."""
     folder = tmp_path_factory.mktemp("search")
     cli(folder, "search", "--trials", "2", "--epochs", "1", "--timeout", "0", "--seed", "1",
-        "--cost-ratio", "0")  # completed operators to inspect, whatever the default budget admits
+        "--cost-ratio", "0", "--finalists", "0")  # completed operators to inspect, whatever the default budget admits
     return folder
 
 

@@ -151,3 +151,12 @@ def test_the_verdict_names_the_fastest_operator_within_the_margin() -> None:
     assert "best: fastbad 0.910 ± 0.014, speedup 3.00×" in strict.verdict()
     assert "no completed operator" in dataclasses.replace(result, candidates=[]).verdict()
     assert final_epochs(SearchConfig(epochs=3)) == 6 and final_epochs(SearchConfig(final_epochs=5)) == 5
+
+
+def test_the_lm_task_says_its_final_stage_is_image_only(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    out = io.StringIO()
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'lm.db'}", direction="minimize")
+    assert run_final_stage(study, SimpleNamespace(config=SearchConfig(task="lm")), out=out) is None
+    assert "image task only" in out.getvalue() and V.FINAL not in study.user_attrs

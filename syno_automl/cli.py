@@ -145,6 +145,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pruner", choices=["hyperband", "halving", "none"], default=None,
                    help="image: stop trials that learn slower than the others, after each epoch, with Optuna's "
                         "HyperbandPruner or SuccessiveHalvingPruner (default: hyperband)")
+    p.add_argument("--finalists", type=int, default=3,
+                   help="final stage: re-train this many operators cheaper than the replaced layers (best first) and "
+                        "the baseline alike, time the whole models, and name the fastest within --final-margin of "
+                        "the baseline (image task; default: %(default)s; 0: no final stage)")
+    p.add_argument("--final-epochs", type=int, default=None,
+                   help="final stage: training epochs (default: twice --epochs)")
+    p.add_argument("--final-seeds", type=int, default=3,
+                   help="final stage: training seeds per model, reported as mean ± sd (default: %(default)s)")
+    p.add_argument("--final-margin", type=float, default=0.01,
+                   help="final stage: the accuracy an operator may lose against the baseline, absolute "
+                        "(default: %(default)s = 1 pp)")
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("show", help="list the study's trials, or describe one")
@@ -313,7 +324,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     config = _config(args, trials=args.trials, storage=args.storage, study=args.study,
                      tracking_uri=tracking_uri, heartbeat=args.heartbeat or None, latency_targets=targets,
                      latency_trials=args.latency_trials, latency_inductor=args.latency_inductor,
-                     latency_margin=None if args.latency_margin < 0 else args.latency_margin)
+                     latency_margin=None if args.latency_margin < 0 else args.latency_margin,
+                     finalists=args.finalists, final_epochs=args.final_epochs, final_seeds=args.final_seeds,
+                     final_margin=args.final_margin)
     if args.epochs is None:
         config.epochs = 3
     if recorded is not None and isinstance(recorded.get("milestones"), dict):  # no option: the study's own
@@ -355,6 +368,8 @@ def cmd_search(args: argparse.Namespace) -> int:
               f"syno-automl show {best.user_attrs.get(V.HASH)}")
     if config.tracking_uri:
         print(f"MLflow: mlflow ui --backend-store-uri {config.tracking_uri} --host 127.0.0.1")
+    if result.final is not None:  # the search's answer, last
+        print(result.final.verdict())
     return 0
 
 

@@ -41,8 +41,9 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 # settings a --resume may change: how many trials, where the data lives, the safety time limit, what is
 # measured beside training
+# (the final stage runs after the trials and changes none of them: a --resume may change it too)
 RESUMABLE = frozenset({"trials", "data_dir", "trial_timeout", "latency_targets", "latency_trials", "latency_margin",
-                       "latency_inductor"})
+                       "latency_inductor", "finalists", "final_epochs", "final_seeds", "final_margin"})
 
 
 # what a study recorded before a setting existed ran with: a --resume of it keeps that behaviour
@@ -131,6 +132,13 @@ class SearchConfig:
     latency_trials: int = 0                  # MetaSchedule trials per kernel (0: untuned default schedules)
     latency_margin: float | None = 0.01      # image: val_acc >= baseline - margin; lm: val_loss <= baseline + margin
     latency_inductor: bool = False           # also time operator and layer under torch.compile
+    # final stage (search/finalists.py, image task): re-train up to `finalists` operators cheaper than the replaced
+    # layers and the baseline for final_epochs (None: 2x epochs) with final_seeds seeds each, time the whole models,
+    # name the fastest within final_margin (accuracy, absolute) of the baseline; finalists 0: no final stage
+    finalists: int = 3
+    final_epochs: int | None = None
+    final_seeds: int = 3
+    final_margin: float = 0.01
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -192,6 +200,13 @@ class SearchConfig:
             raise ValueError(f"--latency-trials must be >= 0, got {self.latency_trials}")
         if self.latency_margin is not None and not (self.latency_margin >= 0 and math.isfinite(self.latency_margin)):
             raise ValueError(f"--latency-margin must be a non-negative number, got {self.latency_margin}")
+        if self.finalists < 0 or self.final_seeds < 1:
+            raise ValueError(f"--finalists must be >= 0 and --final-seeds >= 1, got {self.finalists} and "
+                             f"{self.final_seeds}")
+        if self.final_epochs is not None and self.final_epochs < 1:
+            raise ValueError(f"--final-epochs must be >= 1, got {self.final_epochs}")
+        if not math.isfinite(self.final_margin):
+            raise ValueError(f"--final-margin must be a finite number, got {self.final_margin}")
         if self.task == "lm":
             if self.max_steps < 1:
                 raise ValueError(f"--steps must be >= 1, got {self.max_steps}")

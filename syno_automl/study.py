@@ -88,6 +88,7 @@ class SearchResult:
     context: SearchContext
     parent_run_id: str | None
     seconds: float
+    final: Any = None  # the final stage's FinalResult (search/verdict.py), None when off
 
 
 def _seed_everything(seed: int) -> None:
@@ -545,9 +546,12 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
     # our own progress lines report failures in one line; Optuna would add a traceback per failed trial
     optuna.logging.set_verbosity(optuna.logging.ERROR if out is not None else optuna.logging.WARNING)
     objective = Objective(context, tracker, parent, out)
-    status = "FAILED"
+    status, final = "FAILED", None
     try:
         study.optimize(objective, n_trials=n_trials, catch=(Exception,), gc_after_trial=True)
+        from syno_automl.search.finalists import run_final_stage
+
+        final = run_final_stage(study, context, tracker, parent, out)
         status = "FINISHED"
     except KeyboardInterrupt:
         status = "KILLED"
@@ -556,7 +560,7 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
         if tracker is not None and parent is not None:
             _summarize_parent(tracker, parent, study)
             tracker.run(parent).finish(status)
-    return SearchResult(study, context, parent, time.time() - started)
+    return SearchResult(study, context, parent, time.time() - started, final)
 
 
 def remaining_trials(study: optuna.Study, trials: int) -> int:

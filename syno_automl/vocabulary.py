@@ -16,6 +16,7 @@ SPACE = "syno.space"                  # the OperatorSpace's config (a --resume m
 SETTINGS = "syno.settings"            # SearchConfig.settings() of the search (a --resume must match them)
 STUDY_RUN_ID = "syno.mlflow_run_id"   # the study's parent MLflow run
 LATENCY = "syno.latency"              # {hash: {device: entry}} measured by `syno-automl tune`
+FINAL = "syno.final"                  # the final stage's table and verdict (search/verdict.py FinalResult.to_dict)
 
 # -- the companion study of a pareto search (same storage, named <study> + FIDELITY_SUFFIX): single-objective, its
 # trials hold the per-epoch val_acc that Optuna's pruners read (they refuse multi-objective studies)
@@ -79,12 +80,26 @@ def speedup_metric(device: str) -> str:
 
 # -- MLflow tags
 TAG_STUDY = "syno.study"
-TAG_ROLE = "syno.role"                # "study" | "trial" | "reevaluation"
+TAG_ROLE = "syno.role"                # "study" | "trial" | "reevaluation" | "final"
 TAG_TRIAL = "syno.trial"
 TAG_HASH = "syno.hash"
 TAG_FAILURE = "syno.failure"
 TAG_PRUNED = "syno.pruned"
 TAG_BEST_HASH = "syno.best_hash"
+TAG_SEARCH_TRIAL = "syno.search_trial"    # a final / reevaluation run: the search trial it re-trains
+TAG_FINAL_VERDICT = "syno.final_verdict"  # the study run: the final stage's verdict line
+TAG_FINAL_HASH = "syno.final_hash"        # the study run: the operator the verdict names, or "none"
+ROLE_FINAL = "final"                      # TAG_ROLE of a final-stage re-training run (one per finalist + baseline)
+
+# -- MLflow metrics of the final stage (final runs, and the study run for the named / best operator)
+METRIC_FINAL_SPEEDUP = "final_speedup"        # original model latency / substituted model latency (torch eager)
+METRIC_FINAL_LATENCY = "final_latency_ms"     # the model's median latency (the baseline's run: the original's)
+METRIC_FINAL_FOUND = "final_found"            # study run: 1 when an operator is within the margin, else 0
+
+
+def final_metric(name: str, stat: str | None = None) -> str:
+    """``final_<name>`` (one value per seed, step = seed), ``final_<name>_mean`` / ``_sd``."""
+    return f"final_{name}" + (f"_{stat}" if stat else "")
 
 # -- MLflow artifacts of a trial run
 ARTIFACT_OPERATOR_JSON = "operator.json"

@@ -178,7 +178,8 @@ def test_worker_killed_mid_trial_is_retried_with_the_same_operator(tmp_path):
                                 + (tmp_path / "worker1.log").read_text()[-3000:])
     finished_before = {t.number: t for t in _study(tmp_path).trials if t.state.is_finished()}
     time.sleep(3.5)  # past the grace period (3 heartbeats)
-    cli(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1", "--resume")
+    cli(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1", "--resume",
+        "--finalists", "0")  # the retry is what is checked here
     trials = _study(tmp_path).trials
     lost = trials[victim.number]
     assert lost.state == optuna.trial.TrialState.FAIL

@@ -153,7 +153,7 @@ def searched(tmp_path_factory) -> Path:
     # completed operators to inspect, whatever the default budget admits; single-objective: the conventions test
     # reads study.best_trial (test_search_pareto.py covers the pareto study's)
     cli(folder, "search", "--trials", "2", "--epochs", "1", "--timeout", "0", "--seed", "1",
-        "--cost-ratio", "0", "--objective", "accuracy")
+        "--cost-ratio", "0", "--objective", "accuracy", "--finalists", "0")
     return folder
 
 

@@ -1,0 +1,271 @@
+"""Discovery benchmark (issue 14): does a search find an operator that makes the model faster at the same accuracy?
+
+N seeds (default 5) x a fixed budget of operator trials (default 30) on the default task (small CNN on digits), for
+  * shipped: the search as `syno-automl search` runs it (its study, sampler, pruning, objective; no MLflow);
+  * random:  the same study and training, every operator trial enqueued from the space's own random sampler
+             (space.sample(budget, mixed seed): distinct canonical operators) -- bench/search.py's baseline method
+             (its seeds are mixed first: space.sample(n, seed=1) returns seed 0's operators, in the native core);
+  * accuracy: the shipped search with ``objective="accuracy"`` (the single objective), when SearchConfig has an
+             ``objective`` field (obj14's branch of issue 14); on a tree without it the row is skipped.
+Each run ends with the search's own final stage (syno_automl.search.finalists: up to --finalists operators cheaper
+than the replaced layers re-trained with the baseline, --final-seeds seeds x --final-epochs epochs, whole models
+timed: torch eager inference, batch 64, the search's 1 thread, interleaved with the baseline, medians).
+
+Figures per method (nothing asserted):
+  * hit: the operator trials until the first operator with measured model speedup >= --speedup at <= --margin
+    accuracy loss after the final re-training (among the run's finalists: the earliest qualifying finalist's
+    position in the run), ">budget" when none; median over seeds;
+  * found: the share of seeds with such an operator;
+  * best speedup: the best measured speedup of a finalist within the margin (any speedup);
+  * hypervolume of the run's front (search accuracy, planned cost ratio) with optuna's compute_hypervolume,
+    reference = the baseline (its search accuracy, cost 1.0) as the issue asks, and (more telling while no
+    operator beats the baseline) reference = (chance accuracy, cost 1.0).
+
+Cached evaluations (--cache, JSON): an operator (by hash) is trained once per (epochs, training seed) and the
+outcome (value, the trial's cost attributes, intermediate reports, pruned/failed) is replayed for every method and
+seed that proposes it; so each search trial trains with one fixed training seed (0) instead of the shipped
+``seed + trial number`` (the only change to the shipped path), and the final stage's seeds are 0..k-1 in every run.
+Measured speedups are cached by hash too (the first measurement, in the process that made it, against its
+baseline). A replayed trial reports its cached intermediate values to the pruner and stops where the pruner says.
+
+    python bench/discovery.py                                # 5 seeds x 30 trials (see the note for the time)
+    nice -n 10 python bench/discovery.py --seeds 2 --budget 8
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+warnings.filterwarnings("ignore")
+
+import numpy as np  # noqa: E402
+import optuna  # noqa: E402
+
+import syno_automl.search.finalists as finalists  # noqa: E402
+import syno_automl.study as study_mod  # noqa: E402
+from syno_automl import vocabulary as V  # noqa: E402
+from syno_automl.search.storage import make_storage  # noqa: E402,F401 (the study's storage, as the CLI's)
+from syno_automl.study import Objective, SearchConfig, open_study, prepare, remaining_trials  # noqa: E402
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+import lightning.pytorch  # noqa: E402,F401 - sets its loggers' levels on import: quiet them after
+
+for _name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
+_ATTRS = ("syno.flops", "syno.params", "syno.baseline_flops", "syno.flops_ratio", V.COST, V.COST_RATIO,
+          V.MATERIALIZED, V.PEAK)
+FINAL_SEED_BASE = 1000     # the final stage's training seeds: FINAL_SEED_BASE + s in every run
+_ORIGINAL_TRAIN = study_mod.train_operator
+_ORIGINAL_MEASURE = finalists.measure_speedups
+
+
+class Cache:
+    """Outcomes by "<hash>|<epochs>|<training seed>", speedups by hash; written after every new entry."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        data = json.loads(path.read_text()) if path.exists() else {}
+        self.runs: dict[str, Any] = data.get("runs", {})
+        self.speedups: dict[str, Any] = data.get("speedups", {})
+        self.trained = self.replayed = 0
+        self.train_s = 0.0
+        self.run_seed = 0  # the current run's search seed (the final stage's seeds are counted from it)
+
+    def save(self) -> None:
+        self.path.write_text(json.dumps({"runs": self.runs, "speedups": self.speedups}))
+
+    # -- the search's training, cached ---------------------------------------------------------------------
+    def train(self, context, trial, run, *, epochs: int, operator=None, milestones=None, timeout=-1.0,
+              steps=None) -> float:
+        if trial is not None:  # a search trial: training seed 0 (train_operator adds the trial number)
+            baseline = bool(trial.user_attrs.get(V.BASELINE))
+            label = "baseline" if baseline else trial.user_attrs.get(V.HASH) or "unknown"
+            seed, shift = 0, -trial.number
+        else:  # the final stage: retrain() passes seed config.seed + s
+            label = operator.hash if operator is not None else "baseline"
+            s = context.config.seed - self.run_seed
+            seed, shift = FINAL_SEED_BASE + s, FINAL_SEED_BASE + s
+        key = f"{label}|{epochs}|{seed}"
+        hit = self.runs.get(key)
+        if hit is not None and trial is not None and label != "unknown":
+            replayed = self._replay(trial, hit)
+            if replayed is not None:
+                self.replayed += 1
+                return replayed
+        elif hit is not None and trial is None:
+            self.replayed += 1
+            if hit["outcome"] == "complete":
+                return hit["value"]
+            raise RuntimeError(hit.get("reason", "failed (cached)"))
+        seeded = dataclasses.replace(context, config=dataclasses.replace(context.config, seed=shift))
+        started = time.time()
+        entry: dict[str, Any] = {"outcome": "complete"}
+        try:
+            value = _ORIGINAL_TRAIN(seeded, trial, run, epochs=epochs, operator=operator, milestones=milestones,
+                                    timeout=timeout, steps=steps)
+            entry["value"] = value
+        except optuna.TrialPruned as e:
+            entry.update(outcome="pruned", reason=str(e))
+            raise
+        except Exception as e:
+            entry.update(outcome="failed", reason=f"{type(e).__name__}: {e}"[:300])
+            raise
+        finally:
+            self.trained += 1
+            self.train_s += time.time() - started
+            if trial is not None:
+                frozen = trial.study._storage.get_trial(trial._trial_id)
+                entry["attrs"] = {k: frozen.user_attrs[k] for k in _ATTRS if k in frozen.user_attrs}
+                entry["reports"] = {str(k): v for k, v in frozen.intermediate_values.items()}
+            if label != "unknown":
+                self.runs[key] = entry
+                self.save()
+        return value
+
+    @staticmethod
+    def _replay(trial, hit: dict[str, Any]) -> float | None:
+        """The cached outcome on `trial` (attrs, reports; the pruner asked at every report); None when the cache
+        stopped earlier than this replay would (pruned by the pruner then, not now): train it again."""
+        for k, v in hit.get("attrs", {}).items():
+            trial.set_user_attr(k, v)
+        for step, value in sorted(hit.get("reports", {}).items(), key=lambda kv: int(kv[0])):
+            if len(trial.study.directions) == 1:
+                trial.report(value, int(step))
+                if trial.should_prune():
+                    raise optuna.TrialPruned(f"val_acc={value:.4f} at epoch {step} (pruner, replayed)")
+        if hit["outcome"] == "complete":
+            return hit["value"]
+        if hit["outcome"] == "failed":
+            raise RuntimeError(hit["reason"])
+        if "milestone" in hit.get("reason", "") or len(trial.study.directions) > 1:
+            raise optuna.TrialPruned(hit["reason"])
+        return None
+
+    # -- the final stage's timing, cached ------------------------------------------------------------------
+    def measure(self, context, ops, rounds=finalists.TIMING_ROUNDS, threads=None):
+        todo = [op for op in ops if op.hash not in self.speedups]
+        base_ms, label = None, "cached"
+        if todo or not ops:
+            base_ms, measured, label = _ORIGINAL_MEASURE(context, todo, rounds, threads)
+            for op, (ms, speedup) in zip(todo, measured):
+                self.speedups[op.hash] = {"ms": ms, "speedup": speedup, "label": label}
+            self.save()
+        label = next((self.speedups[op.hash]["label"] for op in ops), label)
+        return base_ms, [(self.speedups[op.hash]["ms"], self.speedups[op.hash]["speedup"]) for op in ops], label
+
+
+def run_one(method: str, context, config: SearchConfig, cache: Cache, seed: int, budget: int, folder: Path):
+    """One search of `budget` operator trials with seed `seed`, then the final stage; the run's figures."""
+    cfg = dataclasses.replace(config, seed=seed, storage=f"sqlite:///{folder / f'{method}-{seed}.db'}",
+                              study=f"{method}-{seed}", trials=budget)
+    if method == "accuracy":
+        cfg = dataclasses.replace(cfg, objective="accuracy")
+    ctx = dataclasses.replace(context, config=cfg)
+    cache.run_seed = seed
+    study = open_study(cfg, ctx)
+    if method == "random":
+        # a well-mixed seed: space.sample's streams for seeds 0, 1, 2 overlap (seed 1 gives seed 0's operators)
+        for op in ctx.space.sample(budget, seed=random.Random(seed).getrandbits(62)):
+            study.enqueue_trial({}, user_attrs={V.OPERATOR: op.to_json()})
+    study.optimize(Objective(ctx, None, None, out=None), n_trials=remaining_trials(study, budget),
+                   catch=(Exception,), gc_after_trial=True)
+    final = finalists.run_final_stage(study, ctx, out=None)
+    return study, final
+
+
+def figures(study: optuna.Study, final, budget: int, margin: float, target: float, chance: float) -> dict:
+    ops = [t for t in study.trials if not t.user_attrs.get(V.BASELINE)]
+    order = {t.number: i + 1 for i, t in enumerate(ops)}  # position among the run's operator trials
+    hits = [order[f.trial] for f in (final.candidates if final else [])
+            if final.within(f) and f.speedup is not None and f.speedup >= target and f.trial in order]
+    within = [f.speedup for f in (final.candidates if final else []) if final.within(f) and f.speedup is not None]
+    base = next((t for t in study.trials if t.user_attrs.get(V.BASELINE) and t.values), None)
+    points = [(-t.values[0], t.user_attrs[V.COST_RATIO]) for t in ops
+              if t.state == optuna.trial.TrialState.COMPLETE and t.values and V.COST_RATIO in t.user_attrs]
+    hv = {}
+    for name, ref_acc in (("baseline", base.values[0] if base else None), ("chance", chance)):
+        ref = np.array([-ref_acc, 1.0]) if ref_acc is not None else None
+        inside = np.array([p for p in points if ref is not None and p[0] < ref[0] and p[1] < ref[1]])
+        hv[name] = (float(optuna._hypervolume.compute_hypervolume(inside, ref)) if len(inside) else 0.0)
+    return {"hit": min(hits) if hits else None, "best_speedup": max(within) if within else None, "hv": hv,
+            "complete": sum(t.state == optuna.trial.TrialState.COMPLETE for t in ops), "ops": len(ops),
+            "verdict": final.verdict() if final else "(no final stage)",
+            "best_search_acc": max((-p[0] for p in points), default=None)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--budget", type=int, default=30, help="operator trials per run (default: %(default)s)")
+    parser.add_argument("--epochs", type=int, default=3, help="search epochs per trial (the CLI's default)")
+    parser.add_argument("--finalists", type=int, default=3)
+    parser.add_argument("--final-seeds", type=int, default=3)
+    parser.add_argument("--final-epochs", type=int, default=None, help="default: twice --epochs")
+    parser.add_argument("--margin", type=float, default=0.01)
+    parser.add_argument("--speedup", type=float, default=1.3)
+    parser.add_argument("--methods", default="shipped,random,accuracy")
+    parser.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "syno-bench-discovery-cache.json"))
+    args = parser.parse_args()
+
+    cache = Cache(Path(args.cache))
+    study_mod.train_operator = cache.train  # Objective and the final stage's retrain() read the module's
+    finalists.measure_speedups = cache.measure
+    config = SearchConfig(epochs=args.epochs, tracking_uri=None, heartbeat=None, finalists=args.finalists,
+                          final_seeds=args.final_seeds, final_epochs=args.final_epochs, final_margin=args.margin)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if "accuracy" in methods and getattr(SearchConfig(), "objective", None) is None:
+        print("accuracy: skipped (SearchConfig has no `objective` field on this tree: it comes with obj14's "
+              "multi-objective search; here `shipped` IS the accuracy-only search)")
+        methods.remove("accuracy")
+    started = time.time()
+    context = prepare(config)  # one context (one example batch, one space) for every run: caching needs it
+    chance = 1.0 / max(context.num_classes, 2)
+    folder = Path(tempfile.mkdtemp(prefix="syno-discovery-"))
+    print(f"discovery: {args.seeds} seeds x {args.budget} operator trials, methods {', '.join(methods)}; search "
+          f"{config.epochs} epochs/trial, final stage {args.finalists} finalists x {args.final_seeds} seeds x "
+          f"{finalists.final_epochs(config)} epochs; hit = speedup >= {args.speedup}x at <= {args.margin * 100:g} pp "
+          f"(cache {args.cache})", flush=True)
+    rows: dict[str, list[dict]] = {m: [] for m in methods}
+    for seed in range(args.seeds):
+        for method in methods:
+            t0 = time.time()
+            study, final = run_one(method, context, config, cache, seed, args.budget, folder)
+            r = figures(study, final, args.budget, args.margin, args.speedup, chance)
+            rows[method].append(r)
+            best = f"{r['best_speedup']:.2f}x" if r["best_speedup"] else "-"
+            print(f"  {method:8} seed {seed}: hit {r['hit'] or '>' + str(args.budget)}, best speedup within "
+                  f"{args.margin * 100:g} pp {best}, {r['complete']}/{r['ops']} complete, best search acc "
+                  f"{r['best_search_acc'] or 0:.3f}, HV(base) {r['hv']['baseline']:.4f} HV(chance) "
+                  f"{r['hv']['chance']:.4f} ({time.time() - t0:.0f} s)\n      {r['verdict']}", flush=True)
+    print(f"\n{time.time() - started:.0f} s in all; {cache.trained} trainings ({cache.train_s:.0f} s), "
+          f"{cache.replayed} replayed from the cache\n")
+    print("| method | median trials to hit | seeds finding one | best speedup ≤ margin (median) | HV ref baseline "
+          "(mean) | HV ref chance (mean) |\n|---|---:|---:|---:|---:|---:|")
+    for method, rs in rows.items():
+        hits = [r["hit"] if r["hit"] else args.budget + 1 for r in rs]
+        found = sum(r["hit"] is not None for r in rs)
+        sp = [r["best_speedup"] for r in rs if r["best_speedup"]]
+        med = statistics.median(hits)
+        print(f"| {method} | {med if med <= args.budget else '>' + str(args.budget)} | {found}/{len(rs)} | "
+              f"{statistics.median(sp):.2f}x |" if sp else
+              f"| {method} | {med if med <= args.budget else '>' + str(args.budget)} | {found}/{len(rs)} | - |",
+              end="")
+        print(f" {statistics.fmean(r['hv']['baseline'] for r in rs):.4f} | "
+              f"{statistics.fmean(r['hv']['chance'] for r in rs):.4f} |")
+
+
+if __name__ == "__main__":
+    main()

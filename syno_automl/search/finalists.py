@@ -1,0 +1,254 @@
+"""The final stage of a search: re-train the finalists and the baseline alike, time the whole models, judge.
+
+After the search's trials, up to ``config.finalists`` operator trials are chosen (:func:`choose_finalists`:
+completed, not the baseline, planned cost below the replaced layers'; the Pareto front ``study.best_trials``
+first in a multi-objective study, then by accuracy). Each of them and the baseline is re-trained with the
+search's own training path (:func:`syno_automl.study.train_operator`) for ``config.final_epochs`` epochs with
+``config.final_seeds`` training seeds (the same seeds for every model: a paired comparison), so that "within
+1 pp" is a statement about the operator rather than one seed's noise. The whole substituted model and the
+original one are then timed in this process (:func:`measure_speedups`: torch eager inference in eval mode on the
+search's example batch, the search's torch threads, the measurement package's protocol, models interleaved
+round by round; speedup: the median of per-round ratios). The :class:`~syno_automl.search.verdict.FinalResult` names the fastest operator
+within ``config.final_margin`` of the baseline, or says none is.
+
+Logged: one MLflow run per re-trained model (tag ``syno.role`` = ``final``, child of the study's run), the
+verdict and figures on the study's run, the table as the study's user attribute ``syno.final``.
+
+Image task only: the lm task's trials are judged by loss under a time budget; its final stage is skipped with a
+line saying so.
+
+Example:
+    >>> result = run_final_stage(study, context, tracker, parent_run_id)   # doctest: +SKIP
+    >>> print(result.verdict())                                            # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import sys
+import time
+import traceback
+from typing import Any, TextIO
+
+import optuna
+
+from syno_automl import vocabulary as V
+from syno_automl.search.verdict import FinalResult, Finalist, short_description
+
+__all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "final_epochs", "TIMING_ROUNDS"]
+
+TIMING_ROUNDS = 7          # interleaved rounds: baseline, op 1, op 2, ..., baseline, op 1, ...
+_ROUND = dict(warmup=2, number=1, repeat=5, min_repeat_ms=20)   # per model and round (measure.TimingProtocol)
+
+
+def final_epochs(config: Any) -> int:
+    """The final stage's training epochs: ``config.final_epochs``, by default twice the search's epochs."""
+    return int(config.final_epochs) if config.final_epochs else 2 * int(config.epochs)
+
+
+def _value(trial: optuna.trial.FrozenTrial) -> float | None:
+    values = trial.values
+    return float(values[0]) if values else None
+
+
+def choose_finalists(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
+    """Up to `k` completed operator trials cheaper than the replaced layers (user attr ``syno.cost_ratio`` < 1),
+    one per operator: the Pareto front first (a multi-objective study), then the rest, each by its first value
+    (accuracy; a minimized first objective: the lowest first)."""
+    if k <= 0:
+        return []
+    maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
+    trials = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+              if not t.user_attrs.get(V.BASELINE) and _value(t) is not None
+              and isinstance(t.user_attrs.get(V.COST_RATIO), (int, float)) and t.user_attrs[V.COST_RATIO] < 1.0]
+    front: set[int] = set()
+    if len(study.directions) > 1:  # best_trials: the feasible Pareto front (the baseline is infeasible)
+        front = {t.number for t in study.best_trials}
+    trials.sort(key=lambda t: (t.number not in front, -_value(t) if maximize else _value(t), t.number))
+    chosen: list[optuna.trial.FrozenTrial] = []
+    seen: set[str] = set()
+    for t in trials:
+        h = t.user_attrs.get(V.HASH)
+        if h in seen:
+            continue
+        seen.add(h)
+        chosen.append(t)
+        if len(chosen) == k:
+            break
+    return chosen
+
+
+def _final_run(tracker: Any, parent: str | None, study: str, label: str, op: Any, trial: int | None) -> Any:
+    """A run ``final-<label>`` (tag syno.role = final), child of the study's run; the operator's artifacts."""
+    from syno_automl.tracking import TrialRun
+
+    tags = {V.TAG_STUDY: study, V.TAG_ROLE: V.ROLE_FINAL, V.HASH: label}
+    if parent is not None:
+        tags["mlflow.parentRunId"] = parent
+    if trial is not None:
+        tags[V.TAG_SEARCH_TRIAL] = str(trial)
+    run = TrialRun(tracker.client, tracker.client.create_run(tracker.experiment_id, run_name=f"final-{label}",
+                                                             tags=tags).info.run_id)
+    if op is not None:
+        run.log_operator(op)
+    return run
+
+
+def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, epochs: int, run: Any | None = None,
+            out: TextIO | None = None) -> Finalist:
+    """Trains the task with `op` (None: the baseline) substituted once per seed ``config.seed + s``; fills
+    ``finalist.values``/``failures`` and logs ``final_<metric>`` per seed (step s), its mean and sd to `run`."""
+    from syno_automl.study import train_operator
+
+    name = context.config.objective_name
+    for s in range(seeds):
+        seeded = dataclasses.replace(context, config=dataclasses.replace(context.config, seed=context.config.seed + s))
+        started = time.time()
+        try:
+            value = train_operator(seeded, None, None, epochs=epochs, operator=op, milestones={}, timeout=None)
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # one seed's failure (NaN loss...) is recorded, the others still count
+            finalist.failures.append(f"seed {s}: {type(e).__name__}: {e}"[:500])
+            if run is not None:
+                run.log_text(traceback.format_exc(), f"failure-seed{s}.txt")
+            what = f"failed ({type(e).__name__})"
+        else:
+            finalist.values.append(value)
+            if run is not None:
+                run.log_metrics({V.final_metric(name): value}, step=s)
+            what = f"{name} {value:.4f}"
+        if out is not None:
+            print(f"  final {finalist.label:<16} seed {s}  {what}  ({time.time() - started:.1f} s)", file=out,
+                  flush=True)
+    if run is not None:
+        run.log_metrics({V.final_metric(name, "mean"): finalist.mean, V.final_metric(name, "sd"): finalist.sd})
+    return finalist
+
+
+def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS,
+                     threads: int | None = None) -> tuple[float | None, list[tuple[float | None, float | None]], str]:
+    """Times the original model and the model with each of `ops` substituted (torch eager, eval mode, inference
+    on the search's example batch, `threads` torch threads, default the search's), interleaved: every round
+    times each model once with the measurement protocol; a model's latency is the median over all its samples,
+    its speedup the median over rounds of (baseline's round median / its round median).
+    Returns (baseline ms, [(latency ms, speedup) per op], how it was measured). Never raises: a model that
+    cannot be built or timed gets (None, None)."""
+    import torch
+
+    from syno_automl.measure.result import TimingProtocol
+    from syno_automl.measure.substitution import substituted_models
+    from syno_automl.measure.timing import time_torch
+
+    threads = threads or torch.get_num_threads()
+    example = context.example
+    label = f"torch eager inference, batch {int(example.shape[0])}, {threads} thread{'s' if threads > 1 else ''}"
+    protocol = TimingProtocol(**_ROUND)
+    models: list[Any] = []
+    baseline = None
+    for op in ops:
+        try:
+            base, model = substituted_models(context.substitution, op)
+        except Exception:  # noqa: BLE001 -- an operator that cannot be installed: unmeasured
+            models.append(None)
+            continue
+        baseline = baseline if baseline is not None else base
+        models.append(model)
+    if baseline is None:
+        baseline = context.substitution.copy_model().eval()
+        from syno_automl.placeholder import placeholders
+
+        for _, p in placeholders(baseline):
+            p.reset()
+    samples: list[list[float]] = [[] for _ in range(len(ops) + 1)]
+    per_round: list[list[float]] = [[] for _ in range(len(ops) + 1)]   # each model's median of each round
+    failed: set[int] = {i + 1 for i, m in enumerate(models) if m is None}
+    for _ in range(max(1, rounds)):
+        for i, model in enumerate([baseline, *models]):
+            if i in failed:
+                continue
+            lat = time_torch(model, (example,), compile=False, protocol=protocol, threads=threads)
+            if lat.ok:
+                samples[i].extend(lat.samples_ms)
+                per_round[i].append(lat.median_ms)
+            else:  # a model that fails once is not timed again
+                failed.add(i)
+    medians = [statistics.median(s) if s and i not in failed else None for i, s in enumerate(samples)]
+    base_ms = medians[0]
+    # the speedup pairs each round's baseline with the same round's model (timed moments apart): load that
+    # comes and goes on a shared machine moves both sides of a ratio, not one median
+    out = [(ms, statistics.median(b / m for b, m in zip(per_round[0], per_round[i + 1]))
+            if base_ms and ms else None) for i, ms in enumerate(medians[1:])]
+    return base_ms, out, label
+
+
+def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = None, parent: str | None = None,
+                    out: TextIO | None = sys.stdout) -> FinalResult | None:
+    """Chooses, re-trains and times the finalists; logs the result; returns it (None: stage off or lm task)."""
+    from syno_automl.optuna import operator_json_of
+    from syno_automl.space import Operator
+
+    config = context.config
+    if config.finalists <= 0 or config.final_seeds <= 0:
+        return None
+    if config.task != "image":
+        if out is not None:
+            print("final stage: image task only; skipped for --task lm (judge operators with `reevaluate`)",
+                  file=out, flush=True)
+        return None
+    started = time.time()
+    epochs, seeds = final_epochs(config), config.final_seeds
+    trials = choose_finalists(study, config.finalists)
+    if out is not None:
+        print(f"final stage: re-training {len(trials)} finalist(s) and the baseline, {seeds} seeds × {epochs} "
+              f"epochs each", file=out, flush=True)
+    ops = [Operator.from_json(context.space, operator_json_of(t)) for t in trials]
+    base_trial = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(V.BASELINE)), None)
+    baseline = Finalist("baseline", base_trial.number if base_trial else None, "the original layers", 1.0,
+                        _value(base_trial) if base_trial is not None and base_trial.values else None)
+    candidates = [Finalist(op.hash, t.number, short_description(op.primitives), t.user_attrs.get(V.COST_RATIO),
+                           _value(t)) for t, op in zip(trials, ops)]
+    # no finalist: nothing to compare the baseline with, so it is not re-trained either
+    for finalist, op in zip([baseline, *candidates] if candidates else [], [None, *ops]):
+        run = None
+        if tracker is not None:
+            run = _final_run(tracker, parent, config.study, finalist.label, op, finalist.trial)
+            finalist.run_id = run.run_id
+        retrain(context, finalist, op, seeds, epochs, run, out)
+        if run is not None:
+            run.finish("FINISHED" if finalist.values else "FAILED")
+    base_ms, measured, timing = measure_speedups(context, ops) if ops else (None, [], "not timed")
+    baseline.latency_ms, baseline.speedup = base_ms, (1.0 if base_ms else None)
+    for finalist, (ms, speedup) in zip(candidates, measured):
+        finalist.latency_ms, finalist.speedup = ms, speedup
+    result = FinalResult(baseline, candidates, seeds=seeds, epochs=epochs, margin=config.final_margin,
+                         timing=timing, seconds=time.time() - started)
+    _record(study, result, config.objective_name, tracker, parent)
+    if out is not None:
+        print(f"final stage ({result.seconds:.0f} s):", file=out)
+        print("\n".join(result.table()), file=out, flush=True)
+    return result
+
+
+def _record(study: optuna.Study, result: FinalResult, name: str, tracker: Any | None, parent: str | None) -> None:
+    """The table on the study (user attr syno.final); speedups on the finalists' runs; the verdict on the
+    study's run (tags syno.final_verdict / syno.final_hash, metrics final_*)."""
+    study.set_user_attr(V.FINAL, result.to_dict())
+    if tracker is None:
+        return
+    for f in [result.baseline, *result.candidates]:
+        if f.run_id is not None:
+            tracker.run(f.run_id).log_metrics({V.METRIC_FINAL_LATENCY: f.latency_ms, V.METRIC_FINAL_SPEEDUP: f.speedup})
+    if parent is None:
+        return
+    run = tracker.run(parent)
+    chosen, best = result.chosen, result.best
+    metrics = {V.final_metric(f"baseline_{name}", "mean"): result.baseline.mean,
+               V.final_metric(f"baseline_{name}", "sd"): result.baseline.sd,
+               V.METRIC_FINAL_FOUND: 1.0 if chosen is not None else 0.0}
+    pick = chosen or best
+    if pick is not None:
+        metrics.update({V.final_metric(name, "mean"): pick.mean, V.final_metric(name, "sd"): pick.sd,
+                        V.METRIC_FINAL_SPEEDUP: pick.speedup})
+    run.log_metrics(metrics)
+    run.set_tags({V.TAG_FINAL_VERDICT: result.verdict(), V.TAG_FINAL_HASH: chosen.label if chosen else "none"})

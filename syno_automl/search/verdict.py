@@ -1,0 +1,159 @@
+"""The search's verdict: which re-trained operator is the fastest within the margin of the re-trained baseline.
+
+The final stage (:mod:`syno_automl.search.finalists`) re-trains a few finalists and the baseline at one budget
+with several seeds and times the whole substituted model against the original; this module holds those figures
+(:class:`Finalist`, :class:`FinalResult`) and turns them into the one line a search ends with::
+
+    fastest operator within 1 pp of the baseline: 3f2a... STRIDE ... accuracy 0.975 ± 0.004 (baseline 0.981 ±
+    0.002, 3 seeds × 4 epochs), speedup 1.42× (torch eager inference, batch 64, 1 thread)
+
+or ``no operator within 1 pp of the baseline (best: <hash> 0.930 ± 0.010, speedup 1.80×)``. Imports nothing heavy.
+
+Example:
+    >>> base = Finalist("baseline", None, "the original layers", None, None, [0.98, 0.982])
+    >>> op = Finalist("fd7a7e8401b23d0b", 1, "REDUCE C_in", 0.7, 0.9, [0.975, 0.977], speedup=1.4)
+    >>> FinalResult(base, [op], seeds=2, epochs=4, margin=0.01, timing="torch eager inference").chosen.label
+    'fd7a7e8401b23d0b'
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Finalist", "FinalResult", "short_description"]
+
+
+def short_description(primitives: list[str], limit: int = 60) -> str:
+    """The operator's primitives in forward order (``STRIDE C_in by s → REDUCE ...``), cut at `limit` characters.
+    `primitives` as :attr:`Operator.primitives` gives them: search (bottom-up) order."""
+    text = " → ".join(reversed(primitives))
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+@dataclass
+class Finalist:
+    """One re-trained candidate (or the baseline, label ``baseline``): its value per training seed."""
+
+    label: str                      # the operator's hash, or "baseline"
+    trial: int | None               # its search trial
+    description: str
+    cost_ratio: float | None        # planned cost vs the replaced layers' (the search's figure)
+    search_value: float | None      # its value in the search (fewer epochs, one seed)
+    values: list[float] = field(default_factory=list)   # one per seed that trained to the end
+    failures: list[str] = field(default_factory=list)   # why the other seeds failed
+    speedup: float | None = None    # baseline model latency / substituted model latency (None: not measured)
+    latency_ms: float | None = None  # the substituted (baseline: original) model's median latency
+    run_id: str | None = None       # its MLflow run (role "final")
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.values) if self.values else None
+
+    @property
+    def sd(self) -> float | None:
+        """Sample standard deviation over seeds (0 for a single seed)."""
+        if not self.values:
+            return None
+        return statistics.stdev(self.values) if len(self.values) > 1 else 0.0
+
+    def figure(self) -> str:
+        """``0.975 ± 0.004`` (``failed`` when no seed trained to the end)."""
+        return "failed" if self.mean is None else f"{self.mean:.3f} ± {self.sd:.3f}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "trial": self.trial, "description": self.description,
+                "cost_ratio": self.cost_ratio, "search_value": self.search_value, "values": list(self.values),
+                "mean": self.mean, "sd": self.sd, "failures": list(self.failures), "speedup": self.speedup,
+                "latency_ms": self.latency_ms, "run_id": self.run_id}
+
+
+@dataclass
+class FinalResult:
+    """The final stage's figures and its verdict. ``maximize``: accuracy (higher is better) vs a loss."""
+
+    baseline: Finalist
+    candidates: list[Finalist]
+    seeds: int
+    epochs: int
+    margin: float
+    timing: str                      # how the speedups were measured, e.g. "torch eager inference, batch 64, 1 thread"
+    metric: str = "accuracy"
+    maximize: bool = True
+    seconds: float = 0.0
+
+    def within(self, f: Finalist) -> bool:
+        """Whether `f`'s mean is within the margin of the baseline's mean (both re-trained alike)."""
+        if f.mean is None or self.baseline.mean is None:
+            return False
+        if self.maximize:
+            return f.mean >= self.baseline.mean - self.margin - 1e-12
+        return f.mean <= self.baseline.mean + self.margin + 1e-12
+
+    @property
+    def chosen(self) -> Finalist | None:
+        """The fastest candidate within the margin (a measured speedup beats an unmeasured one), or None."""
+        ok = [f for f in self.candidates if self.within(f)]
+        if not ok:
+            return None
+        return max(ok, key=lambda f: (f.speedup is not None, f.speedup or 0.0, _signed(f.mean, self.maximize)))
+
+    @property
+    def best(self) -> Finalist | None:
+        """The candidate with the best mean value (None when every one failed)."""
+        done = [f for f in self.candidates if f.mean is not None]
+        return max(done, key=lambda f: _signed(f.mean, self.maximize)) if done else None
+
+    def margin_text(self) -> str:
+        return f"{self.margin * 100:g} pp" if self.maximize else f"{self.margin:g} {self.metric}"
+
+    def verdict(self) -> str:
+        """The line a search ends with (see the module docstring)."""
+        margin = self.margin_text()
+        chosen = self.chosen
+        if chosen is not None:
+            return (f"fastest operator within {margin} of the baseline: {chosen.label} {chosen.description} "
+                    f"{self.metric} {chosen.figure()} (baseline {self.baseline.figure()}, {self.seeds} seeds × "
+                    f"{self.epochs} epochs), speedup {_speedup(chosen.speedup)} ({self.timing})")
+        if not self.candidates:
+            return (f"no operator within {margin} of the baseline (no completed operator cheaper than the replaced "
+                    f"layers to re-train)")
+        if self.baseline.mean is None:
+            return f"no operator within {margin} of the baseline: the baseline failed to re-train"
+        best = self.best
+        if best is None:
+            return f"no operator within {margin} of the baseline (every finalist failed to re-train)"
+        return (f"no operator within {margin} of the baseline {self.baseline.figure()} (best: {best.label} "
+                f"{best.figure()}, speedup {_speedup(best.speedup)}; {self.seeds} seeds × {self.epochs} epochs, "
+                f"{self.timing})")
+
+    def table(self) -> list[str]:
+        """One line per re-trained model, the baseline first."""
+        lines = [f"  {'':<16}  {self.metric:>15}  {'speedup':>8}  {'cost':>6}  search  description"]
+        for f in [self.baseline, *self.candidates]:
+            cost = f"{f.cost_ratio:.2f}x" if f.cost_ratio is not None else "-"
+            search = f"{f.search_value:.3f}" if f.search_value is not None else "-"
+            mark = " *" if f is self.chosen else ""
+            fails = f"  ({len(f.failures)} seed(s) failed: {f.failures[0][:60]})" if f.failures else ""
+            lines.append(f"  {f.label:<16}  {f.figure():>15}  {_speedup(f.speedup):>8}  {cost:>6}  {search:>6}  "
+                         f"{f.description}{mark}{fails}")
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: the study's user attribute ``syno.final``."""
+        chosen = self.chosen
+        return {"seeds": self.seeds, "epochs": self.epochs, "margin": self.margin, "timing": self.timing,
+                "metric": self.metric, "seconds": round(self.seconds, 1), "verdict": self.verdict(),
+                "chosen": chosen.label if chosen is not None else None, "baseline": self.baseline.to_dict(),
+                "candidates": [f.to_dict() for f in self.candidates]}
+
+
+def _signed(value: float | None, maximize: bool) -> float:
+    if value is None:
+        return -math.inf
+    return value if maximize else -value
+
+
+def _speedup(value: float | None) -> str:
+    return f"{value:.2f}×" if value is not None else "unmeasured"

@@ -1,0 +1,162 @@
+"""The search's final stage (issue 14): finalists and the baseline re-trained alike with several seeds, the whole
+models timed, a verdict line; real SQLite Optuna storage and MLflow store, digits, tiny budgets. Nothing here
+asserts on a timing (speedups are only checked to be figures)."""
+from __future__ import annotations
+
+import dataclasses
+import io
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+
+from syno_automl import vocabulary as V
+from syno_automl.config import SearchConfig
+from syno_automl.search.finalists import choose_finalists, final_epochs, run_final_stage
+from syno_automl.search.verdict import FinalResult, Finalist
+from syno_automl.study import run_search
+from test_cli_search import cli
+
+
+def _config(folder: Path, **kw) -> SearchConfig:
+    folder.mkdir(parents=True, exist_ok=True)
+    base = dict(trials=3, epochs=1, seed=0, storage=f"sqlite:///{folder / 'syno.db'}",
+                tracking_uri=f"sqlite:///{folder / 'mlflow.db'}", finalists=2, final_seeds=2, final_epochs=1,
+                final_margin=1.0, heartbeat=None)
+    base.update(kw)
+    return SearchConfig(**base)
+
+
+def _eligible(study: optuna.Study) -> set[str]:
+    return {t.user_attrs[V.HASH] for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+            if not t.user_attrs.get(V.BASELINE) and t.user_attrs.get(V.COST_RATIO, 2.0) < 1.0}
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory):
+    """One small search with the final stage on (huge margin: an operator is named whatever it learned)."""
+    folder = tmp_path_factory.mktemp("final")
+    out = io.StringIO()
+    result = run_search(_config(folder), out=out)
+    return folder, result, out.getvalue()
+
+
+def test_final_stage_retrains_the_finalists_and_the_baseline_with_every_seed(searched) -> None:
+    folder, result, printed = searched
+    final, study = result.final, result.study
+    assert final is not None and final.seeds == 2 and final.epochs == 1
+    eligible = _eligible(study)
+    assert eligible, "the seed-0 search should complete at least one operator cheaper than the layers"
+    labels = [f.label for f in final.candidates]
+    assert len(labels) == min(2, len(eligible)) and set(labels) <= eligible
+    for f in [final.baseline, *final.candidates]:
+        assert len(f.values) + len(f.failures) == 2
+    assert len(final.baseline.values) == 2 and final.baseline.speedup == 1.0
+    client = MlflowClient(f"sqlite:///{folder / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("syno-automl").experiment_id],
+                              filter_string=f"tags.`{V.TAG_ROLE}` = '{V.ROLE_FINAL}'")
+    assert sorted(r.data.tags[V.HASH] for r in runs) == sorted(["baseline", *labels])
+    for r in runs:
+        assert r.data.tags["mlflow.parentRunId"] == result.parent_run_id
+        history = client.get_metric_history(r.info.run_id, V.final_metric("val_acc"))
+        mine = next(f for f in [final.baseline, *final.candidates] if f.label == r.data.tags[V.HASH])
+        assert sorted(m.value for m in history) == pytest.approx(sorted(mine.values))
+        assert r.data.metrics[V.final_metric("val_acc", "mean")] == pytest.approx(mine.mean)
+        assert V.final_metric("val_acc", "sd") in r.data.metrics
+    parent = client.get_run(result.parent_run_id)
+    assert parent.data.tags[V.TAG_FINAL_VERDICT] == final.verdict()
+    assert parent.data.metrics[V.METRIC_FINAL_FOUND] == 1.0
+    assert study.user_attrs[V.FINAL]["verdict"] == final.verdict()
+    # a margin of 100 pp: some operator is within it, and the verdict names it with its re-trained figures
+    chosen = final.chosen
+    assert chosen is not None and parent.data.tags[V.TAG_FINAL_HASH] == chosen.label
+    assert final.verdict().startswith(f"fastest operator within 100 pp of the baseline: {chosen.label} ")
+    assert f"{chosen.mean:.3f} ± {chosen.sd:.3f}" in final.verdict() and "2 seeds × 1 epochs" in final.verdict()
+    assert "final stage (" in printed and f"final {chosen.label}" in printed
+
+
+def test_a_margin_no_operator_can_meet_gives_a_plain_none(searched) -> None:
+    folder, result, _ = searched
+    config = dataclasses.replace(result.context.config, final_margin=-1.0, finalists=1, final_seeds=1,
+                                 tracking_uri=None)
+    final = run_final_stage(result.study, dataclasses.replace(result.context, config=config), out=None)
+    assert final is not None and final.chosen is None
+    assert final.verdict().startswith("no operator within -100 pp of the baseline")
+    assert final.best is not None and final.best.label in final.verdict()
+
+
+def test_the_same_seed_gives_the_same_finalists_and_accuracies(searched, tmp_path: Path) -> None:
+    _, first, _ = searched
+    again = run_search(_config(tmp_path, tracking_uri=None), out=None).final
+    assert [f.label for f in again.candidates] == [f.label for f in first.final.candidates]
+    assert [f.values for f in [again.baseline, *again.candidates]] == \
+        [f.values for f in [first.final.baseline, *first.final.candidates]]
+
+
+def test_finalists_zero_skips_the_stage(tmp_path: Path) -> None:
+    out = io.StringIO()
+    result = run_search(_config(tmp_path, trials=1, finalists=0, tracking_uri=None), out=out)
+    assert result.final is None and V.FINAL not in result.study.user_attrs
+    assert "final stage" not in out.getvalue()
+
+
+def test_the_cli_ends_with_the_verdict(tmp_path: Path) -> None:
+    done = cli(tmp_path, "search", "--trials", "2", "--epochs", "1", "--final-seeds", "2", "--final-epochs", "1",
+               "--finalists", "1", "--final-margin", "1", "--tracking-uri", "none")
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith(("fastest operator within 100 pp of the baseline: ", "no operator within 100 pp")), last
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'syno.db'}", skip_table_creation=True,
+                                         skip_compatibility_check=True)
+    recorded = optuna.load_study(study_name="syno", storage=storage).user_attrs[V.FINAL]
+    assert recorded["verdict"] == last and recorded["seeds"] == 2
+
+
+def test_choose_finalists_ranks_cheaper_operators_by_accuracy_and_skips_the_rest(tmp_path: Path) -> None:
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", direction="maximize")
+    rows = [(True, 1.0, 0.98, "b"), (False, 0.5, 0.90, "a1"), (False, 1.2, 0.97, "dear"), (False, 0.8, 0.95, "a2"),
+            (False, 0.8, 0.95, "a2"), (False, 0.3, 0.70, "a3")]
+    for baseline, cost, value, h in rows:
+        trial = study.ask()
+        trial.set_user_attr(V.HASH, h)
+        trial.set_user_attr(V.COST_RATIO, cost)
+        if baseline:
+            trial.set_user_attr(V.BASELINE, True)
+        study.tell(trial, value)
+    assert [t.user_attrs[V.HASH] for t in choose_finalists(study, 3)] == ["a2", "a1", "a3"]
+    assert [t.user_attrs[V.HASH] for t in choose_finalists(study, 1)] == ["a2"]
+    assert choose_finalists(study, 0) == []
+    # multi-objective (accuracy max, cost ratio min): the Pareto front first (a3 before the dominated a4, a5)
+    pareto = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", directions=["maximize", "minimize"])
+    for h, acc, cost in (("a1", 0.90, 0.5), ("a2", 0.95, 0.8), ("a3", 0.70, 0.3), ("a4", 0.85, 0.9),
+                         ("a5", 0.80, 0.6)):
+        trial = pareto.ask()
+        trial.set_user_attr(V.HASH, h)
+        trial.set_user_attr(V.COST_RATIO, cost)
+        pareto.tell(trial, (acc, cost))
+    assert [t.user_attrs[V.HASH] for t in choose_finalists(pareto, 4)] == ["a2", "a1", "a3", "a4"]
+
+
+def test_the_verdict_names_the_fastest_operator_within_the_margin() -> None:
+    base = Finalist("baseline", 0, "the original layers", 1.0, 0.9, [0.98, 0.982], speedup=1.0)
+    slow = Finalist("slowgood", 1, "A", 0.5, 0.9, [0.98, 0.981], speedup=1.1)
+    fast = Finalist("fastok", 2, "B", 0.4, 0.9, [0.972, 0.974], speedup=1.5)
+    weak = Finalist("fastbad", 3, "C", 0.2, 0.9, [0.90, 0.92], speedup=3.0)
+    result = FinalResult(base, [slow, fast, weak], seeds=2, epochs=4, margin=0.01, timing="t")
+    assert result.chosen is fast
+    assert "fastok B accuracy 0.973 ± 0.001 (baseline 0.981 ± 0.001, 2 seeds × 4 epochs), speedup 1.50× (t)" \
+        in result.verdict()
+    strict = dataclasses.replace(result, candidates=[weak])
+    assert strict.chosen is None and strict.verdict().startswith("no operator within 1 pp of the baseline")
+    assert "best: fastbad 0.910 ± 0.014, speedup 3.00×" in strict.verdict()
+    assert "no completed operator" in dataclasses.replace(result, candidates=[]).verdict()
+    assert final_epochs(SearchConfig(epochs=3)) == 6 and final_epochs(SearchConfig(final_epochs=5)) == 5
+
+
+def test_the_lm_task_says_its_final_stage_is_image_only(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    out = io.StringIO()
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'lm.db'}", direction="minimize")
+    assert run_final_stage(study, SimpleNamespace(config=SearchConfig(task="lm")), out=out) is None
+    assert "image task only" in out.getvalue() and V.FINAL not in study.user_attrs

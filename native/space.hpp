@@ -166,7 +166,7 @@ int shape_distance(const Space&, const ShapeSummary&);
 int shape_distance(const Space&, const NodeState&);
 // Cheap pre-check before building a child: can the child (parent minus `consumed` plus `produced` data
 // sizes) still reach a final operator within the depth limit, and is the primitive's count limit not reached?
-// Saves interning coordinates of dead children (the coordinate store only grows).
+// Saves interning coordinates of dead children.
 bool may_reach(const Space& space, const NodeState& parent, const std::vector<const Dim*>& consumed,
                const std::vector<Size>& produced, Prim prim);
 

@@ -2,10 +2,12 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "bounds.hpp"
 #include "hash.hpp"
+#include "hash_set.hpp"
 #include "lower.hpp"
 #include "space.hpp"
 
@@ -78,6 +80,21 @@ static void test_interning() {
     const Dim* a = s.store.binary(DimKind::Split, s.iterators[2], s.iterators[3], s.output[2] * s.output[3]);
     const Dim* b = s.store.binary(DimKind::Split, s.iterators[3], s.iterators[2], s.output[2] * s.output[3]);
     CHECK(a->hash != b->hash);                    // SPLIT is ordered
+}
+
+static void test_hash_set_matches_std() {
+    HashSet compact;
+    std::unordered_set<uint64_t> reference;
+    uint64_t x = 1;
+    for (int i = 0; i < 20000; ++i) {
+        x = mix64(x);
+        uint64_t h = i % 7 == 0 ? x % 64 : x;  // small values (0 included) collide in the low bits
+        CHECK(compact.insert(h) == reference.insert(h).second);
+    }
+    CHECK(compact.size() == reference.size() && compact.contains(0) && !compact.contains(12345678901ULL));
+    size_t seen = 0;
+    compact.for_each([&](uint64_t h) { seen += reference.count(h); });
+    CHECK(seen == reference.size());
 }
 
 static void test_dim_scope_reclaims() {
@@ -206,6 +223,7 @@ int main() {
     test_sizes();
     test_parsing();
     test_interning();
+    test_hash_set_matches_std();
     test_dim_scope_reclaims();
     test_distance_and_sampling();
     test_enumeration_soundness_small();

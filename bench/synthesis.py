@@ -43,7 +43,9 @@ def memory_child(case: str, nodes: int, seconds: float) -> None:
     else:
         ops = space.sample(1000, seed=0, threads=1, time_limit=seconds)
         out = {"operators": len(ops), "attempts": space.last_report.attempts, "stop": space.last_report.stop_reason}
-    out["dims"] = space.stats()["dims_interned"]
+    stats = space.stats()
+    out["dims"] = stats["dims_interned"]          # alive at the end (walks free theirs)
+    out["dims_created"] = stats.get("dims_created")
     out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
 

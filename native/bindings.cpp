@@ -440,7 +440,9 @@ PYBIND11_MODULE(_native, m) {
                 depths.append(e);
             }
             out["depths"] = depths;
-            out["dims_interned"] = s.store.count();
+            out["dims_interned"] = s.store.count();      // alive now (walks free theirs, dim.hpp)
+            out["dims_created"] = s.store.created();     // ever
+            out["dims_reclaimed"] = s.store.reclaimed();
             return out;
         });
 

@@ -50,10 +50,15 @@ struct NodeState {
     NodePtr parent;
     Step step;
     std::shared_ptr<const FinalInfo> final_info;
+    PinFlag pinned;                      // its dims (and its ancestors') outlive every DimScope (dim.hpp)
 
     bool is_final() const { return final_info != nullptr; }
     std::vector<const Step*> path() const;  // root to this node
 };
+
+// Keeps every dim `node` and its ancestors refer to for the space's lifetime: for nodes that outlive the
+// walk that made them (returned to the caller, cached).
+void pin_node(const NodeState& node);
 
 uint64_t frontier_hash(const std::vector<const Dim*>& frontier, const std::vector<const Dim*>& expansions);
 

@@ -10,9 +10,9 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
-#include <unordered_set>
 
 #include "hash.hpp"
+#include "hash_set.hpp"
 #include "space.hpp"
 
 namespace syno {
@@ -68,11 +68,11 @@ struct Descent {
     uint64_t stream;
     const Deadline& deadline;
     uint64_t budget;
-    std::unordered_set<uint64_t> dead;
+    HashSet dead;
     uint64_t expansions = 0;
     bool gave_up = false;
 
-    bool is_dead(uint64_t h) const { return dead.count(h) || call_dead.contains(h); }
+    bool is_dead(uint64_t h) const { return dead.contains(h) || call_dead.contains(h); }
 
     NodePtr run(const NodePtr& node) {
         if (node->is_final()) return node;
@@ -123,7 +123,12 @@ SampleResult sample(const Space& space, const NodePtr& prefix, int count, uint64
     auto t0 = std::chrono::steady_clock::now();
     SampleResult result;
     threads = std::max(1, threads);
-    std::unordered_set<uint64_t> seen;
+    // The call is one walk; each batch is a DimScope: once its operators are pinned, the coordinates its
+    // descents made are freed (memory stays bounded by a batch, not by the call).
+    DimStore::Walk walk(space.store);
+    DimScope call_scope(space.store, 1);  // what the last rounds left (fewer than the cycle's threshold)
+    DimScope batches(space.store);
+    HashSet seen;
     DeadSet call_dead;
     const uint64_t batch = 16;  // fixed: results must not depend on the thread count
     uint64_t next_index = 0;
@@ -137,12 +142,13 @@ SampleResult sample(const Space& space, const NodePtr& prefix, int count, uint64
         if (timed_out.load() || (time_limit > 0 && seconds_since(t0) > time_limit)) { result.stop_reason = "time"; break; }
         uint64_t n = std::min(batch, max_attempts - next_index);
         std::vector<NodePtr> found(n);
-        std::vector<std::unordered_set<uint64_t>> dead(n);
+        std::vector<HashSet> dead(n);
         std::atomic<uint64_t> cursor{0};
         std::exception_ptr failure;  // an exception escaping a thread would terminate the interpreter
         std::mutex failure_mutex;
         auto work = [&] {
             try {
+                DimStore::Walk joined(space.store, walk.id());
                 for (uint64_t i; (i = cursor.fetch_add(1)) < n;) {
                     Descent d{space, call_dead, combine(seed, next_index + i), deadline, budget, {}};
                     found[i] = d.run(prefix);
@@ -156,16 +162,23 @@ SampleResult sample(const Space& space, const NodePtr& prefix, int count, uint64
         };
         run_pool(work, std::min<uint64_t>(static_cast<uint64_t>(threads), n));
         if (failure) std::rethrow_exception(failure);
-        for (auto& set : dead)
-            for (uint64_t h : set) call_dead.insert(h);
+        for (auto& set : dead) set.for_each([&](uint64_t h) { call_dead.insert(h); });
         // Collect in index order: deterministic whatever the thread count.
         for (uint64_t i = 0; i < n && static_cast<int>(result.operators.size()) < count; ++i) {
             ++result.attempts;
-            if (found[i] && seen.insert(found[i]->hash).second) result.operators.push_back(found[i]);
-            else ++result.failed;
+            if (found[i] && seen.insert(found[i]->hash)) {
+                pin_node(*found[i]);
+                result.operators.push_back(found[i]);
+            } else {
+                ++result.failed;
+            }
         }
+        found.clear();  // the rest refer to dims the scope frees
+        batches.cycle();
         next_index += n;
     }
+    batches.close();
+    call_scope.close();
     result.seconds = seconds_since(t0);
     return result;
 }
@@ -175,35 +188,56 @@ EnumerateResult enumerate(const Space& space, const NodePtr& from, int max_depth
     auto t0 = std::chrono::steady_clock::now();
     EnumerateResult r;
     r.stop_reason = "exhausted";
-    std::unordered_set<uint64_t> visited, operators;
+    // Depth-first; every expanded node opens a DimScope that closes when the stack is back to where it was
+    // (its subtree is done): the coordinates made below it are freed then, except those of kept operators
+    // and cached children (pinned). Memory is bounded by the path, the stack and the hash sets.
+    DimStore::Walk walk(space.store);
+    struct Open {
+        size_t stack_size;
+        std::unique_ptr<DimScope> scope;
+    };
+    DimScope call_scope(space.store, 1);  // whatever the skipped (small) subtree scopes left
+    std::vector<Open> scopes;
+    HashSet visited, operators;
     std::vector<NodePtr> stack{from};
     visited.insert(from->hash);
     uint64_t expanded = 0;
+    auto close_done = [&] {
+        while (!scopes.empty() && scopes.back().stack_size >= stack.size()) scopes.pop_back();
+    };
     while (!stack.empty()) {
-        NodePtr node = stack.back();
+        close_done();
+        NodePtr node = std::move(stack.back());
         stack.pop_back();
         size_t depth = static_cast<size_t>(node->depth);
         if (r.nodes_per_depth.size() <= depth) r.nodes_per_depth.resize(depth + 1), r.finals_per_depth.resize(depth + 1);
         if (node->is_final()) {
             ++r.finals_per_depth[depth];
-            if (operators.insert(node->hash).second) {
+            if (operators.insert(node->hash)) {
                 ++r.operator_count;
                 r.operator_hashes.push_back(node->hash);
-                if (r.operators.size() < max_operators) r.operators.push_back(node);
+                if (r.operators.size() < max_operators) {
+                    pin_node(*node);
+                    r.operators.push_back(node);
+                }
             }
             continue;
         }
         ++r.nodes_per_depth[depth];
         if (++expanded > max_nodes) { r.stop_reason = "limit"; break; }
         if ((expanded & 255) == 0 && time_limit > 0 && seconds_since(t0) > time_limit) { r.stop_reason = "time"; break; }
+        scopes.push_back({stack.size(), std::make_unique<DimScope>(space.store)});
         auto children = space.children(node);
         const auto& kids = *children;
         for (auto it = kids.rbegin(); it != kids.rend(); ++it) {
             const NodePtr& k = *it;
             if (!k->is_final() && k->depth > max_depth) continue;
-            if (visited.insert(k->hash).second) stack.push_back(k);
+            if (visited.insert(k->hash)) stack.push_back(k);
         }
     }
+    stack.clear();  // before the scopes close: nothing may refer to what they free
+    while (!scopes.empty()) scopes.pop_back();
+    call_scope.close();
     r.seconds = seconds_since(t0);
     return r;
 }

@@ -17,7 +17,7 @@ NodePtr build_child(const Space& space, const NodePtr& parent, Step step, std::a
 bool DeadSet::contains(uint64_t h) const {
     auto& m = mutex_[h % kShards];
     std::lock_guard lock(m);
-    return sets_[h % kShards].count(h) > 0;
+    return sets_[h % kShards].contains(h);
 }
 
 void DeadSet::insert(uint64_t h) {
@@ -296,6 +296,7 @@ Space::Children Space::children(const NodePtr& node) const {
     }
     auto unique = std::make_shared<const std::vector<NodePtr>>(generate_children(node));
     if (cached) {
+        for (const NodePtr& c : *unique) pin_node(*c);
         std::lock_guard lock(children_cache_mutex);
         children_cache.emplace(node->hash, unique);
     }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dim.hpp"
+#include "hash_set.hpp"
 #include "node.hpp"
 #include "rules.hpp"
 #include "size.hpp"
@@ -61,7 +62,7 @@ public:
 private:
     static constexpr int kShards = 64;
     mutable std::array<std::mutex, kShards> mutex_;
-    std::array<std::unordered_set<uint64_t>, kShards> sets_;
+    std::array<HashSet, kShards> sets_;
 };
 
 struct DepthCounters {
@@ -78,7 +79,8 @@ struct Space {
     std::vector<const Dim*> iterators;    // per output position (fixed ones included)
     mutable DimStore store;
     mutable RuleCounters rules;
-    // Children of shallow nodes are computed once: every descent passes through them.
+    // Children of shallow nodes are computed once: every descent passes through them. Cached nodes are pinned
+    // (dim.hpp): they outlive the walk that made them.
     static constexpr int kCachedDepth = 2;
     mutable std::mutex children_cache_mutex;
     mutable std::unordered_map<uint64_t, std::shared_ptr<const std::vector<NodePtr>>> children_cache;
@@ -164,7 +166,7 @@ int shape_distance(const Space&, const ShapeSummary&);
 int shape_distance(const Space&, const NodeState&);
 // Cheap pre-check before building a child: can the child (parent minus `consumed` plus `produced` data
 // sizes) still reach a final operator within the depth limit, and is the primitive's count limit not reached?
-// Saves interning coordinates of dead children (the coordinate store only grows).
+// Saves interning coordinates of dead children.
 bool may_reach(const Space& space, const NodeState& parent, const std::vector<const Dim*>& consumed,
                const std::vector<Size>& produced, Prim prim);
 

@@ -185,7 +185,8 @@ class OperatorSpace:
         """Walks every canonical node (memoized by hash) and collects the distinct final operators.
 
         Only the first `max_operators` become Operator objects; `hashes` holds every operator found, so
-        counting or comparing spaces needs no objects (max_operators=0 keeps memory flat).
+        counting or comparing spaces needs no objects (max_operators=0 keeps memory flat). The walk frees the
+        coordinates of the subtrees it has left; returned operators (and `start`) keep theirs.
         """
         info = self._native.enumerate(max_depth or self.max_depth, max_nodes, float(time_limit), max_operators,
                                       start._native if start is not None else None)
@@ -194,7 +195,11 @@ class OperatorSpace:
                            info["stop_reason"], info["seconds"], set(info["operator_hashes"]))
 
     def stats(self) -> dict[str, Any]:
-        """Rule counters (tried/rejected), per-depth canonical rates, interned coordinates."""
+        """Rule counters (tried/rejected), per-depth canonical rates, interned coordinates.
+
+        `dims_interned` counts the coordinates alive now (walks free theirs when done with a subtree, so it
+        can drop after a walk), `dims_created` every coordinate ever interned, `dims_reclaimed` those freed.
+        """
         s = self._native.stats()
         for d in s["depths"]:
             d["canonical_rate"] = d["canonical"] / d["candidates"] if d["candidates"] else 1.0

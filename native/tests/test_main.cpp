@@ -1,10 +1,13 @@
 // C++ unit tests for the native core (run with ctest). Plain checks with messages; no framework needed.
 #include <cstdio>
 #include <string>
+#include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "bounds.hpp"
 #include "hash.hpp"
+#include "hash_set.hpp"
 #include "lower.hpp"
 #include "space.hpp"
 
@@ -79,6 +82,76 @@ static void test_interning() {
     CHECK(a->hash != b->hash);                    // SPLIT is ordered
 }
 
+static void test_hash_set_matches_std() {
+    HashSet compact;
+    std::unordered_set<uint64_t> reference;
+    uint64_t x = 1;
+    for (int i = 0; i < 20000; ++i) {
+        x = mix64(x);
+        uint64_t h = i % 7 == 0 ? x % 64 : x;  // small values (0 included) collide in the low bits
+        CHECK(compact.insert(h) == reference.insert(h).second);
+    }
+    CHECK(compact.size() == reference.size() && compact.contains(0) && !compact.contains(12345678901ULL));
+    size_t seen = 0;
+    compact.for_each([&](uint64_t h) { seen += reference.count(h); });
+    CHECK(seen == reference.size());
+}
+
+static void test_dim_scope_reclaims() {
+    Space s = conv_space(5);
+    size_t start = s.store.count();
+    const Dim* i1 = s.iterators[1];
+    const Dim *kept, *freed_once, *shared;
+    uint64_t freed_hash, freed_ident;
+    {
+        DimStore::Walk walk(s.store);
+        {
+            DimScope scope(s.store, 1);
+            const Dim* r = s.store.reduce(0, i1->size);
+            kept = s.store.unary(DimKind::Shift, r, r->size);
+            freed_once = s.store.unary(DimKind::Shift, i1, i1->size);
+            freed_hash = freed_once->hash, freed_ident = freed_once->ident;
+            shared = s.store.unary(DimKind::Shift, s.iterators[2], s.iterators[2]->size);
+            // Found by a thread outside the walk (like Node.children() from Python): pinned on the spot.
+            const Dim* found = nullptr;
+            std::thread([&] { found = s.store.unary(DimKind::Shift, s.iterators[2], s.iterators[2]->size); }).join();
+            CHECK(found == shared && shared->pinned.test());
+            DimStore::pin(kept);
+            CHECK(kept->a->pinned.test());  // pinning is recursive
+            CHECK(s.store.count() == start + 4);
+        }
+        CHECK(s.store.count() == start + 3);  // the unpinned one is freed, the pinned ones survive
+        CHECK(s.store.reclaimed() == 1);
+        CHECK(kept->a->kind == DimKind::Reduce && shared->a == s.iterators[2]);  // still valid
+        DimScope again(s.store, 1);
+        const Dim* back = s.store.unary(DimKind::Shift, i1, i1->size);  // interned anew: compares the same
+        CHECK(back->hash == freed_hash && back->ident == freed_ident);
+    }
+    CHECK(s.store.count() == start + 3);
+
+    // A walk frees what it made; operators it returns stay valid and identical to a walk in a fresh space.
+    auto e = enumerate(s, s.root, 5, 1u << 30, 0, 50);
+    CHECK(s.store.reclaimed() > 1 && 2 * s.store.count() < s.store.created());
+    Space fresh = conv_space(5);
+    auto f = enumerate(fresh, fresh.root, 5, 1u << 30, 0, 0);
+    CHECK(e.operator_hashes == f.operator_hashes && e.operator_count > 50);
+    size_t after_first = s.store.count();
+    auto again = enumerate(s, s.root, 5, 1u << 30, 0, 0);  // a second walk leaves no more alive
+    CHECK(again.operator_hashes == e.operator_hashes && s.store.count() <= after_first);
+    for (auto& op : e.operators) {
+        Program p = lower(s, *op, 0);
+        CHECK(p.output.shape == (std::vector<int64_t>{2, 4, 8, 8}));
+    }
+    auto sampled = sample(s, s.root, 5, 3, 2, 10000, 0, 64);
+    Space fresh2 = conv_space(5);
+    auto sampled2 = sample(fresh2, fresh2.root, 5, 3, 1, 10000, 0, 64);
+    CHECK(sampled.operators.size() == 5 && sampled2.operators.size() == 5);
+    for (size_t i = 0; i < sampled.operators.size() && i < sampled2.operators.size(); ++i) {
+        CHECK(sampled.operators[i]->hash == sampled2.operators[i]->hash);
+        CHECK(lower(s, *sampled.operators[i], 0).flops == lower(fresh2, *sampled2.operators[i], 0).flops);
+    }
+}
+
 static void test_distance_and_sampling() {
     Space s = conv_space();
     CHECK(s.root->distance >= 2);  // at least a reduction (for C_in) and a contraction
@@ -150,6 +223,8 @@ int main() {
     test_sizes();
     test_parsing();
     test_interning();
+    test_hash_set_matches_std();
+    test_dim_scope_reclaims();
     test_distance_and_sampling();
     test_enumeration_soundness_small();
     test_exponent_overflow_is_never_a_wrap();

@@ -1,5 +1,7 @@
 // Sampling and enumeration.
-// Sampling: descent i uses its own random stream derived from (seed, i), and at every node the order in which
+// Sampling: descent i uses its own random stream derived from (mix64(seed), i) -- the seed is mixed first, since
+// combine(seed, i) of small seeds is nearly a shift of i (seed 1's stream i was seed 0's stream i + 64, so two
+// seeds shared operators) -- and at every node the order in which
 // children are tried is drawn from (that stream, node hash) BEFORE looking at the dead-end memo, so the memo
 // only skips subtrees without operators: the result of descent i never depends on other descents, on thread
 // count or on scheduling. Children are tried "two-step": a primitive type uniformly, then one of its children.
@@ -150,7 +152,7 @@ SampleResult sample(const Space& space, const NodePtr& prefix, int count, uint64
             try {
                 DimStore::Walk joined(space.store, walk.id());
                 for (uint64_t i; (i = cursor.fetch_add(1)) < n;) {
-                    Descent d{space, call_dead, combine(seed, next_index + i), deadline, budget, {}};
+                    Descent d{space, call_dead, combine(mix64(seed), next_index + i), deadline, budget, {}};
                     found[i] = d.run(prefix);
                     dead[i] = std::move(d.dead);
                 }

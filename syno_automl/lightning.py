@@ -233,24 +233,33 @@ class SynoPruning(L.Callback):
         self.history: list[float] = []
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking:
+        seen = self._observe(trainer)
+        if seen is None:
             return
-        value = trainer.callback_metrics.get(self.monitor)
-        if value is None:
-            raise KeyError(f"SynoPruning monitors {self.monitor!r} but the module logged only "
-                           f"{sorted(trainer.callback_metrics)}")
-        value = float(value)
-        epoch = trainer.current_epoch + 1
-        self.history.append(value)
+        value, epoch = seen
         if self.trial is not None and len(self.trial.study.directions) == 1:
             self.trial.report(value, step=epoch)
+        self._check_milestone(value, epoch)
+        if (self.trial is not None and self.use_pruner and len(self.trial.study.directions) == 1
+                and self.trial.should_prune()):
+            raise optuna.TrialPruned(f"{self.monitor}={value:.4f} at epoch {epoch}: pruned by the study's pruner")
+
+    def _observe(self, trainer: L.Trainer) -> tuple[float, int] | None:
+        """(value, epoch counted from 1) of this validation, kept in `history`; None in the sanity check."""
+        if trainer.sanity_checking:
+            return None
+        value = trainer.callback_metrics.get(self.monitor)
+        if value is None:
+            raise KeyError(f"{type(self).__name__} monitors {self.monitor!r} but the module logged only "
+                           f"{sorted(trainer.callback_metrics)}")
+        self.history.append(float(value))
+        return float(value), trainer.current_epoch + 1
+
+    def _check_milestone(self, value: float, epoch: int) -> None:
         threshold = self.milestones.get(epoch)
         if threshold is not None and (value < threshold if self.mode == "max" else value > threshold):
             sign = "<" if self.mode == "max" else ">"
             raise optuna.TrialPruned(f"{self.monitor}={value:.4f} {sign} {threshold} at epoch {epoch} (milestone)")
-        if (self.trial is not None and self.use_pruner and len(self.trial.study.directions) == 1
-                and self.trial.should_prune()):
-            raise optuna.TrialPruned(f"{self.monitor}={value:.4f} at epoch {epoch}: pruned by the study's pruner")
 
 
 class TrainingTimeLimit(L.Callback):

@@ -33,6 +33,7 @@ import optuna
 from optuna.trial import Trial, TrialState
 
 from syno_automl import vocabulary as V
+from syno_automl.lightning import SynoPruning
 
 __all__ = ["make_pruner", "fidelity_study_name", "open_fidelity_study", "FidelityPruning", "REDUCTION_FACTOR"]
 
@@ -65,9 +66,10 @@ def open_fidelity_study(study: optuna.Study, pruner: optuna.pruners.BasePruner,
                                sampler=optuna.samplers.RandomSampler(seed=0))  # it samples nothing
 
 
-class FidelityPruning(L.Callback):
-    """Reports ``monitor`` after every validation epoch and prunes when the pruner says so (never after the
-    last epoch: that trial's training is done, its result complete), or when the value misses a milestone
+class FidelityPruning(SynoPruning):
+    """SynoPruning for the search: reports ``monitor`` after every validation epoch (to the trial, or to its
+    companion trial) and prunes when the pruner says so (never after the last epoch: that trial's training is
+    done, its result complete), or when the value misses a milestone
     (``{epoch: min_value}``, an absolute floor, off by default).
 
     Args:
@@ -83,16 +85,11 @@ class FidelityPruning(L.Callback):
     def __init__(self, trial: Trial | None, companion: optuna.Study | None = None, *, monitor: str = "val_acc",
                  max_epochs: int | None = None, milestones: Mapping[int, float] | None = None,
                  mode: str = "max") -> None:
-        super().__init__()
-        if mode not in ("max", "min"):
-            raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
         if trial is not None and companion is None and len(trial.study.directions) > 1:
             raise ValueError("a multi-objective trial cannot report intermediate values: pass companion=")
-        self.trial, self.companion, self.monitor, self.mode = trial, companion, monitor, mode
-        self.max_epochs = max_epochs
-        self.milestones = {int(k): float(v) for k, v in (milestones or {}).items()}
+        super().__init__(trial, monitor=monitor, milestones=milestones, mode=mode, use_pruner=False)
+        self.companion, self.max_epochs = companion, max_epochs
         self.target: Trial | None = None   # where values are reported: the trial, or its companion trial
-        self.history: list[float] = []
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.trial is None or self.target is not None:
@@ -107,21 +104,13 @@ class FidelityPruning(L.Callback):
         self.trial.set_user_attr(V.FIDELITY_TRIAL, self.target.number)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking:
+        seen = self._observe(trainer)
+        if seen is None:
             return
-        value = trainer.callback_metrics.get(self.monitor)
-        if value is None:
-            raise KeyError(f"FidelityPruning monitors {self.monitor!r} but the module logged only "
-                           f"{sorted(trainer.callback_metrics)}")
-        value = float(value)
-        epoch = trainer.current_epoch + 1
-        self.history.append(value)
-        threshold = self.milestones.get(epoch)
+        value, epoch = seen
         if self.target is not None:
             self.target.report(value, step=epoch)
-        if threshold is not None and (value < threshold if self.mode == "max" else value > threshold):
-            sign = "<" if self.mode == "max" else ">"
-            raise optuna.TrialPruned(f"{self.monitor}={value:.4f} {sign} {threshold} at epoch {epoch} (milestone)")
+        self._check_milestone(value, epoch)
         last = self.max_epochs if self.max_epochs is not None else trainer.max_epochs
         if self.target is not None and (last is None or epoch < last) and self.target.should_prune():
             pruner = type(self.target.study.pruner).__name__

@@ -3,7 +3,7 @@
     PYTHONPATH=. python bench/latency.py [--trials 64] [--target llvm|cuda|rpc:KEY@host:port] [--samples 20]
                                          [--pick flops|untuned] [--min-ratio 0.1] [--max-ratio 0.5] [--best 2]
                                          [--groups 2,4] [--layers 0,1,...] [--runner local|inprocess]
-                                         [--work-dir DIR] [--quick]
+                                         [--hang-timeout 1800] [--work-dir DIR] [--quick]
 
 Layers (C_in -> C_out at H x W, 3x3, stride 1, zero padding 1 -- the spec ``[N, C_in, H, W] -> [N, C_out, H, W]``
 of the search, so the stage-entry layers 64->128, 128->256, 256->512 are taken at the output resolution):
@@ -102,6 +102,10 @@ def main() -> None:
     ap.add_argument("--runner", choices=["inprocess", "local"], default="local",
                     help="MetaSchedule runner (local, the default: crash-proof; inprocess: faster per candidate)")
     ap.add_argument("--seconds", type=float, default=None, help="tuning time budget per kernel")
+    ap.add_argument("--hang-timeout", type=float, default=1800.0,
+                    help="each kernel is tuned in a child process, stopped after this many seconds (soft) and killed "
+                         "120 s later (hard): a candidate whose LLVM compile never ends (seen: > 40 min in the "
+                         "in-process builder) costs one kernel, not the run (default %(default)s; 0: in this process)")
     ap.add_argument("--work-dir", default=os.path.join(lat.DEFAULT_WORK_DIR, "bench"))
     ap.add_argument("--quick", action="store_true", help="a shorter timing protocol (repeat 5, min_repeat_ms 10)")
     args = ap.parse_args()
@@ -127,8 +131,11 @@ def main() -> None:
             kernels[name] = op.program(i)
         for name, kernel in kernels.items():
             t0 = time.time()
-            r = lat.tune_and_time(kernel, args.target, args.trials, args.work_dir, args.seconds, protocol=protocol,
-                                  runner=args.runner, progress=log, label=f"{layer_name(c_in, c_out, h)} {name}: ")
+            isolate = args.hang_timeout > 0
+            budget = min(args.seconds or args.hang_timeout, args.hang_timeout) if isolate else args.seconds
+            r = lat.tune_and_time(kernel, args.target, args.trials, args.work_dir, budget, protocol=protocol,
+                                  runner=args.runner, isolate=isolate, progress=log,
+                                  label=f"{layer_name(c_in, c_out, h)} {name}: ")
             results[i, name] = r
             shown = f"{r.median_ms:.3f} ms" if r.ok else f"missing ({r.note})"
             log(f"[{time.time() - t_start:6.0f} s] {layer_name(c_in, c_out, h):>14} {name:>18}: {shown} "

@@ -65,7 +65,7 @@ import lightning.pytorch  # noqa: E402,F401 - sets its loggers' levels on import
 for _name in ("lightning", "lightning.pytorch", "lightning.fabric"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
-_ATTRS = ("syno.flops", "syno.params", "syno.baseline_flops", "syno.flops_ratio", V.COST, V.COST_RATIO,
+_ATTRS = (V.FLOPS, V.PARAMS, V.BASELINE_FLOPS, V.FLOPS_RATIO, V.COST, V.COST_RATIO,
           V.MATERIALIZED, V.PEAK)
 FINAL_SEED_BASE = 1000     # the final stage's training seeds: FINAL_SEED_BASE + s in every run
 _ORIGINAL_TRAIN = study_mod.train_operator

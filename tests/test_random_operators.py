@@ -242,8 +242,9 @@ def test_flops(name):
         counted = counter.get_total_flops()
         assert counted == parts["counted"], (op.hash, counted, parts, str(op))
         assert counted <= parts["contract"], op.hash
-        if parts["exact"]:
-            assert counted == parts["contract"], op.hash
+        if parts["exact"]:  # matrix products over all their letters: FlopCounter sees the planned count, which
+            # is the paper's unless the planner moved a selection onto a weight (a strided weight: fewer letters)
+            assert counted == parts["planned"], op.hash
 
 
 def test_flops_exact_cases_exist():

@@ -5,7 +5,8 @@ the tuning process it hangs the whole tuning. :class:`CompileWorker` keeps one c
 ``python -m tvm.exec.popen_worker`` protocol: length-prefixed cloudpickle messages over two pipes) alive across
 batches and tuning calls, so TVM is imported once per process (about 4 s), not per batch as in MetaSchedule's
 ``LocalBuilder``. A call that exceeds its timeout kills the child (and its children); the next call starts a fresh
-one. A child that crashes only fails its call. The timeout is watched by this process (``select`` on the pipe), so
+one. A child that crashes only fails its call. Its output goes to /dev/null: it must not hold a caller's pipes open
+(``isolate.run_child`` reads its child's stderr to the end). The timeout is watched by this process (``select`` on the pipe), so
 it fires even when the child's codegen never releases the GIL.
 
 Every call returns ``(value, None)`` or ``(None, why)``: it never raises.
@@ -94,7 +95,7 @@ class CompileWorker:
         env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self._proc = subprocess.Popen([sys.executable, "-m", "tvm.exec.popen_worker", str(worker_read),
                                        str(worker_write)], pass_fds=(worker_read, worker_write), env=env,
-                                      stdout=subprocess.DEVNULL)
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(worker_read)
         os.close(worker_write)
         self._reader = main_read

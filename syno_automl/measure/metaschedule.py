@@ -324,6 +324,8 @@ def run_tuning(contexts, weights, work_dir: str, db, trials: int, missing: Seque
     per_iter = int(min(64, max(1, max(missing))))
     if seconds:  # with a time budget, check it at least about 4 times
         per_iter = min(per_iter, max(4, trials // 4))
+    if build_timeout_s is not None:
+        shared_worker().start()  # its start (import tvm, ~4 s) overlaps the search's first population
     try:
         with ms_logging():
             ms.tune.tune_tasks(

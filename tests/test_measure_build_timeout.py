@@ -33,10 +33,11 @@ def _inputs(*names: str) -> list[BuilderInput]:
 
 
 def _hook():
-    """A build function (pickled by value into the worker) that hangs on a function named ``slow`` and raises on
-    one named ``bad``; the others compile normally."""
+    """A build function (pickled by value into the worker) that hangs on a function named ``slow``, raises on one
+    named ``bad`` and kills the worker on one named ``crash``; the others compile normally."""
 
     def build(mod, target, shared_library):
+        import os
         import time
 
         from syno_automl.measure.compile_worker import compile_candidate
@@ -46,6 +47,8 @@ def _hook():
             time.sleep(600)
         if "bad" in names:
             raise ValueError("injected codegen error")
+        if "crash" in names:
+            os._exit(3)
         return compile_candidate(mod, target, shared_library)
 
     return build
@@ -82,3 +85,22 @@ def test_failing_candidate_carries_its_reason_and_the_worker_stays():
 def test_default_builder_compiles_in_the_worker():
     results = metaschedule.InProcessBuilder().build(_inputs("main"))
     assert results[0].error_msg is None and os.path.exists(results[0].artifact_path)
+
+
+def test_crashing_candidate_fails_alone():
+    restarts = shared_worker().restarts
+    results = metaschedule.InProcessBuilder(timeout_s=TIMEOUT_S, build_fn=_hook()).build(_inputs("crash", "after"))
+    assert results[0].artifact_path is None and "compile worker died (exit code 3)" in results[0].error_msg
+    assert results[1].error_msg is None and os.path.exists(results[1].artifact_path)
+    assert shared_worker().restarts == restarts + 1
+
+
+def test_worker_is_recycled_after_max_uses():
+    from syno_automl.measure.compile_worker import CompileWorker
+
+    worker = CompileWorker(max_uses=2)
+    try:
+        pids = [worker.call(os.getpid, ())[0] for _ in range(3)]
+    finally:
+        worker.close()
+    assert pids[0] == pids[1] != pids[2] and os.getpid() not in pids

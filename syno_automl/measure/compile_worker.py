@@ -22,6 +22,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +32,7 @@ __all__ = ["BUILD_TIMEOUT_S", "WORKER_START_TIMEOUT_S", "BuildFn", "CompileWorke
 
 BUILD_TIMEOUT_S = 60.0         # per candidate; a normal compile takes 0.03-0.3 s here
 WORKER_START_TIMEOUT_S = 300.0  # starting the child (import tvm): about 4 s idle, much more on a loaded machine
+WORKER_MAX_USES = 1000  # then a fresh child: TVM's popen workers leak memory over many uses (LocalBuilder's note)
 
 BuildFn = Callable[[Any, Any, bool], str]  # (IRModule, Target, shared_library) -> artifact path, run in the worker
 
@@ -73,9 +75,12 @@ class CompileWorker:
     ('/tmp/syno_ms_.../kernel.tar', None)
     """
 
-    def __init__(self, start_timeout_s: float = WORKER_START_TIMEOUT_S):
+    def __init__(self, start_timeout_s: float = WORKER_START_TIMEOUT_S, max_uses: int = WORKER_MAX_USES):
         self.start_timeout_s = start_timeout_s
+        self.max_uses = max_uses
         self.restarts = 0  # children killed (timeout) or lost (crash)
+        self._uses = 0
+        self._lock = threading.RLock()  # one request at a time on the pipes
         self._proc: subprocess.Popen | None = None
         self._reader: int | None = None
         self._writer: Any = None
@@ -84,8 +89,13 @@ class CompileWorker:
 
     def start(self) -> None:
         """Start the child if none is running (returns at once; the first call waits until it is ready)."""
-        if self._pid != os.getpid():
-            self._proc, self._reader, self._writer, self._ready, self._pid = None, None, None, False, os.getpid()
+        with self._lock:
+            self._start()
+
+    def _start(self) -> None:
+        if self._pid != os.getpid():  # a forked copy: close its copies of the pipes, leave the parent's child be
+            self._pid = os.getpid()
+            self._drop()
         if self._proc is not None and self._proc.poll() is None:
             return
         self._drop()
@@ -105,14 +115,26 @@ class CompileWorker:
     def call(self, fn: Callable[..., Any], args: tuple = (), timeout_s: float | None = BUILD_TIMEOUT_S
              ) -> tuple[Any, str | None]:
         """``(fn(*args), None)`` computed in the child, or ``(None, why)``: the timeout passed (the child is killed),
-        the child died, or ``fn`` raised."""
+        the child died, or ``fn`` raised. Interrupted (KeyboardInterrupt), the child is killed: a late answer must
+        not be read as the next call's."""
+        with self._lock:
+            try:
+                return self._call(fn, args, timeout_s)
+            except BaseException:
+                self.kill()
+                raise
+
+    def _call(self, fn: Callable[..., Any], args: tuple, timeout_s: float | None) -> tuple[Any, str | None]:
+        if self._uses >= self.max_uses:
+            self.close()
         try:
-            self.start()
+            self._start()
             if not self._ready:
                 _, why = self._exchange(os.getpid, (), self.start_timeout_s)
                 if why is not None:
                     return None, f"compile worker did not start: {why}"
                 self._ready = True
+            self._uses += 1
             ok_value, why = self._exchange(_guarded, (fn, *args), timeout_s)
         except Exception as exc:  # e.g. the worker cannot be spawned, or an argument cannot be pickled
             self.kill()
@@ -206,7 +228,7 @@ class CompileWorker:
                     close()
                 except OSError:
                     pass
-        self._proc, self._reader, self._writer, self._ready = None, None, None, False
+        self._proc, self._reader, self._writer, self._ready, self._uses = None, None, None, False, 0
 
 
 _SHARED: CompileWorker | None = None

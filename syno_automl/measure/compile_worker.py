@@ -189,7 +189,12 @@ class CompileWorker:
         return f"build timed out after {timeout_s:g} s (compile worker killed)"
 
     def _lost(self) -> str:
-        code = self._proc.poll() if self._proc is not None else None
+        code = None
+        if self._proc is not None:
+            try:  # the pipe closes a moment before the exit status is there
+                code = self._proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                pass
         self.kill()
         return f"compile worker died (exit code {code})"
 

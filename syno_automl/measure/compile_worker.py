@@ -5,11 +5,11 @@ the tuning process it hangs the whole tuning. :class:`CompileWorker` keeps one c
 ``python -m tvm.exec.popen_worker`` protocol: length-prefixed cloudpickle messages over two pipes) alive across
 batches and tuning calls, so TVM is imported once per process (about 4 s), not per batch as in MetaSchedule's
 ``LocalBuilder``. A call that exceeds its timeout kills the child (and its children); the next call starts a fresh
-one. A child that crashes only fails its call. Its output goes to /dev/null: it must not hold a caller's pipes open
-(``isolate.run_child`` reads its child's stderr to the end). The timeout is watched by this process (``select`` on the pipe), so
-it fires even when the child's codegen never releases the GIL.
+one. A child that crashes only fails its call. The timeout is watched by this process (``select`` on the pipe), so
+it fires even when the child's codegen never releases the GIL. The child's output goes to /dev/null: it must not
+hold a caller's pipes open (``isolate.run_child`` reads its child's stderr to the end).
 
-Every call returns ``(value, None)`` or ``(None, why)``: it never raises.
+Every call returns ``(value, None)`` or ``(None, why)``: it never raises (a KeyboardInterrupt passes through).
 """
 
 from __future__ import annotations

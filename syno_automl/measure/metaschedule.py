@@ -41,9 +41,9 @@ from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
 from syno_automl.measure.compile_worker import BUILD_TIMEOUT_S, BuildFn, compile_candidate, shared_worker
 from syno_automl.measure.target import TargetSpec
 
-__all__ = ["BUILD_TIMEOUT_S", "InProcessBuilder", "InProcessRunner", "TuningMonitor", "TuningInfo", "MS_EVALUATOR", "make_runner",
-           "close_runner", "open_runner", "cost_model", "search_strategy", "ms_logging", "ensure_tensor_intrin", "run_tuning",
-           "tuning_failure_note", "Progress"]
+__all__ = ["BUILD_TIMEOUT_S", "InProcessBuilder", "InProcessRunner", "TuningMonitor", "TuningInfo", "MS_EVALUATOR",
+           "make_runner", "close_runner", "open_runner", "cost_model", "search_strategy", "ms_logging",
+           "ensure_tensor_intrin", "run_tuning", "tuning_failure_note", "Progress"]
 
 Progress = Callable[[str], None]  # receives one line of progress text
 

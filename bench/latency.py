@@ -104,8 +104,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=None, help="tuning time budget per kernel")
     ap.add_argument("--hang-timeout", type=float, default=1800.0,
                     help="each kernel is tuned in a child process, stopped after this many seconds (soft) and killed "
-                         "120 s later (hard): a candidate whose LLVM compile never ends (seen: > 40 min in the "
-                         "in-process builder) costs one kernel, not the run (default %(default)s; 0: in this process)")
+                         "120 s later (hard): any other hang or crash costs one kernel, not the run (a candidate "
+                         "whose LLVM compile never ends is already a failed trial: the builder's per-candidate "
+                         "timeout, measure.compile_worker.BUILD_TIMEOUT_S) (default %(default)s; 0: in this "
+                         "process)")
     ap.add_argument("--work-dir", default=os.path.join(lat.DEFAULT_WORK_DIR, "bench"))
     ap.add_argument("--quick", action="store_true", help="a shorter timing protocol (repeat 5, min_repeat_ms 10)")
     args = ap.parse_args()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import traceback
@@ -34,7 +35,11 @@ def run_child(kind: str, job: str, out_path: str, name: str, seconds: float | No
     try:
         _, err = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        # the whole session: the child's compile worker (compile_worker.py) too, which may be mid-compile
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
         proc.communicate()
         return Latency.failed(name, f"timeout: child killed after {limit:g} s (budget {seconds} s + {grace} s grace)")
     if proc.returncode != 0 or not os.path.exists(out_path):

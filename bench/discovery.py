@@ -3,10 +3,8 @@
 N seeds (default 5) x a fixed budget of operator trials (default 30) on the default task (small CNN on digits), for
   * shipped: the search as `syno-automl search` runs it (its study, sampler, pruning, objective; no MLflow);
   * random:  the same study and training, every operator trial enqueued from the space's own random sampler
-             (space.sample(budget, mixed seed): distinct canonical operators) -- bench/search.py's baseline method
-             (its seeds are mixed first: space.sample(n, seed=1) returns seed 0's operators, in the native core);
-  * accuracy: the shipped search with ``objective="accuracy"`` (the single objective), when SearchConfig has an
-             ``objective`` field (obj14's branch of issue 14); on a tree without it the row is skipped.
+             (space.sample(budget, seed): distinct canonical operators) -- bench/search.py's baseline method;
+  * accuracy: the shipped search with ``objective="accuracy"`` (the single objective: no speed in the reward).
 Each run ends with the search's own final stage (syno_automl.search.finalists: up to --finalists operators cheaper
 than the replaced layers re-trained with the baseline, --final-seeds seeds x --final-epochs epochs, whole models
 timed: torch eager inference, batch 64, the search's 1 thread, interleaved with the baseline, medians).
@@ -38,7 +36,6 @@ import dataclasses
 import json
 import logging
 import os
-import random
 import statistics
 import sys
 import tempfile
@@ -56,6 +53,7 @@ import optuna  # noqa: E402
 import syno_automl.search.finalists as finalists  # noqa: E402
 import syno_automl.study as study_mod  # noqa: E402
 from syno_automl import vocabulary as V  # noqa: E402
+from syno_automl.search.objectives import baseline_trial  # noqa: E402
 from syno_automl.search.storage import make_storage  # noqa: E402,F401 (the study's storage, as the CLI's)
 from syno_automl.study import Objective, SearchConfig, open_study, prepare, remaining_trials  # noqa: E402
 
@@ -177,8 +175,7 @@ def run_one(method: str, context, config: SearchConfig, cache: Cache, seed: int,
     cache.run_seed = seed
     study = open_study(cfg, ctx)
     if method == "random":
-        # a well-mixed seed: space.sample's streams for seeds 0, 1, 2 overlap (seed 1 gives seed 0's operators)
-        for op in ctx.space.sample(budget, seed=random.Random(seed).getrandbits(62)):
+        for op in ctx.space.sample(budget, seed=seed):  # neighbouring seeds sample unrelated operators
             study.enqueue_trial({}, user_attrs={V.OPERATOR: op.to_json()})
     study.optimize(Objective(ctx, None, None, out=None), n_trials=remaining_trials(study, budget),
                    catch=(Exception,), gc_after_trial=True)
@@ -192,7 +189,7 @@ def figures(study: optuna.Study, final, budget: int, margin: float, target: floa
     hits = [order[f.trial] for f in (final.candidates if final else [])
             if final.within(f) and f.speedup is not None and f.speedup >= target and f.trial in order]
     within = [f.speedup for f in (final.candidates if final else []) if final.within(f) and f.speedup is not None]
-    base = next((t for t in study.trials if t.user_attrs.get(V.BASELINE) and t.values), None)
+    base = baseline_trial(study)
     points = [(-t.values[0], t.user_attrs[V.COST_RATIO]) for t in ops
               if t.state == optuna.trial.TrialState.COMPLETE and t.values and V.COST_RATIO in t.user_attrs]
     hv = {}
@@ -226,10 +223,6 @@ def main() -> None:
     config = SearchConfig(epochs=args.epochs, tracking_uri=None, heartbeat=None, finalists=args.finalists,
                           final_seeds=args.final_seeds, final_epochs=args.final_epochs, final_margin=args.margin)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    if "accuracy" in methods and getattr(SearchConfig(), "objective", None) is None:
-        print("accuracy: skipped (SearchConfig has no `objective` field on this tree: it comes with obj14's "
-              "multi-objective search; here `shipped` IS the accuracy-only search)")
-        methods.remove("accuracy")
     started = time.time()
     context = prepare(config)  # one context (one example batch, one space) for every run: caching needs it
     chance = 1.0 / max(context.num_classes, 2)

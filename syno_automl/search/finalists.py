@@ -33,6 +33,7 @@ from typing import Any, TextIO
 import optuna
 
 from syno_automl import vocabulary as V
+from syno_automl.search.objectives import baseline_trial, is_pareto, maximizes, operator_front, primary_value
 from syno_automl.search.verdict import FinalResult, Finalist, short_description
 
 __all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "final_epochs", "TIMING_ROUNDS"]
@@ -46,25 +47,18 @@ def final_epochs(config: Any) -> int:
     return int(config.final_epochs) if config.final_epochs else 2 * int(config.epochs)
 
 
-def _value(trial: optuna.trial.FrozenTrial) -> float | None:
-    values = trial.values
-    return float(values[0]) if values else None
-
-
 def choose_finalists(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
     """Up to `k` completed operator trials cheaper than the replaced layers (user attr ``syno.cost_ratio`` < 1),
     one per operator: the Pareto front first (a multi-objective study), then the rest, each by its first value
     (accuracy; a minimized first objective: the lowest first)."""
     if k <= 0:
         return []
-    maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
+    sign = -1.0 if maximizes(study) else 1.0
     trials = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-              if not t.user_attrs.get(V.BASELINE) and _value(t) is not None
+              if not t.user_attrs.get(V.BASELINE) and primary_value(t) is not None
               and isinstance(t.user_attrs.get(V.COST_RATIO), (int, float)) and t.user_attrs[V.COST_RATIO] < 1.0]
-    front: set[int] = set()
-    if len(study.directions) > 1:  # best_trials: the feasible Pareto front (the baseline is infeasible)
-        front = {t.number for t in study.best_trials}
-    trials.sort(key=lambda t: (t.number not in front, -_value(t) if maximize else _value(t), t.number))
+    front = {t.number for t in operator_front(study)} if is_pareto(study) else set()
+    trials.sort(key=lambda t: (t.number not in front, sign * primary_value(t), t.number))  # type: ignore[operator]
     chosen: list[optuna.trial.FrozenTrial] = []
     seen: set[str] = set()
     for t in trials:
@@ -203,11 +197,11 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
         print(f"final stage: re-training {len(trials)} finalist(s) and the baseline, {seeds} seeds × {epochs} "
               f"epochs each", file=out, flush=True)
     ops = [Operator.from_json(context.space, operator_json_of(t)) for t in trials]
-    base_trial = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(V.BASELINE)), None)
+    base_trial = baseline_trial(study)
     baseline = Finalist("baseline", base_trial.number if base_trial else None, "the original layers", 1.0,
-                        _value(base_trial) if base_trial is not None and base_trial.values else None)
+                        primary_value(base_trial) if base_trial is not None else None)
     candidates = [Finalist(op.hash, t.number, short_description(op.primitives), t.user_attrs.get(V.COST_RATIO),
-                           _value(t)) for t, op in zip(trials, ops)]
+                           primary_value(t)) for t, op in zip(trials, ops)]
     # no finalist: nothing to compare the baseline with, so it is not re-trained either
     for finalist, op in zip([baseline, *candidates] if candidates else [], [None, *ops]):
         run = None

@@ -144,7 +144,7 @@ def find_operator(study: Any, ref: str, space_of: Callable[[Any], Any]) -> tuple
 
 def trial_line(trial: Any, name: str) -> str:
     """One row of `syno-automl show`: number, state, operator, objective value, FLOPs and cost ratios, reason."""
-    from syno_automl.search.objectives import primary_value
+    from syno_automl.search.objectives import cost_of, primary_value
 
     state = trial.state.name
     label = "baseline" if trial.user_attrs.get(V.BASELINE) else str(trial.user_attrs.get(V.HASH, "-"))
@@ -152,7 +152,7 @@ def trial_line(trial: Any, name: str) -> str:
     value = f"{found:.4f}" if found is not None else "-"
     ratio = trial.user_attrs.get(V.FLOPS_RATIO)
     flops = f"{ratio:.3f}x" if isinstance(ratio, (int, float)) else "-"
-    cost_ratio = 1.0 if trial.user_attrs.get(V.BASELINE) else trial.user_attrs.get(V.COST_RATIO)
+    cost_ratio = cost_of(trial)
     cost = f"{cost_ratio:.3f}x" if isinstance(cost_ratio, (int, float)) else "-"
     why = trial.user_attrs.get(V.FAILURE) or trial.user_attrs.get(V.PRUNED) or ""
     return f"{trial.number:>5}  {state:<8}  {label:<16}  {value:>8}  {flops:>7}  {cost:>7}  {str(why)[:60]}"

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import optuna
 
 from syno_automl import vocabulary as V
-from syno_automl.search.objectives import objective_name, primary_value
+from syno_automl.search.objectives import cost_of, objective_name, primary_value
 
 __all__ = ["Point", "points_of", "latency_points", "latency_devices", "latency_schedules", "pareto_front",
            "plot_pareto", "plot_loss_curves", "canonical_rate_table", "trial_table", "Series", "Reevaluation",
@@ -242,8 +242,7 @@ def trial_table(study: optuna.Study) -> str:
     for t in study.get_trials(deepcopy=False):
         label = "baseline" if t.user_attrs.get(V.BASELINE) else t.user_attrs.get(V.HASH, "-")
         ratio = t.user_attrs.get(V.FLOPS_RATIO)
-        # planned cost vs the replaced layers' (Operator.cost): the baseline's is theirs, 1.0
-        cost = 1.0 if t.user_attrs.get(V.BASELINE) else t.user_attrs.get(V.COST_RATIO)
+        cost = cost_of(t)  # planned cost vs the replaced layers' (Operator.cost)
         value = primary_value(t)
         if value is None and t.intermediate_values:  # pruned (pareto: see the companion study)
             value = t.intermediate_values[max(t.intermediate_values)]

@@ -64,7 +64,10 @@ def primary_value(trial: FrozenTrial) -> float | None:
 
 
 def cost_of(trial: FrozenTrial) -> float | None:
-    """The trial's planned cost ratio: its second value (pareto), else its user attr (None when unknown)."""
+    """The trial's planned cost ratio: its second value (pareto), else its user attr (None when unknown); the
+    baseline's is that of the layers it keeps, 1.0."""
+    if trial.user_attrs.get(V.BASELINE):
+        return 1.0
     if trial.values is not None and len(trial.values) > 1:
         return float(trial.values[1])
     cost = trial.user_attrs.get(V.COST_RATIO)

@@ -1,0 +1,84 @@
+"""Why the embedded default is what it is (issue 14, point 3): can a cheaper operator show a speedup on it?
+
+For each small-CNN width and digits image size asked, the default search's space is built as ``syno-automl search``
+builds it, and two models are re-trained and timed the way the search's final stage does it
+(``syno_automl.search.finalists``: ``--seeds`` training seeds x twice the search's epochs, paired seeds; whole
+models timed in torch eager inference on the search's example batch, 1 thread, interleaved rounds):
+
+* the baseline (the original convs);
+* the grouped conv with ``s`` = 2 groups, an operator of the default space (reached by canonical steps, so the
+  search can propose it) at half the replaced convs' FLOPs: a yardstick of what a good operator gains.
+
+Printed per setting: each model's accuracy (mean ± sd), the accuracy difference in points, and the measured
+model speedup (the ratio against the baseline timed in the same run). Nothing is asserted.
+
+    PYTHONPATH=. python bench/default_task.py                         # widths 32,64 at 8x8
+    PYTHONPATH=. python bench/default_task.py --widths 64 --sizes 8,16 --seeds 3
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+warnings.filterwarnings("ignore")
+
+import torch  # noqa: E402
+
+import lightning_modules.models as zoo  # noqa: E402
+from syno_automl import known  # noqa: E402
+from syno_automl.search.finalists import measure_speedups, retrain  # noqa: E402
+from syno_automl.search.verdict import Finalist  # noqa: E402
+from syno_automl.space import Operator, OperatorSpace  # noqa: E402
+from syno_automl.study import SearchConfig, prepare  # noqa: E402
+
+GROUPED_BY_S = ["REDUCE s^-1*C_in", "REDUCE k", "REDUCE k", "MERGE [s, s^-1*C_out] -> C_out",
+                "CONTRACTION share [s, s^-1*C_in, k, k] outer [s^-1*C_out]",
+                "SPLIT C_in -> [s, s^-1*C_in]", "UNFOLD H -> [H, k]", "UNFOLD W -> [W, k]"]
+
+
+def grouped_by_s(space: OperatorSpace) -> Operator:
+    """The grouped conv with ``s`` groups (``known.grouped_conv2d``'s steps with the default space's ``s``)."""
+    return known.walk(space, GROUPED_BY_S)
+
+
+def one_setting(width: int, size: int, epochs: int, seeds: int) -> str:
+    # the model zoo's small_cnn at this width, for this setting only
+    zoo._REGISTRY["small_cnn"] = zoo._image(functools.partial(zoo.SmallCNN, width=width))
+    torch.set_num_threads(1)
+    context = prepare(SearchConfig(tracking_uri=None, image_size=size, epochs=epochs))
+    op = grouped_by_s(context.space)
+    final_epochs = 2 * epochs
+    base, cand = Finalist("baseline", None, "", 1.0, None), Finalist("gconv", None, "", None, None)
+    started = time.time()
+    retrain(context, base, None, seeds, final_epochs)
+    retrain(context, cand, op, seeds, final_epochs)
+    base_ms, [(ms, speedup)], how = measure_speedups(context, [op])
+    sub = context.substitution
+    return (f"width {width:3d}, {size:2d}x{size:<2d}: baseline {base.mean:.4f} ± {base.sd:.4f}, grouped conv (s=2) "
+            f"{cand.mean:.4f} ± {cand.sd:.4f} ({100 * (cand.mean - base.mean):+.2f} pp), model speedup "
+            f"{speedup:.2f}x ({base_ms:.2f} ms vs {ms:.2f} ms; {how})"
+            f", FLOPs {sub.flops_ratio(op):.2f}x, planned cost {sub.cost_ratio(op):.2f}x  [{time.time() - started:.0f} s]")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--widths", default="32,64")
+    ap.add_argument("--sizes", default="8")
+    ap.add_argument("--epochs", type=int, default=SearchConfig.epochs, help="the search's epochs (final: twice)")
+    ap.add_argument("--seeds", type=int, default=3)
+    args = ap.parse_args()
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    print(f"final-stage protocol: {args.seeds} seeds x {2 * args.epochs} epochs; speedup of the whole model")
+    for width in (int(w) for w in args.widths.split(",")):
+        for size in (int(s) for s in args.sizes.split(",")):
+            print(one_setting(width, size, args.epochs, args.seeds), flush=True)
+
+
+if __name__ == "__main__":
+    main()

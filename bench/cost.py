@@ -116,7 +116,7 @@ def measure(name: str, sub: Substitution, x: torch.Tensor, count: int, seed: int
     for i, op in enumerate(ops):
         if i and i % 10 == 0:
             base = baseline()
-        costs = [op.cost(sub._mapping_for(op, k)) for k in range(len(sub.placeholders))]
+        costs = [op.cost(sub.mapping_for(op, k)) for k in range(len(sub.placeholders))]
         row = {"space": name, "hash": op.hash, "cost": sum(c["total"] for c in costs),
                "cost_ratio": sub.cost_ratio(op), "flops_ratio": sub.flops_ratio(op),
                "materialized": sum(c["materialized"] for c in costs), "peak": max(c["peak"] for c in costs)}

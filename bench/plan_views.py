@@ -102,7 +102,7 @@ def main() -> None:
     with_views = 0
     for op in ops:
         for k in range(len(sub.placeholders)):
-            mapping = sub._mapping_for(op, k)
+            mapping = sub.mapping_for(op, k)
             program = op.program(mapping)
             views = [v["op"] for w in program["weights"] for v in w.get("views", [])]
             if not views or "contract" in views:  # products of weights (plan.hpp point 3): not undone here

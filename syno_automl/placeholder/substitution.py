@@ -1,26 +1,13 @@
-"""Placeholders and automatic layer substitution (DESIGN §1-2).
+"""Automatic layer substitution: :func:`substitute` and its result, :class:`Substitution` (DESIGN §1-2).
 
-A :class:`Placeholder` is an ``nn.Module`` slot. Until an operator module is set it runs the layer it stands
-for (``referred_layer``), so a model with placeholders behaves exactly like the original one; once
-``set_operator(module)`` is called it runs the synthesized operator instead.
+:func:`substitute` finds the ``nn.Conv2d`` or ``nn.Linear`` layers of a model, runs one real forward pass on
+``example_input`` (hooks record every layer's input/output sizes), wraps each layer that can be substituted in a
+Placeholder, and builds the :class:`~syno_automl.space.OperatorSpace` with one mapping per placeholder::
 
-Two ways to get placeholders into a model:
-
-* **Automatic** -- :func:`substitute` finds the ``nn.Conv2d`` or ``nn.Linear`` layers of a model, runs one real
-  forward pass on ``example_input`` (hooks record every layer's input/output sizes), wraps each layer that can
-  be substituted in a Placeholder, and builds the :class:`~syno_automl.space.OperatorSpace` with one mapping
-  per placeholder::
-
-      sub = substitute(model, nn.Conv2d, example_input=torch.randn(8, 3, 32, 32), flops_ratio=0.5)
-      op = sub.space.sample(1, seed=0)[0]
-      sub.apply(op)        # every placeholder now runs op, with its own weights
-      sub.restore()        # the original layers are back, untouched
-
-* **By hand**, as in the paper's README: put ``Placeholder({"H": 32, "W": 32})`` slots in a model, build the
-  space with :func:`space_for` and fill them with :func:`install`::
-
-      space = space_for(net, "[H, W]", "[H, W]", ["H: 2", "W: 2"], ["s_1=2: 2", "s_2=3: 2"])
-      install(net, space.sample(1)[0])
+    sub = substitute(model, nn.Conv2d, example_input=torch.randn(8, 3, 32, 32), flops_ratio=0.5)
+    op = sub.space.sample(1, seed=0)[0]
+    sub.apply(op)        # every placeholder now runs op, with its own weights
+    sub.restore()        # the original layers are back, untouched
 
 Conventions (choices made here):
 
@@ -69,235 +56,12 @@ from torch import nn
 
 from syno_automl import _native
 from syno_automl.errors import SubstitutionError
+from syno_automl.placeholder.layers import DEFAULTS, GROUPED_FLOPS_RATIO, conv_reason, layer_cost, layer_flops, \
+    supported_types
+from syno_automl.placeholder.slot import Placeholder
 from syno_automl.space import Operator, OperatorSpace
 
-__all__ = ["Placeholder", "Substitution", "substitute", "placeholders", "space_for", "install",
-           "layer_flops", "DEFAULTS"]
-
-#: default spec per layer kind: (input shape, output shape, primary, coefficients); "{k}" is the kernel size
-DEFAULTS: dict[str, tuple[str, str, list[str], list[str]]] = {
-    "conv2d": ("[N, C_in, H, W]", "[N, C_out, H, W]", ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"],
-               ["k={k}: 2", "s=2: 2"]),
-    "linear": ("[N, C_in]", "[N, C_out]", ["N: 0", "C_in: 2", "C_out: 2"], ["k=3: 2", "s=2: 2"]),
-}
-
-_SUPPORTED: dict[type, str] = {nn.Conv2d: "conv2d", nn.Linear: "linear"}
-#: flops_ratio used when grouped/depthwise convs are substituted and no FLOPs budget is given
-GROUPED_FLOPS_RATIO = 1.0
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Placeholder
-# ----------------------------------------------------------------------------------------------------------
-
-class Placeholder(nn.Module):
-    """A slot for a synthesized operator.
-
-    Args:
-        mapping: values of the space's variables for this slot (e.g. ``{"H": 32, "W": 32}``).
-        referred_layer: the original layer, run while no operator is set (optional: a hand-placed slot may
-            have none, and then needs an operator before it can run).
-        kind: ``"conv2d"``, ``"linear"`` or None. ``"linear"`` flattens the leading dims into one (the
-            operator sees ``[N, C_in]``) and restores them; ``"conv2d"``/``"linear"`` add the bias on dim 1 /
-            the last dim.
-
-    While no operator is set, ``referred_layer`` is a registered submodule (its parameters are the model's).
-    ``set_operator(module)`` registers ``module`` as ``self.operator`` and *un-registers* the original layer
-    (still reachable as ``referred_layer``), so ``model.parameters()`` and ``state_dict()`` hold only the live
-    weights; ``reset()`` reverts that. ``input_shape``/``output_shape`` are the sizes recorded by
-    :func:`substitute`'s forward pass (or by :func:`record_shapes`).
-    """
-
-    def __init__(self, mapping: Mapping[str, int] | None = None, referred_layer: nn.Module | None = None, *,
-                 kind: str | None = None) -> None:
-        super().__init__()
-        if kind not in (None, "conv2d", "linear"):
-            raise ValueError(f"kind must be None, 'conv2d' or 'linear', got {kind!r}")
-        self.mapping: dict[str, int] = {str(k): int(v) for k, v in (mapping or {}).items()}
-        self.kind = kind
-        self.input_shape: tuple[int, ...] | None = None
-        self.output_shape: tuple[int, ...] | None = None
-        self.recording = False
-        self.operator: nn.Module | None = None
-        self.bias: nn.Parameter | None = None
-        self._register_original(referred_layer)
-
-    def _register_original(self, layer: nn.Module | None) -> None:
-        """``referred_layer`` as a registered submodule (its parameters count as the model's)."""
-        self.__dict__.pop("referred_layer", None)
-        if layer is None:
-            self._modules.pop("referred_layer", None)
-            object.__setattr__(self, "referred_layer", None)
-        else:
-            self._modules["referred_layer"] = layer
-
-    def _unregister_original(self) -> None:
-        """``referred_layer`` as a plain attribute: kept, but not part of parameters()/state_dict()."""
-        layer = self._modules.pop("referred_layer", None)
-        if layer is not None:
-            object.__setattr__(self, "referred_layer", layer)
-
-    @property
-    def has_operator(self) -> bool:
-        return self.operator is not None
-
-    def set_operator(self, module: nn.Module, bias: bool | None = None) -> "Placeholder":
-        """Runs ``module`` from now on. ``bias``: add a fresh zero bias per output channel (default: iff the
-        original layer had one). The module is moved to the original layer's device and dtype."""
-        ref = self.referred_layer
-        like = _first_tensor(ref) if ref is not None else None
-        if like is not None:
-            module = module.to(device=like.device, dtype=like.dtype)
-        if bias is None:
-            bias = ref is not None and getattr(ref, "bias", None) is not None
-        if bias and self.kind is None:
-            raise ValueError("a bias needs kind='conv2d' or 'linear' (to know the channel dim)")
-        self._unregister_original()  # the original weights are no longer part of the model
-        self.operator = module
-        if bias:
-            channels = self._out_channels()
-            self.bias = nn.Parameter(torch.zeros(channels, device=like.device if like is not None else None,
-                                                 dtype=like.dtype if like is not None else None))
-        else:
-            self.bias = None
-        return self
-
-    def reset(self) -> "Placeholder":
-        """Drops the operator (and its bias): the original layer runs again."""
-        device = None
-        if self.operator is not None:
-            t = _first_tensor(self.operator)
-            device = t.device if t is not None else None
-        self.operator = None
-        self.bias = None
-        ref = self.referred_layer
-        if ref is not None:
-            if device is not None:
-                t = _first_tensor(ref)
-                if t is not None and t.device != device:
-                    ref.to(device)
-            ref.train(self.training)  # model.train()/eval() did not reach it while unregistered
-            self._register_original(ref)
-        return self
-
-    def _out_channels(self) -> int:
-        if self.output_shape is not None:
-            return int(self.output_shape[1] if self.kind == "conv2d" else self.output_shape[-1])
-        key = "C_out"
-        if key in self.mapping:
-            return self.mapping[key]
-        ref = self.referred_layer
-        for attr in ("out_channels", "out_features"):
-            if ref is not None and hasattr(ref, attr):
-                return int(getattr(ref, attr))
-        raise ValueError("cannot tell the number of output channels for the bias")
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.operator is None:
-            ref = self.referred_layer
-            if ref is None:
-                raise RuntimeError(f"Placeholder({self.mapping}) has no operator set and no original layer: "
-                                   f"call set_operator() (or install()/Substitution.apply()) first")
-            out = ref(x)
-        elif self.kind == "linear":
-            lead = x.shape[:-1]
-            out = self.operator(x.reshape(-1, x.shape[-1]))
-            out = out.reshape(*lead, out.shape[-1])
-            if self.bias is not None:
-                out = out + self.bias
-        else:
-            out = self.operator(x)
-            if self.bias is not None:
-                out = out + self.bias.view(-1, *([1] * (out.dim() - 2)))
-        if self.recording:
-            self.input_shape = tuple(x.shape)
-            self.output_shape = tuple(out.shape)
-        return out
-
-    def extra_repr(self) -> str:
-        state = "operator set" if self.operator is not None else (
-            "original layer" if self.referred_layer is not None else "empty")
-        return f"mapping={self.mapping}, kind={self.kind}, {state}"
-
-
-def _first_tensor(module: nn.Module) -> torch.Tensor | None:
-    for t in module.parameters():
-        return t
-    for t in module.buffers():
-        return t
-    return None
-
-
-# ----------------------------------------------------------------------------------------------------------
-# hand-placed placeholders (the paper's README)
-# ----------------------------------------------------------------------------------------------------------
-
-def placeholders(model: nn.Module) -> list[tuple[str, Placeholder]]:
-    """The model's Placeholders (qualified name, module), in module order (= the space's mapping order)."""
-    return [(name, m) for name, m in model.named_modules() if isinstance(m, Placeholder)]
-
-
-def record_shapes(model: nn.Module, *example_args: Any, **example_kwargs: Any) -> Any:
-    """Runs one forward pass (no grad) recording every Placeholder's ``input_shape``/``output_shape``."""
-    phs = [p for _, p in placeholders(model)]
-    for p in phs:
-        p.recording = True
-    try:
-        with torch.no_grad():
-            return model(*example_args, **example_kwargs)
-    finally:
-        for p in phs:
-            p.recording = False
-
-
-def space_for(model: nn.Module, input_shape: str, output_shape: str, primary: Sequence[str] = (),
-              coefficients: Sequence[str] = (), **kw: Any) -> OperatorSpace:
-    """The OperatorSpace for a model's hand-placed Placeholders: one mapping per placeholder (its ``mapping``),
-    in module order. ``kw`` goes to :class:`OperatorSpace` (``max_depth``, budgets, ``seed``...)."""
-    phs = placeholders(model)
-    if not phs:
-        raise SubstitutionError("the model has no Placeholder")
-    return OperatorSpace(input_shape, output_shape, primary, coefficients, [p.mapping for _, p in phs], **kw)
-
-
-def install(model_or_placeholders: nn.Module | Sequence[Placeholder] | Sequence[tuple[str, Placeholder]],
-            op: Operator, *, bias: bool | None = None) -> list[nn.Module]:
-    """Sets ``op.to_module(i)`` (fresh weights each) in the i-th placeholder; returns the modules.
-
-    ``op.space`` must have one mapping per placeholder (as built by :func:`space_for`)."""
-    if isinstance(model_or_placeholders, nn.Module):
-        phs = [p for _, p in placeholders(model_or_placeholders)]
-    else:
-        phs = [p[1] if isinstance(p, tuple) else p for p in model_or_placeholders]
-    if op.space.num_mappings != len(phs):
-        raise SubstitutionError(f"the operator's space has {op.space.num_mappings} mappings for "
-                                f"{len(phs)} placeholders")
-    modules = []
-    for i, p in enumerate(phs):
-        module = op.to_module(i)
-        p.set_operator(module, bias=bias)
-        modules.append(module)
-    return modules
-
-
-# ----------------------------------------------------------------------------------------------------------
-# automatic substitution
-# ----------------------------------------------------------------------------------------------------------
-
-def layer_flops(layer: nn.Module, input_shape: Sequence[int], output_shape: Sequence[int]) -> int:
-    """FLOPs of a Conv2d / Linear layer (2 x multiply-accumulates, bias not counted)."""
-    if isinstance(layer, nn.Conv2d):
-        kh, kw = layer.kernel_size
-        return 2 * math.prod(output_shape) * (layer.in_channels // layer.groups) * kh * kw
-    if isinstance(layer, nn.Linear):
-        return 2 * math.prod(output_shape) * layer.in_features
-    raise SubstitutionError(f"no FLOPs formula for {type(layer).__name__}")
-
-
-def layer_cost(flops: float, output_shape: Sequence[int], weight_elements: int) -> float:
-    """A Conv2d / Linear layer's cost in the units of ``Operator.cost``: what the conv-equivalent operator's
-    plan costs (one convolution or matmul: its FLOPs, its output and its weight's gradient written)."""
-    return float(flops) + _native.ELEMENT_COST * (math.prod(output_shape) + weight_elements)
+__all__ = ["Substitution", "substitute", "call_with"]
 
 
 @dataclass
@@ -334,7 +98,7 @@ class Substitution:
 
     def operator_flops(self, op: Operator) -> int:
         """The operator's FLOPs summed over all placeholders (what ``flops_ratio`` limits)."""
-        return sum(op.flops(self._mapping_for(op, i)) for i in range(len(self.placeholders)))
+        return sum(op.flops(self.mapping_for(op, i)) for i in range(len(self.placeholders)))
 
     def flops_ratio(self, op: Operator) -> float:
         return self.operator_flops(op) / self.baseline_flops if self.baseline_flops else math.inf
@@ -346,15 +110,15 @@ class Substitution:
 
     def operator_cost(self, op: Operator) -> float:
         """The operator's planned cost (``total``) summed over all placeholders (what ``cost_ratio`` limits)."""
-        return sum(op.cost(self._mapping_for(op, i))["total"] for i in range(len(self.placeholders)))
+        return sum(op.cost(self.mapping_for(op, i))["total"] for i in range(len(self.placeholders)))
 
     def cost_ratio(self, op: Operator) -> float:
         return self.operator_cost(op) / self.baseline_cost if self.baseline_cost else math.inf
 
     def operator_params(self, op: Operator) -> int:
-        return sum(op.params(self._mapping_for(op, i)) for i in range(len(self.placeholders)))
+        return sum(op.params(self.mapping_for(op, i)) for i in range(len(self.placeholders)))
 
-    def _mapping_for(self, op: Operator, i: int) -> int | dict[str, int]:
+    def mapping_for(self, op: Operator, i: int) -> int | dict[str, int]:
         if op.space is self.space:
             return i
         if op.space.signature() != self.space.signature():
@@ -365,7 +129,7 @@ class Substitution:
     def apply(self, op: Operator, *, bias: bool | None = None) -> list[nn.Module]:
         """Installs ``op`` in every placeholder (fresh weights per placeholder, on the original layer's
         device/dtype); returns the operator modules. Re-inserts the placeholders if ``restore()`` was called."""
-        modules = [op.to_module(self._mapping_for(op, i)) for i in range(len(self.placeholders))]
+        modules = [op.to_module(self.mapping_for(op, i)) for i in range(len(self.placeholders))]
         self._reinsert()
         for (_, p), module in zip(self.placeholders, modules):
             p.set_operator(module, bias=bias)
@@ -421,25 +185,6 @@ class Substitution:
         return "\n".join(lines)
 
 
-def _layer_types(layer_types: Any) -> tuple[type, ...]:
-    if isinstance(layer_types, type):
-        layer_types = (layer_types,)
-    try:
-        types = tuple(layer_types)
-    except TypeError:
-        raise SubstitutionError(f"layer_types must be a layer class or a tuple of them, got {layer_types!r}") \
-            from None
-    if not types:
-        raise SubstitutionError("no layer type given")
-    for t in types:
-        if not isinstance(t, type) or not issubclass(t, nn.Module):
-            raise SubstitutionError(f"{t!r} is not an nn.Module class")
-        if t not in _SUPPORTED:
-            raise SubstitutionError(f"unsupported layer type {t.__module__}.{t.__qualname__}: substitute() "
-                                    f"supports {', '.join('nn.' + s.__name__ for s in _SUPPORTED)}")
-    return types
-
-
 def _where(where: Any) -> Callable[[str, nn.Module], bool]:
     if where is None:
         return lambda name, module: True
@@ -462,36 +207,6 @@ def call_with(model: nn.Module, example_input: Any) -> Any:
     if isinstance(example_input, (tuple, list)):
         return model(*example_input)
     return model(example_input)
-
-
-def _conv_reason(layer: nn.Conv2d, in_shape: tuple[int, ...], out_shape: tuple[int, ...],
-                 kernel_sizes: Sequence[int] | None, groups: bool) -> str | None:
-    if len(in_shape) != 4:
-        return f"unbatched input {list(in_shape)} (expects [N, C, H, W])"
-    if layer.padding_mode != "zeros":
-        return f"padding_mode={layer.padding_mode!r} (only zero padding)"
-    if tuple(layer.stride) != (1, 1):
-        return f"stride {tuple(layer.stride)} != 1"
-    if tuple(layer.dilation) != (1, 1):
-        return f"dilation {tuple(layer.dilation)} != 1"
-    kh, kw = layer.kernel_size
-    if kh != kw or kh % 2 == 0:
-        return f"kernel {kh}x{kw} (only square odd kernels)"
-    pad = layer.padding
-    if isinstance(pad, str):
-        same = pad == "same" or (pad == "valid" and kh == 1)
-    else:
-        same = tuple(pad) == (kh // 2, kh // 2)
-    if not same:
-        return f"padding {pad} is not same padding ({kh // 2})"
-    if tuple(in_shape[2:]) != tuple(out_shape[2:]):
-        return f"output size {list(out_shape[2:])} differs from input size {list(in_shape[2:])}"
-    if kernel_sizes is not None and kh not in kernel_sizes:
-        return f"kernel {kh}x{kw} not in kernel_sizes={tuple(kernel_sizes)}"
-    if layer.groups != 1 and not groups:
-        kind = "depthwise" if layer.groups == layer.in_channels else "grouped"
-        return f"groups={layer.groups} ({kind}; pass groups=True to substitute grouped convolutions)"
-    return None
 
 
 def substitute(
@@ -541,7 +256,7 @@ def substitute(
         SubstitutionError: unsupported layer type, no layer of the types found, nothing substitutable, or
             layers of two kinds to substitute.
     """
-    types = _layer_types(layer_types)
+    types = supported_types(layer_types)
     select = _where(where)
     if example_input is None:
         raise SubstitutionError("substitute() needs an example_input to record the layers' sizes")
@@ -607,7 +322,7 @@ def substitute(
         if reason is None:
             in_shape, out_shape = records[key][0]
             if layer_kind == "conv2d":
-                reason = _conv_reason(layer, in_shape, out_shape, kernel_sizes, groups)
+                reason = conv_reason(layer, in_shape, out_shape, kernel_sizes, groups)
             elif len(in_shape) == 0:
                 reason = "0-d input"
         if reason is not None:

@@ -1,0 +1,180 @@
+"""``syno-automl search``, ``show`` (and ``list``) and ``export``: run a search, read its trials, write an
+operator out."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from syno_automl import vocabulary as V
+from syno_automl.cli_common import config_of, load_study, operator_of, quiet_logs, require_tvm, tracking_of
+from syno_automl.lookup import find_trial, resume_defaults, trial_line
+
+__all__ = ["cmd_search", "cmd_show", "cmd_export"]
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    # everything that can reject the invocation runs before torch, Lightning and MLflow load (seconds) and
+    # before any database is created
+    if args.trials < 0:
+        raise ValueError(f"--trials must be >= 0, got {args.trials}")
+    tracking_uri = tracking_of(args)
+    recorded = resume_defaults(args) if args.resume else None
+    targets = tuple(t.strip() for t in args.latency.split(",") if t.strip())
+    require_tvm(targets, "--latency")
+    config = config_of(args, trials=args.trials, storage=args.storage, study=args.study,
+                       tracking_uri=tracking_uri, heartbeat=args.heartbeat or None, latency_targets=targets,
+                       latency_trials=args.latency_trials, latency_inductor=args.latency_inductor,
+                       latency_margin=None if args.latency_margin < 0 else args.latency_margin,
+                       finalists=args.finalists, final_epochs=args.final_epochs, final_seeds=args.final_seeds,
+                       final_margin=args.final_margin)
+    if args.epochs is None:
+        config.epochs = 3
+    if recorded is not None and isinstance(recorded.get("milestones"), dict):  # no option: the study's own
+        config.milestones = {int(k): float(v) for k, v in recorded["milestones"].items()}
+    config.validate()
+    if recorded is not None:  # the same check as run_search's, before the imports
+        from syno_automl.config import StudyMismatchError, describe_diff, settings_diff
+
+        diff = settings_diff(recorded, config.settings())
+        if diff:
+            raise StudyMismatchError(f"study {config.study!r} was trained with other settings: {describe_diff(diff)}; "
+                                     f"resume with the study's settings, or --study NAME for a new search")
+    if not args.quiet:
+        print(f"syno-automl: {'resuming' if args.resume else 'starting'} study {config.study!r} "
+              f"({config.model} on {config.dataset}); loading torch, Lightning, MLflow...", flush=True)
+    quiet_logs(training=True, verbose=args.verbose)
+    from syno_automl.search.objectives import (baseline_trial, best_operator_trial, is_pareto, objective_name,
+                                               operator_front, primary_value)
+    from syno_automl.study import run_search
+
+    result = run_search(config, resume=args.resume, out=None if args.quiet else sys.stdout)
+    study = result.study
+    name = objective_name(study)
+    done = [t for t in study.trials if t.state.name == "COMPLETE"]
+    pruned = [t for t in study.trials if t.state.name == "PRUNED"]
+    base = baseline_trial(study)
+    print(f"done in {result.seconds:.0f} s: {len(study.trials)} trials, {len(done)} complete, {len(pruned)} pruned"
+          + (f"; baseline {name} {primary_value(base):.4f}" if base else ""))
+    if is_pareto(study):
+        front = operator_front(study)
+        print(f"Pareto front ({name} vs planned cost ratio, study.best_trials): {len(front)} operators"
+              + "".join(f"\n  {t.user_attrs.get(V.HASH)} (trial {t.number}): {name} {t.values[0]:.4f} at "
+                        f"{t.values[1]:.3f}x cost" for t in front))
+    best = best_operator_trial(study)
+    if best is not None:
+        print(f"best operator {best.user_attrs.get(V.HASH)} (trial {best.number}): {name} {primary_value(best):.4f} "
+              f"at {best.user_attrs.get(V.FLOPS_RATIO, float('nan')):.3f}x FLOPs, "
+              f"{best.user_attrs.get(V.COST_RATIO, float('nan')):.3f}x cost  ->  "
+              f"syno-automl show {best.user_attrs.get(V.HASH)}")
+    if config.tracking_uri:
+        print(f"MLflow: mlflow ui --backend-store-uri {config.tracking_uri} --host 127.0.0.1")
+    if result.final is not None:  # the search's answer, last
+        print(result.final.verdict())
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from syno_automl.search.objectives import objective_name, primary_value
+
+    study = load_study(args)
+    name = objective_name(study)
+    if args.hash is None:
+        trials = study.get_trials(deepcopy=False)
+        print(f"study {study.study_name}: {len(trials)} trials ({name}; `syno-automl show N` for one)")
+        print(f"{'trial':>5}  {'state':<8}  {'operator':<16}  {name:>8}  {'FLOPs':>7}  {'cost':>7}  reason")
+        for t in trials:
+            print(trial_line(t, name))
+        return 0
+    trial = find_trial(study, args.hash)
+    if trial.user_attrs.get(V.BASELINE):
+        print(f"baseline (study {study.study_name}, trial {trial.number}, {trial.state.name}): the original layers")
+    else:
+        _, op = operator_of(study, f"#{trial.number}")
+        print(f"operator {op.hash}  (study {study.study_name}, trial {trial.number}, {trial.state.name})")
+        print(str(op))
+        print(f"depth {op.depth}; primitives: {', '.join(op.primitives)}")
+    for key, label in ((V.FLOPS_RATIO, "FLOPs ratio"), (V.FLOPS, "FLOPs"), (V.PARAMS, "params"),
+                       (V.COST_RATIO, "cost ratio"), (V.COST, "cost"),
+                       (V.MATERIALIZED, "elements materialized"), (V.PEAK, "peak tensor (elements)")):
+        if key in trial.user_attrs:
+            print(f"{label}: {trial.user_attrs[key]}")
+    if primary_value(trial) is not None:
+        print(f"{name}: {primary_value(trial):.4f}")
+    for key, label in ((V.TOKENS_PER_S, "training tokens/s"), (V.THROUGHPUT_RATIO, "throughput ratio")):
+        if key in trial.user_attrs:
+            print(f"{label}: {trial.user_attrs[key]:.4g}")
+    for key, label in ((V.FAILURE, "failure"), (V.PRUNED, "pruned")):
+        if key in trial.user_attrs:
+            print(f"{label}: {trial.user_attrs[key]}")
+    run_id = trial.user_attrs.get(V.RUN_ID)
+    if run_id:
+        print(f"MLflow run: {run_id}" + _run_summary(tracking_of(args), run_id))
+    return 0
+
+
+def _run_summary(tracking: str | None, run_id: str) -> str:
+    """`` (FINISHED; artifacts: ...)`` read from the tracking store; '' without one."""
+    if tracking is None:
+        return ""
+    from syno_automl.tracking import SearchTracker
+
+    client = SearchTracker(tracking).client
+    try:
+        run = client.get_run(run_id)
+        artifacts = sorted(a.path for a in client.list_artifacts(run_id))
+    except Exception as e:  # noqa: BLE001 -- another store, or a deleted run: say so, show the rest
+        return f" (not found in {tracking}: {type(e).__name__})"
+    return f" ({run.info.status}; artifacts: {', '.join(artifacts) or 'none'})"
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from syno_automl.export import layer_source, weights_for_mapping
+
+    study = load_study(args)
+    trial, op = operator_of(study, args.hash)
+    if not 0 <= args.mapping < op.space.num_mappings:
+        raise ValueError(f"--mapping must be in [0, {op.space.num_mappings - 1}]")
+    mapping = op.space.mapping(args.mapping)
+    kind = study.user_attrs.get(V.SETTINGS, {}).get("layer", "conv2d")
+    state = None
+    if args.weights:
+        tracking = tracking_of(args)
+        run_id = trial.user_attrs.get(V.RUN_ID)
+        if tracking is None or not run_id:
+            raise LookupError(f"--weights: trial {trial.number} has no MLflow run" if tracking else
+                              "--weights reads the trained weights from MLflow: --tracking-uri none was given")
+        state = weights_for_mapping(_download_weights(tracking, run_id, trial.number), mapping)
+    bias = not args.no_bias if state is None else "bias" in state
+    source = layer_source(op, args.mapping, kind=kind, bias=bias)
+    if args.output:
+        Path(args.output).write_text(source)
+        print(f"wrote {args.output} (operator {op.hash}, trial {trial.number}, sizes {mapping}; "
+              f"`python {args.output}` smoke-tests it)")
+    else:
+        sys.stdout.write(source)
+    if state is not None:
+        import torch
+
+        torch.save(state, args.weights)
+        print(f"wrote {args.weights} (trained weights: SynoLayer().load_state_dict(torch.load({args.weights!r})))",
+              file=sys.stderr if not args.output else sys.stdout)
+    return 0
+
+
+def _download_weights(tracking: str, run_id: str, number: int) -> dict[str, Any]:
+    import tempfile
+
+    import torch
+
+    from syno_automl.tracking import SearchTracker
+
+    client = SearchTracker(tracking).client
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            path = client.download_artifacts(run_id, V.ARTIFACT_WEIGHTS, folder)
+        except Exception as e:  # noqa: BLE001 -- MLflow raises several types for a missing artifact
+            raise LookupError(f"trial {number}'s MLflow run {run_id} has no {V.ARTIFACT_WEIGHTS} (trials that "
+                              f"did not complete, or searched before weights were kept): {type(e).__name__}") from None
+        return torch.load(path, weights_only=True)

@@ -121,14 +121,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--finalists", type=int, default=3,
                    help="final stage: re-train this many operators cheaper than the replaced layers (best first) and "
                         "the baseline alike, time the whole models, and name the fastest within --final-margin of "
-                        "the baseline (image task; default: %(default)s; 0: no final stage)")
+                        "the baseline (default: %(default)s; 0: no final stage)")
     p.add_argument("--final-epochs", type=int, default=None,
                    help="final stage: training epochs (default: twice --epochs)")
+    p.add_argument("--final-steps", type=int, default=None,
+                   help="lm final stage: training steps, without --time-budget (default: twice --steps)")
     p.add_argument("--final-seeds", type=int, default=3,
                    help="final stage: training seeds per model, reported as mean ± sd (default: %(default)s)")
     p.add_argument("--final-margin", type=float, default=0.01,
                    help="final stage: the accuracy an operator may lose against the baseline, absolute "
-                        "(default: %(default)s = 1 pp)")
+                        "(default: %(default)s = 1 pp); lm: the val_loss it may gain, in nats (0.01: ~1 %% perplexity)")
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("show", help="list the study's trials, or describe one")

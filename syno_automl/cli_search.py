@@ -28,7 +28,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                        latency_trials=args.latency_trials, latency_inductor=args.latency_inductor,
                        latency_margin=None if args.latency_margin < 0 else args.latency_margin,
                        finalists=args.finalists, final_epochs=args.final_epochs, final_seeds=args.final_seeds,
-                       final_margin=args.final_margin)
+                       final_margin=args.final_margin, final_steps=args.final_steps)
     if args.epochs is None:
         config.epochs = 3
     if recorded is not None and isinstance(recorded.get("milestones"), dict):  # no option: the study's own

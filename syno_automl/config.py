@@ -32,8 +32,9 @@ MODEL_NAMES = ("small_cnn", "resnet18", "resnet34", "resnext29_2x64d", "densenet
                "gpt2")
 DATASET_NAMES = ("digits", "mnist", "cifar10", "cifar100", "imagenet-folder", "text")
 _LOCAL_DATASETS = ("mnist", "cifar10", "cifar100", "imagenet-folder")
-_LM_ONLY = ("max_steps", "time_budget", "val_every", "val_batches", "seq_len", "tokenizer", "max_loss")
-_IMAGE_ONLY = ("epochs", "image_size", "milestones", "trial_timeout", "reward_lower", "reward_upper", "pruner")
+_LM_ONLY = ("max_steps", "time_budget", "val_every", "val_batches", "seq_len", "tokenizer", "max_loss", "final_steps")
+_IMAGE_ONLY = ("epochs", "image_size", "milestones", "trial_timeout", "reward_lower", "reward_upper", "pruner",
+               "final_epochs")
 # what a field left at None means, per task
 TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "image": {"model": "small_cnn", "dataset": "digits", "layer": "conv2d", "lr": 0.05, "where": None},
@@ -43,7 +44,8 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
 # measured beside training
 # (the final stage runs after the trials and changes none of them: a --resume may change it too)
 RESUMABLE = frozenset({"trials", "data_dir", "trial_timeout", "latency_targets", "latency_trials", "latency_margin",
-                       "latency_inductor", "finalists", "final_epochs", "final_seeds", "final_margin"})
+                       "latency_inductor", "finalists", "final_epochs", "final_steps", "final_seeds",
+                       "final_margin"})
 
 
 # what a study recorded before a setting existed ran with: a --resume of it keeps that behaviour
@@ -132,11 +134,13 @@ class SearchConfig:
     latency_trials: int = 0                  # MetaSchedule trials per kernel (0: untuned default schedules)
     latency_margin: float | None = 0.01      # image: val_acc >= baseline - margin; lm: val_loss <= baseline + margin
     latency_inductor: bool = False           # also time operator and layer under torch.compile
-    # final stage (search/finalists.py, image task): re-train up to `finalists` operators cheaper than the replaced
-    # layers and the baseline for final_epochs (None: 2x epochs) with final_seeds seeds each, time the whole models,
-    # name the fastest within final_margin (accuracy, absolute) of the baseline; finalists 0: no final stage
+    # final stage (search/finalists.py): re-train up to `finalists` operators cheaper than the replaced layers and
+    # the baseline for final_epochs (None: 2x epochs; lm: final_steps, None: 2x max_steps, no time budget) with
+    # final_seeds seeds each, time the whole models, name the fastest within final_margin of the baseline
+    # (image: accuracy lost, absolute; lm: val_loss gained, absolute nats); finalists 0: no final stage
     finalists: int = 3
     final_epochs: int | None = None
+    final_steps: int | None = None
     final_seeds: int = 3
     final_margin: float = 0.01
 
@@ -205,6 +209,10 @@ class SearchConfig:
                              f"{self.final_seeds}")
         if self.final_epochs is not None and self.final_epochs < 1:
             raise ValueError(f"--final-epochs must be >= 1, got {self.final_epochs}")
+        if self.final_steps is not None and self.final_steps < 1:
+            raise ValueError(f"--final-steps must be >= 1, got {self.final_steps}")
+        if (self.final_steps if self.task == "image" else self.final_epochs) is not None:
+            raise ValueError("--final-epochs applies to --task image, --final-steps to --task lm")
         if not math.isfinite(self.final_margin):
             raise ValueError(f"--final-margin must be a finite number, got {self.final_margin}")
         if self.task == "lm":

@@ -95,6 +95,7 @@ ROLE_FINAL = "final"                      # TAG_ROLE of a final-stage re-trainin
 METRIC_FINAL_SPEEDUP = "final_speedup"        # original model latency / substituted model latency (torch eager)
 METRIC_FINAL_LATENCY = "final_latency_ms"     # the model's median latency (the baseline's run: the original's)
 METRIC_FINAL_FOUND = "final_found"            # study run: 1 when an operator is within the margin, else 0
+METRIC_FINAL_TOKENS_PER_S = "final_tokens_per_s"  # lm: inference tokens/s on a validation batch (speedup x baseline's)
 
 
 def final_metric(name: str, stat: str | None = None) -> str:

@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
-from syno_automl.search.finalists import choose_finalists, final_epochs, run_final_stage
+from syno_automl.search.finalists import choose_finalists, final_budget, final_epochs, run_final_stage
 from syno_automl.search.verdict import FinalResult, Finalist
 from syno_automl.study import run_search
 from test_cli_search import cli
@@ -153,10 +153,99 @@ def test_the_verdict_names_the_fastest_operator_within_the_margin() -> None:
     assert final_epochs(SearchConfig(epochs=3)) == 6 and final_epochs(SearchConfig(final_epochs=5)) == 5
 
 
-def test_the_lm_task_says_its_final_stage_is_image_only(tmp_path: Path) -> None:
-    from types import SimpleNamespace
+def test_the_loss_verdict_names_the_fastest_operator_within_the_margin_in_nats() -> None:
+    """A minimized objective (lm): within = mean val_loss <= the baseline's + margin (absolute nats)."""
+    base = Finalist("baseline", 0, "the original layers", 1.0, 2.2, [2.30, 2.32], speedup=1.0, tokens_per_s=5e4)
+    slow = Finalist("slowgood", 1, "A", 0.5, 2.2, [2.29, 2.30], speedup=1.1, tokens_per_s=5.5e4)
+    fast = Finalist("fastok", 2, "B", 0.4, 2.3, [2.315, 2.325], speedup=1.5, tokens_per_s=7.5e4)   # +0.010
+    over = Finalist("fastbad", 3, "C", 0.2, 2.4, [2.32, 2.34], speedup=3.0, tokens_per_s=1.5e5)     # +0.020
+    result = FinalResult(base, [slow, fast, over], seeds=2, epochs=40, margin=0.01, timing="t", metric="val_loss",
+                         maximize=False, unit="steps")
+    assert [result.within(f) for f in (slow, fast, over)] == [True, True, False]
+    assert result.chosen is fast and result.best is slow
+    assert result.verdict() == ("fastest operator within 0.01 nats of the baseline's val_loss 2.310 ± 0.014: fastok B "
+                                "val_loss 2.320 ± 0.007 (2 seeds × 40 steps), speedup 1.50× (75,000 vs 50,000 "
+                                "tokens/s; t)")
+    outside = dataclasses.replace(result, candidates=[over])
+    assert outside.chosen is None and outside.verdict() == (
+        "no operator within 0.01 nats of the baseline's val_loss 2.310 ± 0.014 (best: fastbad val_loss 2.330 "
+        "± 0.014, speedup 3.00×; 2 seeds × 40 steps, 150,000 vs 50,000 tokens/s; t)")
+    # a lower loss than the baseline's is within any non-negative margin; no "pp" anywhere for a loss
+    assert dataclasses.replace(result, margin=0.0, candidates=[slow, over]).chosen is slow
+    none = dataclasses.replace(result, candidates=[])
+    assert none.verdict() == ("no operator within 0.01 nats of the baseline's val_loss (no completed operator cheaper "
+                              "than the replaced layers to re-train)")
+    assert all("pp" not in r.verdict() for r in (result, outside, none))
+    assert "tokens/s" in result.table()[0] and result.to_dict()["steps"] == 40
+    lm = SearchConfig(task="lm", max_steps=30)
+    assert final_budget(lm) == (60, "steps") and final_budget(dataclasses.replace(lm, final_steps=7)) == (7, "steps")
+    assert final_budget(SearchConfig(epochs=2)) == (4, "epochs")
+    with pytest.raises(ValueError, match="--final-steps to --task lm"):
+        SearchConfig(task="lm", final_epochs=3).validate()
 
+
+def _lm_config(folder: Path, **kw) -> SearchConfig:
+    """A tiny lm search: short sequences, a few steps per trial and per final seed."""
+    base = dict(task="lm", trials=2, seq_len=16, batch_size=8, max_steps=10, val_every=5, val_batches=2,
+                time_budget=None, final_epochs=None, final_steps=12)
+    base.update(kw)
+    return _config(folder, **base)
+
+
+@pytest.fixture(scope="module")
+def lm_searched(tmp_path_factory: pytest.TempPathFactory):
+    """A tiny lm search with the final stage on (a 10-nat margin: an operator is named whatever it learned)."""
+    folder = tmp_path_factory.mktemp("lmfinal")
     out = io.StringIO()
-    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'lm.db'}", direction="minimize")
-    assert run_final_stage(study, SimpleNamespace(config=SearchConfig(task="lm")), out=out) is None
-    assert "image task only" in out.getvalue() and V.FINAL not in study.user_attrs
+    result = run_search(_lm_config(folder, final_margin=10.0), out=out)
+    return folder, result, out.getvalue()
+
+
+def test_the_lm_final_stage_judges_loss_and_tokens_per_s(lm_searched) -> None:
+    folder, result, printed = lm_searched
+    final, study = result.final, result.study
+    assert final is not None and (final.metric, final.maximize, final.unit, final.epochs) == ("val_loss", False,
+                                                                                            "steps", 12)
+    eligible = _eligible(study)
+    assert eligible, "the seed-0 lm search should complete at least one operator cheaper than the layers"
+    labels = [f.label for f in final.candidates]
+    assert len(labels) == min(2, len(eligible)) and set(labels) <= eligible
+    for f in [final.baseline, *final.candidates]:
+        assert len(f.values) == 2 and all(0 < v < 6.0 for v in f.values)   # losses (ln 256 = 5.5), not accuracies
+        assert f.tokens_per_s is not None and f.tokens_per_s > 0
+        assert f.speedup == pytest.approx(f.tokens_per_s / final.baseline.tokens_per_s)  # the tokens/s ratio
+    chosen = final.chosen
+    assert chosen is not None
+    verdict = final.verdict()
+    assert verdict.startswith(f"fastest operator within 10 nats of the baseline's val_loss "
+                              f"{final.baseline.figure()}: {chosen.label} ")
+    assert f"val_loss {chosen.figure()} (2 seeds × 12 steps)" in verdict and "tokens/s; torch eager" in verdict
+    assert "batch 8 × 16 tokens" in final.timing and "pp" not in verdict
+    recorded = study.user_attrs[V.FINAL]
+    assert recorded["verdict"] == verdict and recorded["metric"] == "val_loss" and recorded["steps"] == 12
+    assert recorded["baseline"]["tokens_per_s"] > 0 and recorded["chosen"] == chosen.label
+    assert all(c["speedup"] is not None and c["tokens_per_s"] > 0 for c in recorded["candidates"])
+    client = MlflowClient(f"sqlite:///{folder / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("syno-automl").experiment_id],
+                              filter_string=f"tags.`{V.TAG_ROLE}` = '{V.ROLE_FINAL}'")
+    assert sorted(r.data.tags[V.HASH] for r in runs) == sorted(["baseline", *labels])
+    for r in runs:
+        mine = next(f for f in [final.baseline, *final.candidates] if f.label == r.data.tags[V.HASH])
+        history = client.get_metric_history(r.info.run_id, V.final_metric("val_loss"))
+        assert sorted(m.value for m in history) == pytest.approx(sorted(mine.values))
+        assert r.data.metrics[V.METRIC_FINAL_TOKENS_PER_S] == pytest.approx(mine.tokens_per_s)
+    parent = client.get_run(result.parent_run_id)
+    assert parent.data.tags[V.TAG_FINAL_VERDICT] == verdict and parent.data.tags[V.TAG_FINAL_HASH] == chosen.label
+    assert parent.data.metrics[V.final_metric("baseline_val_loss", "mean")] == pytest.approx(final.baseline.mean)
+    assert parent.data.metrics[V.METRIC_FINAL_FOUND] == 1.0
+    assert "final stage: re-training" in printed and "× 12 steps each" in printed
+
+
+def test_an_lm_margin_no_operator_can_meet_says_none(lm_searched) -> None:
+    _, result, _ = lm_searched
+    config = dataclasses.replace(result.context.config, final_margin=-10.0, finalists=1, final_seeds=1,
+                                 tracking_uri=None)
+    final = run_final_stage(result.study, dataclasses.replace(result.context, config=config), out=None)
+    assert final is not None and final.chosen is None and final.best is not None
+    assert final.verdict().startswith(f"no operator within -10 nats of the baseline's val_loss "
+                                      f"{final.baseline.figure()} (best: {final.best.label} val_loss ")

@@ -2,20 +2,26 @@
 
 After the search's trials, up to ``config.finalists`` operator trials are chosen (:func:`choose_finalists`:
 completed, not the baseline, planned cost below the replaced layers'; the Pareto front ``study.best_trials``
-first in a multi-objective study, then by accuracy). Each of them and the baseline is re-trained with the
-search's own training path (:func:`syno_automl.study.train_operator`) for ``config.final_epochs`` epochs with
+first in a multi-objective study, then by accuracy, or by loss for the lm task). Each of them and the baseline is
+re-trained with the search's own training path (:func:`syno_automl.study.train_operator`) with
 ``config.final_seeds`` training seeds (the same seeds for every model: a paired comparison), so that "within
-1 pp" is a statement about the operator rather than one seed's noise. The whole substituted model and the
-original one are then timed in this process (:func:`measure_speedups`: torch eager inference in eval mode on the
-search's example batch, the search's torch threads, the measurement package's protocol, models interleaved
-round by round; speedup: the median of per-round ratios). The :class:`~syno_automl.search.verdict.FinalResult` names the fastest operator
-within ``config.final_margin`` of the baseline, or says none is.
+1 pp" is a statement about the operator rather than one seed's noise, for :func:`final_budget`:
+
+- image: ``config.final_epochs`` epochs (default twice the search's ``epochs``);
+- lm: ``config.final_steps`` optimizer steps (default twice the search's ``max_steps``) and no time budget: every
+  model trains the same steps (a time cut would train a slower model less, and would make the figures depend on
+  the machine's load rather than on the seed).
+
+The whole substituted model and the original one are then timed in this process (:func:`measure_speedups`: torch
+eager inference in eval mode on :func:`timing_batch` -- the search's example batch, or for the lm task the first
+validation batch of tokens --, the search's torch threads, the measurement package's protocol, models interleaved
+round by round; speedup: the median of per-round ratios; lm: tokens/s, the baseline's the batch's tokens over its
+median latency, an operator's the baseline's times its speedup, so that the speedup is the ratio of tokens/s). The
+:class:`~syno_automl.search.verdict.FinalResult` names the fastest operator within ``config.final_margin`` of the
+baseline (image: accuracy lost, absolute; lm: val_loss gained, absolute nats), or says none is.
 
 Logged: one MLflow run per re-trained model (tag ``syno.role`` = ``final``, child of the study's run), the
 verdict and figures on the study's run, the table as the study's user attribute ``syno.final``.
-
-Image task only: the lm task's trials are judged by loss under a time budget; its final stage is skipped with a
-line saying so.
 
 Example:
     >>> result = run_final_stage(study, context, tracker, parent_run_id)   # doctest: +SKIP
@@ -36,7 +42,8 @@ from syno_automl import vocabulary as V
 from syno_automl.search.objectives import baseline_trial, is_pareto, maximizes, operator_front, primary_value
 from syno_automl.search.verdict import FinalResult, Finalist, short_description
 
-__all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "final_epochs", "TIMING_ROUNDS"]
+__all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "final_epochs", "final_steps",
+           "final_budget", "timing_batch", "TIMING_ROUNDS"]
 
 TIMING_ROUNDS = 7          # interleaved rounds: baseline, op 1, op 2, ..., baseline, op 1, ...
 _ROUND = dict(warmup=2, number=1, repeat=5, min_repeat_ms=20)   # per model and round (measure.TimingProtocol)
@@ -45,6 +52,16 @@ _ROUND = dict(warmup=2, number=1, repeat=5, min_repeat_ms=20)   # per model and 
 def final_epochs(config: Any) -> int:
     """The final stage's training epochs: ``config.final_epochs``, by default twice the search's epochs."""
     return int(config.final_epochs) if config.final_epochs else 2 * int(config.epochs)
+
+
+def final_steps(config: Any) -> int:
+    """The lm final stage's training steps: ``config.final_steps``, by default twice the search's max_steps."""
+    return int(config.final_steps) if config.final_steps else 2 * int(config.max_steps)
+
+
+def final_budget(config: Any) -> tuple[int, str]:
+    """What every finalist and the baseline train for, per seed: (epochs, "epochs") or, lm, (steps, "steps")."""
+    return (final_steps(config), "steps") if config.task == "lm" else (final_epochs(config), "epochs")
 
 
 def choose_finalists(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
@@ -88,18 +105,25 @@ def _final_run(tracker: Any, parent: str | None, study: str, label: str, op: Any
     return run
 
 
-def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, epochs: int, run: Any | None = None,
+def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, run: Any | None = None,
             out: TextIO | None = None) -> Finalist:
-    """Trains the task with `op` (None: the baseline) substituted once per seed ``config.seed + s``; fills
+    """Trains the task with `op` (None: the baseline) substituted once per seed ``config.seed + s`` for `budget`
+    epochs (lm: steps, as a search trial of ``--steps budget`` without a time budget); fills
     ``finalist.values``/``failures`` and logs ``final_<metric>`` per seed (step s), its mean and sd to `run`."""
     from syno_automl.study import train_operator
 
-    name = context.config.objective_name
+    config = context.config
+    name = config.objective_name
+    lm = config.task == "lm"
     for s in range(seeds):
-        seeded = dataclasses.replace(context, config=dataclasses.replace(context.config, seed=context.config.seed + s))
+        changes: dict[str, Any] = {"seed": config.seed + s}
+        if lm:  # the learning-rate schedule (warmup, cosine) follows the budget, as in a trial of that many steps
+            changes.update(max_steps=budget, time_budget=None)
+        seeded = dataclasses.replace(context, config=dataclasses.replace(config, **changes))
         started = time.time()
         try:
-            value = train_operator(seeded, None, None, epochs=epochs, operator=op, milestones={}, timeout=None)
+            value = train_operator(seeded, None, None, epochs=budget, operator=op, milestones={}, timeout=None,
+                                   steps=budget if lm else None)
         except KeyboardInterrupt:
             raise
         except Exception as e:  # one seed's failure (NaN loss...) is recorded, the others still count
@@ -120,10 +144,19 @@ def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, epochs: int, 
     return finalist
 
 
+def timing_batch(context: Any) -> Any:
+    """The inputs the whole models are timed on: the search's example batch (image); lm: the tokens of the first
+    validation batch (the validation loader does not shuffle: the same batch in every process and run)."""
+    if context.config.task != "lm":
+        return context.example
+    batch = next(iter(context.datamodule.val_dataloader()))
+    return batch[0] if isinstance(batch, (tuple, list)) else batch
+
+
 def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS,
                      threads: int | None = None) -> tuple[float | None, list[tuple[float | None, float | None]], str]:
     """Times the original model and the model with each of `ops` substituted (torch eager, eval mode, inference
-    on the search's example batch, `threads` torch threads, default the search's), interleaved: every round
+    on :func:`timing_batch`, `threads` torch threads, default the search's), interleaved: every round
     times each model once with the measurement protocol; a model's latency is the median over all its samples,
     its speedup the median over rounds of (baseline's round median / its round median).
     Returns (baseline ms, [(latency ms, speedup) per op], how it was measured). Never raises: a model that
@@ -135,8 +168,10 @@ def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS,
     from syno_automl.measure.timing import time_torch
 
     threads = threads or torch.get_num_threads()
-    example = context.example
-    label = f"torch eager inference, batch {int(example.shape[0])}, {threads} thread{'s' if threads > 1 else ''}"
+    example = timing_batch(context)
+    batch = (f"batch {int(example.shape[0])} × {int(example.shape[1])} tokens" if context.config.task == "lm"
+             else f"batch {int(example.shape[0])}")
+    label = f"torch eager inference, {batch}, {threads} thread{'s' if threads > 1 else ''}"
     protocol = TimingProtocol(**_ROUND)
     models: list[Any] = []
     baseline = None
@@ -178,24 +213,19 @@ def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS,
 
 def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = None, parent: str | None = None,
                     out: TextIO | None = sys.stdout) -> FinalResult | None:
-    """Chooses, re-trains and times the finalists; logs the result; returns it (None: stage off or lm task)."""
+    """Chooses, re-trains and times the finalists; logs the result; returns it (None: stage off)."""
     from syno_automl.optuna import operator_json_of
     from syno_automl.space import Operator
 
     config = context.config
     if config.finalists <= 0 or config.final_seeds <= 0:
         return None
-    if config.task != "image":
-        if out is not None:
-            print("final stage: image task only; skipped for --task lm (judge operators with `reevaluate`)",
-                  file=out, flush=True)
-        return None
     started = time.time()
-    epochs, seeds = final_epochs(config), config.final_seeds
+    (budget, unit), seeds = final_budget(config), config.final_seeds
     trials = choose_finalists(study, config.finalists)
     if out is not None:
-        print(f"final stage: re-training {len(trials)} finalist(s) and the baseline, {seeds} seeds × {epochs} "
-              f"epochs each", file=out, flush=True)
+        print(f"final stage: re-training {len(trials)} finalist(s) and the baseline, {seeds} seeds × {budget} "
+              f"{unit} each", file=out, flush=True)
     ops = [Operator.from_json(context.space, operator_json_of(t)) for t in trials]
     base_trial = baseline_trial(study)
     baseline = Finalist("baseline", base_trial.number if base_trial else None, "the original layers", 1.0,
@@ -208,15 +238,24 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
         if tracker is not None:
             run = _final_run(tracker, parent, config.study, finalist.label, op, finalist.trial)
             finalist.run_id = run.run_id
-        retrain(context, finalist, op, seeds, epochs, run, out)
+        retrain(context, finalist, op, seeds, budget, run, out)
         if run is not None:
             run.finish("FINISHED" if finalist.values else "FAILED")
     base_ms, measured, timing = measure_speedups(context, ops) if ops else (None, [], "not timed")
     baseline.latency_ms, baseline.speedup = base_ms, (1.0 if base_ms else None)
     for finalist, (ms, speedup) in zip(candidates, measured):
         finalist.latency_ms, finalist.speedup = ms, speedup
-    result = FinalResult(baseline, candidates, seeds=seeds, epochs=epochs, margin=config.final_margin,
-                         timing=timing, seconds=time.time() - started)
+    lm = config.task == "lm"
+    if lm and base_ms:  # the baseline's tokens over its median latency; an operator's: that times its speedup, the
+        # paired per-round ratio (not its own median's), so that the tokens/s ratio is the speedup the verdict gives
+        baseline.tokens_per_s = int(timing_batch(context).numel()) / (base_ms / 1e3)
+        for finalist in candidates:
+            finalist.tokens_per_s = baseline.tokens_per_s * finalist.speedup if finalist.speedup else None
+    # lm margin: absolute nats of val_loss. A loss difference d is a perplexity ratio exp(d), so 0.01 nats is ~1 %
+    # more perplexity at any loss level; a margin relative to the loss would instead tighten as the model improves
+    result = FinalResult(baseline, candidates, seeds=seeds, epochs=budget, margin=config.final_margin,
+                         timing=timing, metric=config.objective_name if lm else "accuracy", maximize=not lm,
+                         seconds=time.time() - started, unit=unit)
     _record(study, result, config.objective_name, tracker, parent)
     if out is not None:
         print(f"final stage ({result.seconds:.0f} s):", file=out)
@@ -232,7 +271,8 @@ def _record(study: optuna.Study, result: FinalResult, name: str, tracker: Any | 
         return
     for f in [result.baseline, *result.candidates]:
         if f.run_id is not None:
-            tracker.run(f.run_id).log_metrics({V.METRIC_FINAL_LATENCY: f.latency_ms, V.METRIC_FINAL_SPEEDUP: f.speedup})
+            tracker.run(f.run_id).log_metrics({V.METRIC_FINAL_LATENCY: f.latency_ms, V.METRIC_FINAL_SPEEDUP: f.speedup,
+                                               V.METRIC_FINAL_TOKENS_PER_S: f.tokens_per_s})
     if parent is None:
         return
     run = tracker.run(parent)
@@ -243,6 +283,6 @@ def _record(study: optuna.Study, result: FinalResult, name: str, tracker: Any | 
     pick = chosen or best
     if pick is not None:
         metrics.update({V.final_metric(name, "mean"): pick.mean, V.final_metric(name, "sd"): pick.sd,
-                        V.METRIC_FINAL_SPEEDUP: pick.speedup})
+                        V.METRIC_FINAL_SPEEDUP: pick.speedup, V.METRIC_FINAL_TOKENS_PER_S: pick.tokens_per_s})
     run.log_metrics(metrics)
     run.set_tags({V.TAG_FINAL_VERDICT: result.verdict(), V.TAG_FINAL_HASH: chosen.label if chosen else "none"})

@@ -7,7 +7,14 @@ with several seeds and times the whole substituted model against the original; t
     fastest operator within 1 pp of the baseline: 3f2a... STRIDE ... accuracy 0.975 ± 0.004 (baseline 0.981 ±
     0.002, 3 seeds × 4 epochs), speedup 1.42× (torch eager inference, batch 64, 1 thread)
 
-or ``no operator within 1 pp of the baseline (best: <hash> 0.930 ± 0.010, speedup 1.80×)``. Imports nothing heavy.
+or ``no operator within 1 pp of the baseline (best: <hash> 0.930 ± 0.010, speedup 1.80×)``. For a minimized
+objective (the lm task's val_loss) the margin is absolute in nats and the speedup is the tokens/s ratio::
+
+    fastest operator within 0.01 nats of the baseline's val_loss 2.219 ± 0.004: 3f2a... SHARE ... val_loss 2.224
+    ± 0.006 (3 seeds × 400 steps), speedup 1.31× (75,100 vs 57,300 tokens/s; torch eager inference, batch 64 ×
+    64 tokens, 1 thread)
+
+Imports nothing heavy.
 
 Example:
     >>> base = Finalist("baseline", None, "the original layers", None, None, [0.98, 0.982])
@@ -45,6 +52,7 @@ class Finalist:
     failures: list[str] = field(default_factory=list)   # why the other seeds failed
     speedup: float | None = None    # baseline model latency / substituted model latency (None: not measured)
     latency_ms: float | None = None  # the substituted (baseline: original) model's median latency
+    tokens_per_s: float | None = None  # lm: the baseline's timed tokens / latency_ms, an operator's that x speedup
     run_id: str | None = None       # its MLflow run (role "final")
 
     @property
@@ -66,22 +74,24 @@ class Finalist:
         return {"label": self.label, "trial": self.trial, "description": self.description,
                 "cost_ratio": self.cost_ratio, "search_value": self.search_value, "values": list(self.values),
                 "mean": self.mean, "sd": self.sd, "failures": list(self.failures), "speedup": self.speedup,
-                "latency_ms": self.latency_ms, "run_id": self.run_id}
+                "latency_ms": self.latency_ms, "tokens_per_s": self.tokens_per_s, "run_id": self.run_id}
 
 
 @dataclass
 class FinalResult:
-    """The final stage's figures and its verdict. ``maximize``: accuracy (higher is better) vs a loss."""
+    """The final stage's figures and its verdict. ``maximize``: accuracy (higher is better; `margin` an absolute
+    share, shown in pp) vs a loss (lower is better; `margin` absolute, in nats)."""
 
     baseline: Finalist
     candidates: list[Finalist]
     seeds: int
-    epochs: int
+    epochs: int                      # training budget per seed, in `unit` (the lm task: steps)
     margin: float
     timing: str                      # how the speedups were measured, e.g. "torch eager inference, batch 64, 1 thread"
     metric: str = "accuracy"
     maximize: bool = True
     seconds: float = 0.0
+    unit: str = "epochs"
 
     def within(self, f: Finalist) -> bool:
         """Whether `f`'s mean is within the margin of the baseline's mean (both re-trained alike)."""
@@ -106,16 +116,18 @@ class FinalResult:
         return max(done, key=lambda f: _signed(f.mean, self.maximize)) if done else None
 
     def margin_text(self) -> str:
-        return f"{self.margin * 100:g} pp" if self.maximize else f"{self.margin:g} {self.metric}"
+        return f"{self.margin * 100:g} pp" if self.maximize else f"{self.margin:g} nats"
 
     def verdict(self) -> str:
         """The line a search ends with (see the module docstring)."""
+        if not self.maximize:
+            return self._loss_verdict()
         margin = self.margin_text()
         chosen = self.chosen
         if chosen is not None:
             return (f"fastest operator within {margin} of the baseline: {chosen.label} {chosen.description} "
                     f"{self.metric} {chosen.figure()} (baseline {self.baseline.figure()}, {self.seeds} seeds × "
-                    f"{self.epochs} epochs), speedup {_speedup(chosen.speedup)} ({self.timing})")
+                    f"{self.epochs} {self.unit}), speedup {_speedup(chosen.speedup)} ({self.timing})")
         if not self.candidates:
             return (f"no operator within {margin} of the baseline (no completed operator cheaper than the replaced "
                     f"layers to re-train)")
@@ -125,26 +137,55 @@ class FinalResult:
         if best is None:
             return f"no operator within {margin} of the baseline (every finalist failed to re-train)"
         return (f"no operator within {margin} of the baseline {self.baseline.figure()} (best: {best.label} "
-                f"{best.figure()}, speedup {_speedup(best.speedup)}; {self.seeds} seeds × {self.epochs} epochs, "
+                f"{best.figure()}, speedup {_speedup(best.speedup)}; {self.seeds} seeds × {self.epochs} {self.unit}, "
                 f"{self.timing})")
 
+    def _loss_verdict(self) -> str:
+        """The verdict of a minimized objective: the margin in nats, the baseline's figure up front, tokens/s."""
+        head = f"within {self.margin_text()} of the baseline's {self.metric}"
+        budget = f"{self.seeds} seeds × {self.epochs} {self.unit}"
+        chosen = self.chosen
+        if chosen is not None:
+            return (f"fastest operator {head} {self.baseline.figure()}: {chosen.label} {chosen.description} "
+                    f"{self.metric} {chosen.figure()} ({budget}), speedup {_speedup(chosen.speedup)} "
+                    f"({self._throughput(chosen)}{self.timing})")
+        if not self.candidates:
+            return f"no operator {head} (no completed operator cheaper than the replaced layers to re-train)"
+        if self.baseline.mean is None:
+            return f"no operator {head}: the baseline failed to re-train"
+        best = self.best
+        if best is None:
+            return f"no operator {head} {self.baseline.figure()} (every finalist failed to re-train)"
+        return (f"no operator {head} {self.baseline.figure()} (best: {best.label} {self.metric} {best.figure()}, "
+                f"speedup {_speedup(best.speedup)}; {budget}, {self._throughput(best)}{self.timing})")
+
+    def _throughput(self, f: Finalist) -> str:
+        """``75,100 vs 57,300 tokens/s; `` (the operator's vs the baseline's), '' when either is unmeasured."""
+        if f.tokens_per_s is None or self.baseline.tokens_per_s is None:
+            return ""
+        return f"{f.tokens_per_s:,.0f} vs {self.baseline.tokens_per_s:,.0f} tokens/s; "
+
     def table(self) -> list[str]:
-        """One line per re-trained model, the baseline first."""
-        lines = [f"  {'':<16}  {self.metric:>15}  {'speedup':>8}  {'cost':>6}  search  description"]
+        """One line per re-trained model, the baseline first (the lm task: with its tokens/s)."""
+        rate = any(f.tokens_per_s is not None for f in [self.baseline, *self.candidates])
+        lines = [f"  {'':<16}  {self.metric:>15}  {'speedup':>8}" + (f"  {'tokens/s':>9}" if rate else "")
+                 + f"  {'cost':>6}  search  description"]
         for f in [self.baseline, *self.candidates]:
             cost = f"{f.cost_ratio:.2f}x" if f.cost_ratio is not None else "-"
             search = f"{f.search_value:.3f}" if f.search_value is not None else "-"
+            tokens = (f"  {f.tokens_per_s:>9,.0f}" if f.tokens_per_s is not None else f"  {'-':>9}") if rate else ""
             mark = " *" if f is self.chosen else ""
             fails = f"  ({len(f.failures)} seed(s) failed: {f.failures[0][:60]})" if f.failures else ""
-            lines.append(f"  {f.label:<16}  {f.figure():>15}  {_speedup(f.speedup):>8}  {cost:>6}  {search:>6}  "
-                         f"{f.description}{mark}{fails}")
+            lines.append(f"  {f.label:<16}  {f.figure():>15}  {_speedup(f.speedup):>8}{tokens}  {cost:>6}  "
+                         f"{search:>6}  {f.description}{mark}{fails}")
         return lines
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: the study's user attribute ``syno.final``."""
         chosen = self.chosen
-        return {"seeds": self.seeds, "epochs": self.epochs, "margin": self.margin, "timing": self.timing,
-                "metric": self.metric, "seconds": round(self.seconds, 1), "verdict": self.verdict(),
+        return {"seeds": self.seeds, self.unit: self.epochs, "margin": self.margin, "timing": self.timing,
+                "metric": self.metric, "maximize": self.maximize, "seconds": round(self.seconds, 1),
+                "verdict": self.verdict(),
                 "chosen": chosen.label if chosen is not None else None, "baseline": self.baseline.to_dict(),
                 "candidates": [f.to_dict() for f in self.candidates]}
 

@@ -95,8 +95,11 @@ def test_resume_with_another_task_is_refused(tmp_path, context):
 def test_search_task_lm_end_to_end(tmp_path):
     """`syno-automl search --task lm` on the embedded corpus, then report (loss curves), show, export/replay."""
     out = cli(tmp_path, "search", "--task", "lm", "--trials", "2", "--steps", "20", "--val-every", "10",
-              "--seq-len", "32", "--time-budget", "60")
+              "--seq-len", "32", "--time-budget", "60", "--finalists", "1", "--final-seeds", "1", "--final-steps", "20")
     assert "trial 0   baseline          val_loss" in out.stdout and "tokens/s" in out.stdout, out.stdout
+    last = out.stdout.strip().splitlines()[-1]  # the final stage's verdict, in nats of val_loss
+    assert last.startswith(("fastest operator within 0.01 nats of the baseline's val_loss ",
+                            "no operator within 0.01 nats of the baseline's val_loss ")), last
     study = _study(tmp_path)
     # the default pareto objective: (val_loss, cost_ratio), both minimized
     assert study.directions == [optuna.study.StudyDirection.MINIMIZE] * 2 and len(study.trials) == 3

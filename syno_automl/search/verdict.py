@@ -10,9 +10,12 @@ with several seeds and times the whole substituted model against the original; t
 or ``no operator within 1 pp of the baseline (best: <hash> 0.930 ± 0.010, speedup 1.80×)``. For a minimized
 objective (the lm task's val_loss) the margin is absolute in nats and the speedup is the tokens/s ratio::
 
-    fastest operator within 0.01 nats of the baseline's val_loss 2.219 ± 0.004: 3f2a... SHARE ... val_loss 2.224
-    ± 0.006 (3 seeds × 400 steps), speedup 1.31× (75,100 vs 57,300 tokens/s; torch eager inference, batch 64 ×
-    64 tokens, 1 thread)
+    no operator within 0.01 nats of the baseline's val_loss 1.907 ± 0.010 (best: ec960ecb47f104e7 val_loss 1.941
+    ± 0.021, speedup 1.00×; 3 seeds × 400 steps, 86,498 vs 86,115 tokens/s; torch eager inference, batch 64 × 64
+    tokens, 1 thread)
+
+(the embedded ``search --task lm``, seed 0), or ``fastest operator within 0.01 nats of the baseline's val_loss
+<mean ± sd>: <hash> <primitives> val_loss <mean ± sd> (<seeds> seeds × <n> steps), speedup <x> (...)``.
 
 Imports nothing heavy.
 

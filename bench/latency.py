@@ -1,8 +1,8 @@
 """Tuned latency of cheaper operators on the seven ResNet-34 3x3 layer shapes (the paper's Fig. 9), batch 1.
 
     PYTHONPATH=. python bench/latency.py [--trials 64] [--target llvm|cuda|rpc:KEY@host:port] [--samples 20]
-                                         [--pick flops|untuned] [--min-ratio 0.1] [--max-ratio 0.5] [--best 2]
-                                         [--groups 2,4] [--layers 0,1,...] [--runner local|inprocess]
+                                         [--pick flops|untuned] [--operators H1,H2] [--min-ratio 0.1]
+                                         [--max-ratio 0.5] [--best 2] [--groups 2,4] [--layers 0,1,...] [--runner local|inprocess]
                                          [--hang-timeout 1800] [--work-dir DIR] [--quick]
 
 Layers (C_in -> C_out at H x W, 3x3, stride 1, zero padding 1 -- the spec ``[N, C_in, H, W] -> [N, C_out, H, W]``
@@ -67,7 +67,13 @@ def pick_sampled(layers, args, protocol) -> list[tuple[str, object]]:
     ops = space.sample(args.samples, seed=args.seed, time_limit=120)
     log(f"sampled {len(ops)} operators with FLOPs ratio in [{args.min_ratio}, {args.max_ratio}] "
         f"({space.last_report.stop_reason}, {space.last_report.seconds:.1f} s)")
-    if args.pick == "untuned":
+    if args.operators:  # a pick made once (e.g. by --pick untuned) and kept across runs of the table
+        prefixes = [h.strip() for h in args.operators.split(",") if h.strip()]
+        chosen = [next((op for op in ops if op.hash.startswith(p)), None) for p in prefixes]
+        if None in chosen:
+            missing = [p for p, op in zip(prefixes, chosen) if op is None]
+            raise SystemExit(f"--operators: {', '.join(missing)} not among the {len(ops)} sampled operators")
+    elif args.pick == "untuned":
         probe = next((i for i, layer in enumerate(layers) if layer == (128, 128, 28)), len(layers) // 2)
         scored = []
         for op in ops:
@@ -95,6 +101,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--pick", choices=["flops", "untuned"], default="flops")
+    ap.add_argument("--operators", default="",
+                    help="comma-separated hash prefixes of sampled operators to time instead of --pick (the same "
+                         "--samples/--seed/ratios must sample them)")
     ap.add_argument("--min-ratio", type=float, default=0.1)
     ap.add_argument("--max-ratio", type=float, default=0.5)
     ap.add_argument("--layers", default="", help="comma-separated layer indices 0-6 (default: all)")

@@ -90,6 +90,53 @@ def pick_sampled(layers, args, protocol) -> list[tuple[str, object]]:
     return out
 
 
+def paired_times(kernels: dict[str, object], target: str, trials: int, work_dir: str, rounds: int,
+                 protocol) -> dict[str, tuple[float, float | None]]:
+    """Every kernel of one layer built once (its best record in the tuning database, or TVM's default schedule
+    with ``trials`` 0) and timed in interleaved rounds: each round times every kernel with the protocol, a
+    kernel's latency is the median of its round medians and its speedup the median over rounds of conv2d's
+    round median / its round median. Kernels tuned minutes apart on a shared machine are thus compared moments
+    apart (load that comes and goes moves both sides of a ratio). Local targets only; {} for rpc. A kernel that
+    cannot be built or timed is left out (the table shows its tuned latency's note instead)."""
+    import statistics
+
+    import tvm
+
+    from syno_automl.codegen.tvm import default_gpu_schedule, device_for, make_target
+    from syno_automl.measure.database import open_database, records_for
+    from syno_automl.measure.kernel import apply_record, to_irmodule
+    from syno_automl.measure.metaschedule import ensure_tensor_intrin
+    from syno_automl.measure.timing import random_args, time_main
+
+    if target.startswith("rpc:"):
+        return {}
+    tgt = make_target(target)
+    dev = device_for(tgt)
+    ensure_tensor_intrin(tgt.kind.name)
+    db = open_database(work_dir) if trials > 0 else None
+    built = {}
+    for name, kernel in kernels.items():
+        try:
+            mod = to_irmodule(kernel)
+            if trials > 0:
+                records = records_for(db, mod, tgt)
+                if not records:
+                    continue
+                sched = apply_record(mod, records[0])
+            else:
+                sched = default_gpu_schedule(mod, tgt) if tgt.kind.name == "cuda" else mod
+            built[name] = (tvm.compile(sched, target=tgt).mod, random_args(mod["main"], dev, 0))
+        except Exception as exc:  # noqa: BLE001 -- one kernel out of the paired timing, not the table
+            log(f"  paired timing: {name} not built ({type(exc).__name__}: {exc})")
+    rounds_ms: dict[str, list[float]] = {name: [] for name in built}
+    for _ in range(max(1, rounds)):
+        for name, (module, args) in built.items():
+            rounds_ms[name].append(statistics.median(time_main(module, dev, args, protocol)))
+    base = rounds_ms.get("conv2d")
+    return {name: (statistics.median(ms), statistics.median(b / m for b, m in zip(base, ms)) if base else None)
+            for name, ms in rounds_ms.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=64,
@@ -118,6 +165,9 @@ def main() -> None:
                          "timeout, measure.compile_worker.BUILD_TIMEOUT_S) (default %(default)s; 0: in this "
                          "process)")
     ap.add_argument("--work-dir", default=os.path.join(lat.DEFAULT_WORK_DIR, "bench"))
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="paired timing: rounds of every kernel of a layer, interleaved, once the layer is tuned "
+                         "(default 5; 0: the table shows each kernel's latency timed right after its tuning)")
     ap.add_argument("--quick", action="store_true", help="a shorter timing protocol (repeat 5, min_repeat_ms 10)")
     args = ap.parse_args()
 
@@ -134,6 +184,7 @@ def main() -> None:
     groups = [int(g) for g in args.groups.split(",") if g.strip()]
     columns = ["conv2d"] + [f"gconv g={g}" for g in groups] + [name for name, _ in sampled]
     results: dict[tuple[int, str], lat.Latency] = {}
+    paired: dict[int, dict[str, tuple[float, float | None]]] = {}
     for i, (c_in, c_out, h) in enumerate(layers):
         kernels = {"conv2d": lat.conv2d_nchw_te(1, c_in, c_out, h, h, 3)}
         for g in groups:
@@ -151,12 +202,19 @@ def main() -> None:
             shown = f"{r.median_ms:.3f} ms" if r.ok else f"missing ({r.note})"
             log(f"[{time.time() - t_start:6.0f} s] {layer_name(c_in, c_out, h):>14} {name:>18}: {shown} "
                 f"({time.time() - t0:.0f} s; {r.note})")
+        if args.rounds > 0:
+            paired[i] = paired_times({n: k for n, k in kernels.items() if results[i, n].ok}, args.target,
+                                     args.trials, args.work_dir, args.rounds, protocol)
+            log(f"[{time.time() - t_start:6.0f} s] {layer_name(c_in, c_out, h):>14} paired ({args.rounds} rounds): "
+                + ", ".join(f"{n} {ms:.3f} ms" + (f" {sp:.2f}x" if sp else "") for n, (ms, sp) in paired[i].items()))
 
     # the table
     width = 18
     print()
+    how = (f"paired: {args.rounds} interleaved rounds per layer, medians" if paired
+           else "each kernel timed right after its tuning")
     print(f"Latency on {args.target}, batch 1, {lat.schedules_label(args.trials, args.seconds)} (both sides), "
-          f"protocol {protocol}; ms (speedup over conv2d, {lat.schedules_tag(args.trials)})")
+          f"protocol {protocol}, {how}; ms (speedup over conv2d, {lat.schedules_tag(args.trials)})")
     print(f"{'layer':>14} | " + " | ".join(f"{c:>{width}}" for c in columns))
     print("-" * (17 + (width + 3) * len(columns)))
     speedups: dict[str, list[float]] = {c: [] for c in columns}
@@ -168,10 +226,13 @@ def main() -> None:
             if not r.ok:
                 cells.append(f"{'n/a':>{width}}")
                 continue
-            sp = lat.speedup(base, r)
+            if c in paired.get(i, {}):
+                ms, sp = paired[i][c]
+            else:
+                ms, sp = r.median_ms, lat.speedup(base, r)
             if sp is not None:
                 speedups[c].append(sp)
-            cells.append(f"{r.median_ms:>9.3f} ({sp:4.2f}x)" if sp is not None else f"{r.median_ms:>{width}.3f}")
+            cells.append(f"{ms:>9.3f} ({sp:4.2f}x)" if sp is not None else f"{ms:>{width}.3f}")
         print(f"{layer_name(*layer):>14} | " + " | ".join(f"{cell:>{width}}" for cell in cells))
     print("-" * (17 + (width + 3) * len(columns)))
     geo = []

@@ -24,7 +24,9 @@ outcome (value, the trial's cost attributes, intermediate reports, pruned/failed
 seed that proposes it; so each search trial trains with one fixed training seed (0) instead of the shipped
 ``seed + trial number`` (the only change to the shipped path), and the final stage's seeds are 0..k-1 in every run.
 Measured speedups are cached by hash too (the first measurement, in the process that made it, against its
-baseline). A replayed trial reports its cached intermediate values to the pruner and stops where the pruner says.
+baseline). A replayed trial reports its cached intermediate values where the search reports them (its own study,
+or a pareto search's companion study ``<study>.fidelity``, as search/fidelity.py does; the baseline never) and
+stops where the pruner says, so that later trials meet the same competitors as in a search without the cache.
 
     python bench/discovery.py                                # 5 seeds x 30 trials (see the note for the time)
     nice -n 10 python bench/discovery.py --seeds 2 --budget 8
@@ -53,6 +55,7 @@ import optuna  # noqa: E402
 import syno_automl.search.finalists as finalists  # noqa: E402
 import syno_automl.study as study_mod  # noqa: E402
 from syno_automl import vocabulary as V  # noqa: E402
+from syno_automl.search.fidelity import fidelity_study_name, make_pruner, open_fidelity_study  # noqa: E402
 from syno_automl.search.objectives import baseline_trial  # noqa: E402
 from syno_automl.search.storage import make_storage  # noqa: E402,F401 (the study's storage, as the CLI's)
 from syno_automl.study import Objective, SearchConfig, open_study, prepare, remaining_trials  # noqa: E402
@@ -99,7 +102,7 @@ class Cache:
         key = f"{label}|{epochs}|{seed}"
         hit = self.runs.get(key)
         if hit is not None and trial is not None and label != "unknown":
-            replayed = self._replay(trial, hit)
+            replayed = self._replay(trial, hit, context.config, epochs)
             if replayed is not None:
                 self.replayed += 1
                 return replayed
@@ -127,28 +130,60 @@ class Cache:
             if trial is not None:
                 frozen = trial.study._storage.get_trial(trial._trial_id)
                 entry["attrs"] = {k: frozen.user_attrs[k] for k in _ATTRS if k in frozen.user_attrs}
-                entry["reports"] = {str(k): v for k, v in frozen.intermediate_values.items()}
+                entry["reports"] = {str(k): v for k, v in self._reports(trial.study, frozen).items()}
             if label != "unknown":
                 self.runs[key] = entry
                 self.save()
         return value
 
     @staticmethod
-    def _replay(trial, hit: dict[str, Any]) -> float | None:
-        """The cached outcome on `trial` (attrs, reports; the pruner asked at every report); None when the cache
-        stopped earlier than this replay would (pruned by the pruner then, not now): train it again."""
+    def _reports(study: optuna.Study, frozen: optuna.trial.FrozenTrial) -> dict[int, float]:
+        """The trial's per-epoch values: on the trial itself, or (a pareto search) on its companion trial."""
+        number = frozen.user_attrs.get(V.FIDELITY_TRIAL)
+        if frozen.intermediate_values or number is None:
+            return dict(frozen.intermediate_values)
+        storage = study._storage
+        companion = storage.get_study_id_from_name(fidelity_study_name(study.study_name))
+        return dict(storage.get_trial(storage.get_trial_id_from_study_id_trial_number(companion, number))
+                    .intermediate_values)
+
+    @staticmethod
+    def _replay(trial, hit: dict[str, Any], config: SearchConfig, epochs: int) -> float | None:
+        """The cached outcome on `trial` (attrs; the reports go where the search sends them and its pruner is
+        asked as the search asks it: the trial's own study, or the companion study of a pareto search, never
+        for the baseline, never after the last epoch); None when the cache stopped earlier than this replay
+        would (pruned then, not now): train it again."""
         for k, v in hit.get("attrs", {}).items():
             trial.set_user_attr(k, v)
-        for step, value in sorted(hit.get("reports", {}).items(), key=lambda kv: int(kv[0])):
+        target, companion = None, None
+        if not trial.user_attrs.get(V.BASELINE):
             if len(trial.study.directions) == 1:
-                trial.report(value, int(step))
-                if trial.should_prune():
+                target = trial
+            elif config.pruner != "none":
+                companion = open_fidelity_study(trial.study, make_pruner(config.pruner, epochs), config.direction)
+                target = companion.ask()
+                target.set_user_attr(V.SEARCH_TRIAL, trial.number)
+                trial.set_user_attr(V.FIDELITY_TRIAL, target.number)
+
+        def finish(state: optuna.trial.TrialState, value: float | None = None) -> None:
+            if companion is not None:
+                companion.tell(target, value, state=state)
+
+        last = None
+        for step, value in sorted(hit.get("reports", {}).items(), key=lambda kv: int(kv[0])):
+            last = value
+            if target is not None:
+                target.report(value, int(step))
+                if int(step) < epochs and target.should_prune():
+                    finish(optuna.trial.TrialState.PRUNED)
                     raise optuna.TrialPruned(f"val_acc={value:.4f} at epoch {step} (pruner, replayed)")
         if hit["outcome"] == "complete":
+            finish(optuna.trial.TrialState.COMPLETE, last if last is not None else hit["value"])
             return hit["value"]
+        finish(optuna.trial.TrialState.FAIL)   # failed then, or pruned then and not now (trained again below)
         if hit["outcome"] == "failed":
             raise RuntimeError(hit["reason"])
-        if "milestone" in hit.get("reason", "") or len(trial.study.directions) > 1:
+        if "milestone" in hit.get("reason", ""):
             raise optuna.TrialPruned(hit["reason"])
         return None
 

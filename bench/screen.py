@@ -12,10 +12,15 @@ Every score is relative to the baseline model's, measured in the same run (loss-
 over the baseline's; naswot: the log-determinant minus the baseline's).
 
     nice -n 15 python bench/screen.py --count 60 --out /tmp/screen.json
+    nice -n 15 python bench/screen.py --count 0 --studies '/tmp/syno-discovery-*/shipped-*.db'   # MCTS's proposals
+
+--studies adds the operators that searches proposed (their studies' trials, e.g. bench/discovery.py's databases):
+the MCTS concentrates on better operators than uniform sampling does.
 """
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import logging
 import statistics
@@ -30,7 +35,10 @@ warnings.filterwarnings("ignore")
 import optuna  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
+from syno_automl import vocabulary as V  # noqa: E402
+from syno_automl.errors import OperatorFormatError  # noqa: E402
 from syno_automl.search.screen import Screen  # noqa: E402
+from syno_automl.space import Operator  # noqa: E402
 from syno_automl.study import SearchConfig, prepare, train_operator  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -50,6 +58,23 @@ def timed_train(context, op) -> tuple[float | None, float, str]:
         return value, time.perf_counter() - started, ""
     except Exception as e:  # noqa: BLE001 - a failed trial is a figure here
         return None, time.perf_counter() - started, f"{type(e).__name__}: {e}"[:160]
+
+
+def proposed(pattern: str, space) -> list[Operator]:
+    """The operators held by the trials of every study in the SQLite files matching `pattern`."""
+    ops: list[Operator] = []
+    for path in sorted(glob.glob(pattern)):
+        storage = optuna.storages.RDBStorage(f"sqlite:///{path}")
+        for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+            if summary.study_name.endswith(V.FIDELITY_SUFFIX):
+                continue
+            for t in optuna.load_study(study_name=summary.study_name, storage=storage).trials:
+                if isinstance(t.user_attrs.get(V.OPERATOR), str):
+                    try:
+                        ops.append(Operator.from_json(space, t.user_attrs[V.OPERATOR]))
+                    except OperatorFormatError:  # a study of another space
+                        continue
+    return ops
 
 
 def table(rows: list[dict], name: str, thresholds, bad: float, good: float) -> list[str]:
@@ -74,6 +99,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=16, help="loss-slope steps (also scored at half of them)")
     parser.add_argument("--bad", type=float, default=0.5, help="val_acc below which an operator is bad")
     parser.add_argument("--good", type=float, default=0.7, help="val_acc from which an operator is good")
+    parser.add_argument("--studies", default=None, help="glob of SQLite study files: add their trials' operators")
     parser.add_argument("--out", default=None, help="JSON of every operator's figures")
     args = parser.parse_args()
 
@@ -86,8 +112,12 @@ def main() -> None:
     for screen in screens.values():
         screen.reference()  # the baseline's figure, once, outside the operators' timings
     base_acc, base_s, _ = timed_train(context, None)
-    ops = context.space.sample(args.count, seed=args.sample_seed)
-    print(f"screen: {len(ops)} operators of the default space (sample seed {args.sample_seed}), {args.epochs} epochs "
+    ops = context.space.sample(args.count, seed=args.sample_seed) if args.count else []
+    if args.studies:
+        ops += proposed(args.studies, context.space)
+    ops = list({op.hash: op for op in ops}.values())
+    print(f"screen: {len(ops)} operators of the default space ({args.count} sampled with seed {args.sample_seed}"
+          + (f", the rest proposed in {args.studies}" if args.studies else "") + f"), {args.epochs} epochs "
           f"each; baseline val_acc {base_acc:.4f} in {base_s:.2f} s; bad < {args.bad}, good >= {args.good}", flush=True)
     rows: list[dict] = []
     started = time.time()

@@ -15,7 +15,9 @@ over the baseline's; naswot: the log-determinant minus the baseline's).
     nice -n 15 python bench/screen.py --count 0 --studies '/tmp/syno-discovery-*/shipped-*.db'   # MCTS's proposals
 
 --studies adds the operators that searches proposed (their studies' trials, e.g. bench/discovery.py's databases):
-the MCTS concentrates on better operators than uniform sampling does.
+the MCTS concentrates on better operators than uniform sampling does. --cache (bench/discovery.py's, read only)
+replays the val_acc of an operator trained there to completion with the same seed and epochs (its trial training,
+pruner aside, is this one: same seed 0, same path); those operators' training seconds are not counted.
 """
 from __future__ import annotations
 
@@ -100,6 +102,7 @@ def main() -> None:
     parser.add_argument("--bad", type=float, default=0.5, help="val_acc below which an operator is bad")
     parser.add_argument("--good", type=float, default=0.7, help="val_acc from which an operator is good")
     parser.add_argument("--studies", default=None, help="glob of SQLite study files: add their trials' operators")
+    parser.add_argument("--cache", default=None, help="bench/discovery.py's cache, read only (replays val_acc)")
     parser.add_argument("--out", default=None, help="JSON of every operator's figures")
     args = parser.parse_args()
 
@@ -119,6 +122,7 @@ def main() -> None:
     print(f"screen: {len(ops)} operators of the default space ({args.count} sampled with seed {args.sample_seed}"
           + (f", the rest proposed in {args.studies}" if args.studies else "") + f"), {args.epochs} epochs "
           f"each; baseline val_acc {base_acc:.4f} in {base_s:.2f} s; bad < {args.bad}, good >= {args.good}", flush=True)
+    cached = json.loads(Path(args.cache).read_text())["runs"] if args.cache else {}
     rows: list[dict] = []
     started = time.time()
     for i, op in enumerate(ops):
@@ -130,15 +134,21 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001 - an operator that cannot be screened cannot be trained either
                 scores[name], error = float("-inf"), f"{type(e).__name__}: {e}"[:160]
             seconds[name] = time.perf_counter() - t0
-        value, train_s, failure = timed_train(context, op)
+        hit = cached.get(f"{op.hash}|{args.epochs}|0", {})
+        if hit.get("outcome") == "complete":
+            value, train_s, failure = hit["value"], None, ""
+        else:
+            value, train_s, failure = timed_train(context, op)
         rows.append({"hash": op.hash, "val_acc": value, "train_s": train_s, "failure": failure,
                      "screen_error": error, "scores": scores, "seconds": seconds})
-        print(f"  [{i + 1:>3}] {op.hash} val_acc {'failed' if value is None else f'{value:.3f}'} ({train_s:.1f} s)  "
+        print(f"  [{i + 1:>3}] {op.hash} val_acc {'failed' if value is None else f'{value:.3f}'} "
+              f"({'cached' if train_s is None else f'{train_s:.1f} s'})  "
               + "  ".join(f"{k} {v:.3g}" for k, v in scores.items()), flush=True)
-    trained = [r["train_s"] for r in rows if r["val_acc"] is not None]
+    trained = [r["train_s"] for r in rows if r["val_acc"] is not None and r["train_s"] is not None]
     med_train = statistics.median(trained) if trained else float("nan")
     accs = [r["val_acc"] if r["val_acc"] is not None else 0.0 for r in rows]
-    print(f"\n{time.time() - started:.0f} s; {len(trained)}/{len(rows)} trained, "
+    print(f"\n{time.time() - started:.0f} s; {len(trained)}/{len(rows)} trained here, "
+          f"{sum(r['train_s'] is None for r in rows)} replayed, "
           f"{sum(r['val_acc'] is None for r in rows)} failed; median trial training {med_train:.2f} s "
           f"(baseline {base_s:.2f} s); val_acc median {statistics.median(accs):.3f}, "
           f"{sum(a < args.bad for a in accs)} bad, {sum(a >= args.good for a in accs)} good\n")

@@ -49,7 +49,7 @@ import lightning.pytorch  # noqa: E402,F401 - sets its loggers' levels on import
 for _name in ("lightning", "lightning.pytorch", "lightning.fabric"):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
-THRESHOLDS = {"loss-slope": (0.1, 0.2, 0.25, 0.3, 0.4), "naswot": (-60.0, -45.0, -30.0, -20.0, -10.0)}
+THRESHOLDS = {"loss-slope": (0.03, 0.05, 0.1, 0.2, 0.3), "naswot": (-60.0, -40.0, -30.0, -20.0, -10.0)}
 
 
 def timed_train(context, op) -> tuple[float | None, float, str]:

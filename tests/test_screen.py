@@ -26,16 +26,23 @@ def context():
 @pytest.mark.parametrize("kind", SCREENS)
 def test_the_score_is_deterministic_for_a_seed(context, kind):
     op = context.space.sample(1, seed=3)[0]
-    first, again = Screen(context, kind).score(op, seed=7), Screen(context, kind).score(op, seed=7)
+    first, again = Screen(context, kind, steps=4).score(op, seed=7), Screen(context, kind, steps=4).score(op, seed=7)
     assert first.score == again.score and first.losses == again.losses
     assert math.isfinite(first.score)
 
 
+@pytest.fixture(scope="module")
+def degenerate(context):
+    """The sampled operator of least naswot score among 8: its activations collapse (bench/screen.py: about a third
+    of the default space's operators do, none trains past val_acc 0.45)."""
+    naswot = Screen(context, "naswot")
+    return min(context.space.sample(8, seed=0), key=lambda op: naswot.score(op, seed=0).score)
+
+
 @pytest.mark.parametrize("kind", SCREENS)
-def test_the_original_layers_pass_and_outscore_the_worst_of_a_few_sampled_operators(context, kind):
+def test_the_original_layers_pass_and_outscore_a_degenerate_operator(context, degenerate, kind):
     screen = Screen(context, kind)
-    # most operators of the default space train badly (bench/screen.py): the worst of 4 is degenerate
-    worst = min((screen.score(op, seed=0) for op in context.space.sample(4, seed=0)), key=lambda r: r.score)
+    worst = screen.score(degenerate, seed=0)
     good = screen.score(None, seed=11)   # the baseline model, another initialization than the reference's
     assert good.passed and not worst.passed
     assert good.score > worst.score
@@ -63,9 +70,9 @@ def test_the_cli_sets_the_screen():
 
 
 def test_a_screened_trial_is_pruned_with_its_reason_before_training(tmp_path: Path):
-    # threshold 10: no operator learns ten times faster than the original layers, so every one is screened out
+    # threshold 1e9: log|K| of a batch of 64 is below 64 ln(units), so every operator is screened out
     config = SearchConfig(trials=2, epochs=1, storage=f"sqlite:///{tmp_path / 's.db'}", tracking_uri=None,
-                          heartbeat=None, finalists=0, screen="loss-slope", screen_threshold=10.0)
+                          heartbeat=None, finalists=0, screen="naswot", screen_threshold=1e9)
     study = run_search(config, out=None).study
     baseline, *ops = study.trials
     assert baseline.state == optuna.trial.TrialState.COMPLETE and V.SCREEN_SCORE not in baseline.user_attrs
@@ -74,9 +81,9 @@ def test_a_screened_trial_is_pruned_with_its_reason_before_training(tmp_path: Pa
     assert isinstance(sampler, SynoSampler)
     for t in ops:
         assert t.state == optuna.trial.TrialState.PRUNED
-        assert t.user_attrs[V.SCREENED].startswith("screen loss-slope: score")
+        assert t.user_attrs[V.SCREENED].startswith("screen naswot: score")
         assert t.user_attrs[V.PRUNED] == t.user_attrs[V.SCREENED]
-        assert t.user_attrs[V.SCREEN_SCORE] is None or t.user_attrs[V.SCREEN_SCORE] < 10.0
+        assert t.user_attrs[V.SCREEN_SCORE] is None or t.user_attrs[V.SCREEN_SCORE] < 1e9
         assert not t.intermediate_values                          # no epoch was trained
         assert V.COST_RATIO in t.user_attrs                       # its cost is known all the same
         assert sampler._reward_of(study, t) == sampler.reward.pruned   # the MCTS rewards it as any pruned trial

@@ -43,7 +43,7 @@ __all__ = ["Screen", "ScreenResult", "SCREENS", "DEFAULT_THRESHOLDS", "DEFAULT_S
 
 SCREENS = tuple(name for name in CONFIG_SCREENS if name != "off")
 # what an operator must reach to be trained (chosen with bench/screen.py; see its docstring for the figures)
-DEFAULT_THRESHOLDS: dict[str, float] = {"loss-slope": 0.1, "naswot": -40.0}
+DEFAULT_THRESHOLDS: dict[str, float] = {"loss-slope": 0.05, "naswot": -40.0}
 DEFAULT_STEPS = 16  # digits at batch 64: 23 steps an epoch; 8 steps predicted worse (bench/screen.py)
 
 

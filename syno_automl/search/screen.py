@@ -1,7 +1,7 @@
 """A cheap screen of a proposed operator before its full training (issue 14, point 4).
 
-Most operators the search proposes train badly (val_acc 0.1-0.8 against the baseline's 0.98 on digits), and each
-costs a full trial to find out. A screen scores the operator in a small fraction of that time and the search prunes
+Many operators the search proposes train badly (val_acc 0.1-0.4 against the baseline's 0.99 on digits), and
+each costs a full trial to find out. A screen scores the operator in a small fraction of that time and the search prunes
 the ones that fail its threshold before training them (``SearchConfig.screen``, ``--screen``):
 
 * ``loss-slope``: from the trial's initialization (same seed, same initial scale matching), `steps` optimizer steps
@@ -13,7 +13,9 @@ the ones that fail its threshold before training them (``SearchConfig.screen``, 
   minus the baseline model's (0: as expressive as the baseline's at init; very negative: many inputs share patterns).
 
 Both are deterministic given the seed. A score that is not finite (a NaN loss, a singular kernel) is ``-inf``:
-the operator fails. What the scores predict was measured before a default was chosen: ``bench/screen.py``.
+the operator fails. What the scores predict was measured before a default was chosen (``bench/screen.py``; the
+figures and why ``--screen`` stays off by default: docs/search.md, "A cheap screen before training"). naswot ranks
+operators better (Spearman 0.78-0.86 with the trained val_acc) at a fifth of loss-slope's cost (0.035 of a trial).
 
 Example:
     >>> from syno_automl.study import SearchConfig, prepare                  # doctest: +SKIP
@@ -42,7 +44,8 @@ if TYPE_CHECKING:
 __all__ = ["Screen", "ScreenResult", "SCREENS", "DEFAULT_THRESHOLDS", "DEFAULT_STEPS", "ScreenedOut"]
 
 SCREENS = tuple(name for name in CONFIG_SCREENS if name != "off")
-# what an operator must reach to be trained (chosen with bench/screen.py; see its docstring for the figures)
+# what an operator must reach to be trained (chosen with bench/screen.py: naswot's scores fall in two clusters,
+# collapsed activations below about -46 and the rest above -37; loss-slope 0.1 rejected good operators at width 64)
 DEFAULT_THRESHOLDS: dict[str, float] = {"loss-slope": 0.05, "naswot": -40.0}
 DEFAULT_STEPS = 16  # digits at batch 64: 23 steps an epoch; 8 steps predicted worse (bench/screen.py)
 

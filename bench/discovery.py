@@ -4,7 +4,9 @@ N seeds (default 5) x a fixed budget of operator trials (default 30) on the defa
   * shipped: the search as `syno-automl search` runs it (its study, sampler, pruning, objective; no MLflow);
   * random:  the same study and training, every operator trial enqueued from the space's own random sampler
              (space.sample(budget, seed): distinct canonical operators) -- bench/search.py's baseline method;
-  * accuracy: the shipped search with ``objective="accuracy"`` (the single objective: no speed in the reward).
+  * accuracy: the shipped search with ``objective="accuracy"`` (the single objective: no speed in the reward);
+  * screened: the shipped search with ``screen`` on (--screen, --screen-threshold: search/screen.py): an operator
+             that fails the screen is pruned before its training (not in the default --methods).
 Each run ends with the search's own final stage (syno_automl.search.finalists: up to --finalists operators cheaper
 than the replaced layers re-trained with the baseline, --final-seeds seeds x --final-epochs epochs, whole models
 timed: torch eager inference, batch 64, the search's 1 thread, interleaved with the baseline, medians).
@@ -200,12 +202,15 @@ class Cache:
         return base_ms, [(self.speedups[op.hash]["ms"], self.speedups[op.hash]["speedup"]) for op in ops], label
 
 
-def run_one(method: str, context, config: SearchConfig, cache: Cache, seed: int, budget: int, folder: Path):
+def run_one(method: str, context, config: SearchConfig, cache: Cache, seed: int, budget: int, folder: Path,
+            screen: tuple[str, float | None] = ("loss-slope", None)):
     """One search of `budget` operator trials with seed `seed`, then the final stage; the run's figures."""
     cfg = dataclasses.replace(config, seed=seed, storage=f"sqlite:///{folder / f'{method}-{seed}.db'}",
                               study=f"{method}-{seed}", trials=budget)
     if method == "accuracy":
         cfg = dataclasses.replace(cfg, objective="accuracy")
+    if method == "screened":
+        cfg = dataclasses.replace(cfg, screen=screen[0], screen_threshold=screen[1])
     ctx = dataclasses.replace(context, config=cfg)
     cache.run_seed = seed
     study = open_study(cfg, ctx)
@@ -234,6 +239,7 @@ def figures(study: optuna.Study, final, budget: int, margin: float, target: floa
         hv[name] = (float(optuna._hypervolume.compute_hypervolume(inside, ref)) if len(inside) else 0.0)
     return {"hit": min(hits) if hits else None, "best_speedup": max(within) if within else None, "hv": hv,
             "complete": sum(t.state == optuna.trial.TrialState.COMPLETE for t in ops), "ops": len(ops),
+            "screened": sum(V.SCREENED in t.user_attrs for t in ops),
             "verdict": final.verdict() if final else "(no final stage)",
             "best_search_acc": max((-p[0] for p in points), default=None)}
 
@@ -249,6 +255,8 @@ def main() -> None:
     parser.add_argument("--margin", type=float, default=0.01)
     parser.add_argument("--speedup", type=float, default=1.3)
     parser.add_argument("--methods", default="shipped,random,accuracy")
+    parser.add_argument("--screen", default="loss-slope", help="the screen of the 'screened' method")
+    parser.add_argument("--screen-threshold", type=float, default=None, help="default: the screen's own")
     parser.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "syno-bench-discovery-cache.json"))
     args = parser.parse_args()
 
@@ -270,18 +278,20 @@ def main() -> None:
     for seed in range(args.seeds):
         for method in methods:
             t0 = time.time()
-            study, final = run_one(method, context, config, cache, seed, args.budget, folder)
+            study, final = run_one(method, context, config, cache, seed, args.budget, folder,
+                                   (args.screen, args.screen_threshold))
             r = figures(study, final, args.budget, args.margin, args.speedup, chance)
             rows[method].append(r)
             best = f"{r['best_speedup']:.2f}x" if r["best_speedup"] else "-"
+            screened = f" ({r['screened']} screened)" if r["screened"] else ""
             print(f"  {method:8} seed {seed}: hit {r['hit'] or '>' + str(args.budget)}, best speedup within "
-                  f"{args.margin * 100:g} pp {best}, {r['complete']}/{r['ops']} complete, best search acc "
+                  f"{args.margin * 100:g} pp {best}, {r['complete']}/{r['ops']} complete{screened}, best search acc "
                   f"{r['best_search_acc'] or 0:.3f}, HV(base) {r['hv']['baseline']:.4f} HV(chance) "
                   f"{r['hv']['chance']:.4f} ({time.time() - t0:.0f} s)\n      {r['verdict']}", flush=True)
     print(f"\n{time.time() - started:.0f} s in all; {cache.trained} trainings ({cache.train_s:.0f} s), "
           f"{cache.replayed} replayed from the cache\n")
     print("| method | median trials to hit | seeds finding one | best speedup ≤ margin (median) | HV ref baseline "
-          "(mean) | HV ref chance (mean) |\n|---|---:|---:|---:|---:|---:|")
+          "(mean) | HV ref chance (mean) | trained (mean) |\n|---|---:|---:|---:|---:|---:|---:|")
     for method, rs in rows.items():
         hits = [r["hit"] if r["hit"] else args.budget + 1 for r in rs]
         found = sum(r["hit"] is not None for r in rs)
@@ -292,7 +302,8 @@ def main() -> None:
               f"| {method} | {med if med <= args.budget else '>' + str(args.budget)} | {found}/{len(rs)} | - |",
               end="")
         print(f" {statistics.fmean(r['hv']['baseline'] for r in rs):.4f} | "
-              f"{statistics.fmean(r['hv']['chance'] for r in rs):.4f} |")
+              f"{statistics.fmean(r['hv']['chance'] for r in rs):.4f} | "
+              f"{statistics.fmean(r['ops'] - r['screened'] for r in rs):.1f} |")
 
 
 if __name__ == "__main__":

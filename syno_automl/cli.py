@@ -118,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pruner", choices=["hyperband", "halving", "none"], default=None,
                    help="image: stop trials that learn slower than the others, after each epoch, with Optuna's "
                         "HyperbandPruner or SuccessiveHalvingPruner (default: hyperband)")
+    p.add_argument("--screen", choices=["off", "loss-slope", "naswot"], default=None,
+                   help="image: score each operator cheaply before its training and prune it there when the score "
+                        "is below --screen-threshold (loss-slope: its loss drop over a few steps vs the baseline's; "
+                        "naswot: a training-free score at init) (default: off)")
+    p.add_argument("--screen-threshold", type=float, default=None,
+                   help="the score an operator must reach with --screen (default: the screen's own)")
     p.add_argument("--finalists", type=int, default=3,
                    help="final stage: re-train this many operators cheaper than the replaced layers (best first) and "
                         "the baseline alike, time the whole models, and name the fastest within --final-margin of "

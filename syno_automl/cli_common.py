@@ -84,6 +84,10 @@ def config_of(args: argparse.Namespace, **extra: Any):
         value = getattr(args, name, None)
         if value is not None:
             setattr(config, attr, value)
+    if getattr(args, "screen", None) is not None:
+        config.screen = args.screen
+    if getattr(args, "screen_threshold", None) is not None:
+        config.screen_threshold = args.screen_threshold
     if getattr(args, "timeout", None) == 0:
         config.trial_timeout = None
     if getattr(args, "time_budget", None) == 0:

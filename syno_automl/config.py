@@ -19,12 +19,13 @@ from typing import Any, Mapping
 from syno_automl.errors import SynoError
 
 __all__ = ["SearchConfig", "StudyExistsError", "StudyMismatchError", "TASKS", "TASK_DEFAULTS", "LAYER_NAMES",
-           "MODEL_NAMES", "DATASET_NAMES", "RESUMABLE", "OBJECTIVES", "PRUNERS", "LEGACY_SETTINGS",
+           "MODEL_NAMES", "DATASET_NAMES", "RESUMABLE", "OBJECTIVES", "PRUNERS", "SCREENS", "LEGACY_SETTINGS",
            "with_legacy_settings", "settings_diff", "describe_diff"]
 
 TASKS = ("image", "lm")
 OBJECTIVES = ("pareto", "accuracy")   # pareto: (val_acc | val_loss, cost_ratio); accuracy: val_acc | val_loss alone
 PRUNERS = ("hyperband", "halving", "none")
+SCREENS = ("off", "loss-slope", "naswot")   # search/screen.py: a cheap score before a trial's full training
 LAYER_NAMES = ("conv2d", "linear")
 # lightning_modules' registries (MODEL_NAMES, DATAMODULE_NAMES) import torch: their names are repeated here so
 # that a wrong name fails before the imports (tests/test_cli_workflow.py keeps the two lists equal)
@@ -34,7 +35,7 @@ DATASET_NAMES = ("digits", "mnist", "cifar10", "cifar100", "imagenet-folder", "t
 _LOCAL_DATASETS = ("mnist", "cifar10", "cifar100", "imagenet-folder")
 _LM_ONLY = ("max_steps", "time_budget", "val_every", "val_batches", "seq_len", "tokenizer", "max_loss", "final_steps")
 _IMAGE_ONLY = ("epochs", "image_size", "milestones", "trial_timeout", "reward_lower", "reward_upper", "pruner",
-               "final_epochs")
+               "final_epochs", "screen", "screen_threshold")
 # what a field left at None means, per task
 TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "image": {"model": "small_cnn", "dataset": "digits", "layer": "conv2d", "lr": 0.05, "where": None},
@@ -49,7 +50,8 @@ RESUMABLE = frozenset({"trials", "data_dir", "trial_timeout", "latency_targets",
 
 
 # what a study recorded before a setting existed ran with: a --resume of it keeps that behaviour
-LEGACY_SETTINGS: dict[str, Any] = {"objective": "accuracy", "pruner": "none", "reward_speedup": 2.0}
+LEGACY_SETTINGS: dict[str, Any] = {"objective": "accuracy", "pruner": "none", "reward_speedup": 2.0,
+                                   "screen": "off", "screen_threshold": None}
 
 
 def with_legacy_settings(recorded: Mapping[str, Any]) -> dict[str, Any]:
@@ -120,6 +122,10 @@ class SearchConfig:
     objective: str = "pareto"
     # image: multi-fidelity over epochs with Optuna's HyperbandPruner / SuccessiveHalvingPruner, or none
     pruner: str = "hyperband"
+    # image: score each operator cheaply before its training (search/screen.py) and prune it there when the score
+    # is below screen_threshold (None: the screen's default); "off": train every operator
+    screen: str = "off"
+    screen_threshold: float | None = None
     reward_speedup: float = 2.0       # pareto: the speedup (1 / cost_ratio) at which accuracy earns full reward
     reward_lower: float | None = None  # None: chance level, 1 / num_classes
     reward_upper: float = 1.0
@@ -196,6 +202,12 @@ class SearchConfig:
             raise ValueError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
         if self.pruner not in PRUNERS:
             raise ValueError(f"--pruner must be one of {', '.join(PRUNERS)}, got {self.pruner!r}")
+        if self.screen not in SCREENS:
+            raise ValueError(f"--screen must be one of {', '.join(SCREENS)}, got {self.screen!r}")
+        if self.screen != "off" and self.task != "image":
+            raise ValueError("--screen applies to --task image only")
+        if self.screen_threshold is not None and not math.isfinite(self.screen_threshold):
+            raise ValueError(f"--screen-threshold must be a finite number, got {self.screen_threshold}")
         if not (self.reward_speedup > 1 and math.isfinite(self.reward_speedup)):
             raise ValueError(f"reward_speedup must be a number > 1, got {self.reward_speedup}")
         if self.batch_size < 1:

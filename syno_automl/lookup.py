@@ -45,7 +45,8 @@ _SETTING_OF = {"task": "task", "model": "model", "dataset": "dataset", "data_dir
                "image_size": "image_size", "lr": "lr", "max_depth": "max_depth", "timeout": "trial_timeout",
                "steps": "max_steps", "time_budget": "time_budget", "seq_len": "seq_len", "val_every": "val_every",
                "tokenizer": "tokenizer", "flops_ratio": "flops_ratio", "cost_ratio": "cost_ratio",
-               "seed": "seed", "objective": "objective", "pruner": "pruner"}
+               "seed": "seed", "objective": "objective", "pruner": "pruner", "screen": "screen",
+               "screen_threshold": "screen_threshold"}
 
 
 def existing_storage(url: str, missing: Callable[[str], Exception]) -> Any:

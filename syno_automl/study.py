@@ -255,6 +255,7 @@ class Objective:
         self.tracker = tracker
         self.parent_run_id = parent_run_id
         self.out = out
+        self.screen: Any = None   # search/screen.py's Screen, made at the first operator trial when config.screen
 
     def __call__(self, trial: optuna.trial.Trial) -> float | tuple[float, float]:
         config, context = self.config, self.context
@@ -277,6 +278,8 @@ class Objective:
                                                  settings=_trial_run_settings(config), tags={"optuna.study": config.study},
                                                  label=None if op is not None or baseline else "no-operator")
                     trial.set_user_attr(RUN_ID_ATTR, run.run_id)
+            if op is not None and config.screen != "off":
+                self._screen(trial, run)
             value = train_operator(context, trial, run, epochs=config.epochs)
             cost = 1.0 if baseline else trial.user_attrs.get(V.COST_RATIO)
             if config.objective == "pareto" and (cost is None or not math.isfinite(float(cost))):
@@ -315,6 +318,21 @@ class Objective:
                     + (f"  flops {ratio:.3f}x" if ratio is not None else "")
                     + (f"  cost {cost:.3f}x" if cost is not None and not baseline else "") + extra, started)
         return (value, float(cost)) if config.objective == "pareto" else value
+
+    def _screen(self, trial: optuna.trial.Trial, run: Any | None) -> None:
+        """Scores the trial's operator cheaply before its training (search/screen.py, seeded as the training);
+        raises ScreenedOut (an optuna.TrialPruned: the MCTS rewards it as a pruned trial) when it fails."""
+        from syno_automl.search.screen import Screen, ScreenedOut
+
+        if self.screen is None:
+            self.screen = Screen(self.context, self.config.screen, self.config.screen_threshold)
+        result = self.screen.score(trial, seed=self.config.seed + trial.number)
+        trial.set_user_attr(V.SCREEN_SCORE, result.score if math.isfinite(result.score) else None)
+        if run is not None and math.isfinite(result.score):
+            run.log_metrics({"screen_score": result.score})
+        if not result.passed:
+            trial.set_user_attr(V.SCREENED, result.reason())
+            raise ScreenedOut(result.reason())
 
     def _latency(self, trial: optuna.trial.Trial, run: Any | None, op: Operator, value: float) -> str:
         """TVM latency of the operator in every replaced layer vs those layers, when the trial is within the

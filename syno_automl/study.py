@@ -34,16 +34,17 @@ from torch import nn
 from syno_automl import vocabulary as V
 from syno_automl.config import (TASK_DEFAULTS, TASKS, SearchConfig, StudyExistsError, StudyMismatchError,
                                 describe_diff, settings_diff, with_legacy_settings)
-from syno_automl.lightning import SynoSubstitution, TrainingTimeLimit
+from syno_automl.lightning import SynoSubstitution
 from syno_automl.optuna import BASELINE_ATTR, HASH_ATTR, SynoSampler, suggest_operator
 from syno_automl.placeholder import Substitution, substitute
-from syno_automl.search.fidelity import FidelityPruning, make_pruner, open_fidelity_study
+from syno_automl.search.fidelity import make_pruner
 from syno_automl.search.objectives import (baseline_trial, best_operator_trial, objective_name, operator_front,
                                            primary_value)
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
 from syno_automl.search.storage import make_storage
 from syno_automl.space import Operator, OperatorSpace
+from syno_automl.tasks import task_of
 
 __all__ = ["SearchConfig", "SearchContext", "SearchResult", "Objective", "StudyExistsError", "StudyMismatchError",
            "prepare", "check_study", "open_study", "remaining_trials", "run_search", "train_operator", "LAYERS",
@@ -75,11 +76,7 @@ class SearchContext:
         return build_model(self.config.model, self.num_classes, self.in_channels)
 
     def build_task(self, model: nn.Module) -> Any:
-        from lightning_modules.tasks import CausalLM, ImageClassifier
-
-        if self.config.task == "lm":
-            return CausalLM(model, lr=self.config.lr, warmup_steps=min(20, self.config.max_steps // 10))
-        return ImageClassifier(model, num_classes=self.num_classes, lr=self.config.lr)
+        return task_of(self.config).build_module(self.config, model, self.num_classes)
 
 
 @dataclass
@@ -106,16 +103,8 @@ def prepare(config: SearchConfig) -> SearchContext:
     threads = config.threads or (1 if embedded else None)
     if threads:  # tiny models: more threads only contend (50x slower with 2 threads on a busy 2-core VM)
         torch.set_num_threads(threads)
-    kwargs: dict[str, Any] = {"batch_size": config.batch_size}
-    if config.task == "lm":
-        if config.dataset != "text":
-            raise ValueError(f"--task lm reads text: --dataset must be 'text' (the embedded corpus, or a folder of "
-                             f".txt/.md/.py files with --data-dir), got {config.dataset!r}")
-        kwargs.update(seq_len=config.seq_len, tokenizer=config.tokenizer)
-    elif config.dataset == "digits":
-        kwargs["image_size"] = config.image_size or 8
-    elif config.image_size is not None:
-        kwargs["image_size"] = config.image_size
+    task = task_of(config)
+    kwargs: dict[str, Any] = {"batch_size": config.batch_size, **task.datamodule_kwargs(config)}
     datamodule = build_datamodule(config.dataset, config.data_dir, **kwargs)
     datamodule.setup("fit")
     # the example batch sizes the layers and sets every operator's initial scale (match_output_scale): seeded,
@@ -123,10 +112,7 @@ def prepare(config: SearchConfig) -> SearchContext:
     _seed_everything(config.seed)
     batch = next(iter(datamodule.train_dataloader()))
     example = batch[0] if isinstance(batch, (tuple, list)) else batch
-    if config.task == "lm":
-        num_classes, in_channels = int(datamodule.vocab_size), 0
-    else:
-        num_classes, in_channels = int(datamodule.num_classes), int(datamodule.in_channels)
+    num_classes, in_channels = task.sizes(datamodule)
     layer = LAYERS[config.layer]
     options: dict[str, Any] = {"max_depth": config.max_depth, "flops_ratio": config.flops_ratio,
                                "seed": config.seed}
@@ -140,20 +126,13 @@ def prepare(config: SearchConfig) -> SearchContext:
 
     _seed_everything(config.seed)
     probe = build_model(config.model, num_classes, in_channels)
-    block_size = getattr(getattr(probe, "config", None), "block_size", None)
-    if config.task == "lm" and block_size is not None and config.seq_len > block_size:
-        raise ValueError(f"--seq-len {config.seq_len} is longer than the model's context of {block_size} tokens")
+    task.check_model(config, probe)
     sub = substitute(probe, layer, example, **options)
     return SearchContext(config, datamodule, example, num_classes, in_channels, options, sub.space, sub)
 
 
 def _reward(config: SearchConfig, context: SearchContext) -> Reward | ParetoReward:
-    if config.task == "lm":  # the original's ((max_loss - loss) / max_loss) ** power
-        max_loss = config.max_loss if config.max_loss is not None else math.log(context.num_classes)
-        reward = Reward.for_loss(upper=max_loss, power=config.reward_power)
-    else:
-        lower = config.reward_lower if config.reward_lower is not None else 1.0 / max(context.num_classes, 2)
-        reward = Reward(lower=lower, upper=config.reward_upper, power=config.reward_power)
+    reward = task_of(config).reward(config, context.num_classes)
     # pareto: accuracy is credited only at a speedup over the replaced layers (syno_automl.search.pareto)
     return ParetoReward(reward, speedup=config.reward_speedup) if config.objective == "pareto" else reward
 
@@ -161,7 +140,7 @@ def _reward(config: SearchConfig, context: SearchContext) -> Reward | ParetoRewa
 def _study_pruner(config: SearchConfig) -> optuna.pruners.BasePruner:
     """The search study's own pruner: an accuracy study prunes through it; a pareto study cannot (Optuna's
     pruners are single-objective): its trials report to the companion study instead (search.fidelity)."""
-    if config.objective == "pareto" or config.task == "lm":
+    if config.objective == "pareto" or not task_of(config).prunes_in_study:
         return optuna.pruners.NopPruner()
     return make_pruner(config.pruner, config.epochs)
 
@@ -283,7 +262,7 @@ class Objective:
                 raise ValueError(f"no finite planned cost ratio ({V.COST_RATIO}={cost}): not comparable")
             if baseline and run is not None:
                 _log_baseline(run, context)
-            extra = self._throughput(trial, run, baseline) if config.task == "lm" else ""
+            extra = task_of(config).trial_line(trial, run, baseline)
             if op is not None and config.latency_targets:
                 extra += self._latency(trial, run, op, value)
         except KeyboardInterrupt:  # Ctrl-C: this trial fails now (Optuna marks it FAIL and re-raises)
@@ -333,7 +312,7 @@ class Objective:
             from syno_automl import measure
 
             # at inference sizes: batch 1 (image) or one sequence (lm), as the paper's latency figures
-            sizes = {"N": config.seq_len} if config.task == "lm" else {"N": 1}
+            sizes = task_of(config).latency_sizes(config)
             out = self.out
             progress = (None if out is None or config.latency_trials <= 0 else
                         lambda line: print(f"  [trial {trial.number}] tuning {line}", file=out, flush=True))
@@ -376,23 +355,6 @@ class Objective:
         if todo:
             log_latency(run, {"devices": todo}, role="baseline")
 
-    @staticmethod
-    def _throughput(trial: optuna.trial.Trial, run: Any | None, baseline: bool) -> str:
-        """Training tokens/s against the baseline trial's, measured in the same study ('' when unknown)."""
-        tokens_per_s = trial.user_attrs.get(V.TOKENS_PER_S)
-        if tokens_per_s is None:
-            return ""
-        if baseline:
-            return f"  {tokens_per_s:,.0f} tokens/s"
-        base = baseline_trial(trial.study)
-        if base is None or not base.user_attrs.get(V.TOKENS_PER_S):
-            return f"  {tokens_per_s:,.0f} tokens/s"
-        ratio = tokens_per_s / base.user_attrs[V.TOKENS_PER_S]
-        trial.set_user_attr(V.THROUGHPUT_RATIO, ratio)
-        if run is not None:
-            run.log_metrics({"throughput_ratio": ratio})
-        return f"  {tokens_per_s:,.0f} tokens/s ({ratio:.2f}x baseline)"
-
     def _close_lost_run(self, trial: optuna.trial.Trial) -> None:
         """A retried trial: its lost predecessor's run (worker killed mid-trial) is marked FAILED."""
         lost = trial.storage.get_trial_system_attrs(trial._trial_id).get("failed_trial")
@@ -430,9 +392,6 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
     (config.pruner, FidelityPruning) or a milestone says so, OperatorBuildError/BudgetExceededError,
     NonFiniteLossError, TrainingTooSlowError.
     """
-    from syno_automl.interrupt import fit
-    from syno_automl.tracking import EpochMetricsLogger
-
     config = context.config
     _seed_everything(config.seed + (trial.number if trial is not None else 0))
     substitution = SynoSubstitution(operator if operator is not None else trial, LAYERS[config.layer],
@@ -440,55 +399,10 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
                                     flops_ratio=None if operator is not None else config.flops_ratio,
                                     **{k: v for k, v in context.substitute_options.items()
                                        if k not in ("flops_ratio", "cost_ratio")})
-    if config.task == "lm":
-        from syno_automl.lm_trial import train_lm
-
-        budget = config.time_budget if timeout == -1.0 else timeout
-        value = train_lm(context, trial, run, substitution=substitution, steps=steps or config.max_steps,
-                         time_budget=budget or None)
-        _log_weights(run, substitution)
-        return value
-    task = context.build_task(context.build_model())
-    callbacks: list[Any] = [substitution]
-    if run is not None:
-        callbacks.append(EpochMetricsLogger(run))
-    callbacks.append(_fidelity_pruning(config, trial, epochs, config.milestones if milestones is None else milestones))
-    timeout = config.trial_timeout if timeout == -1.0 else timeout
-    if timeout:  # a safety net measured against the baseline model in this process: load does not decide
-        callbacks.append(TrainingTimeLimit(timeout, baseline=context.build_model))
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-        warnings.filterwarnings("ignore", message=".*LeafSpec.*")
-        trainer = L.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, logger=False,
-                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                            num_sanity_val_steps=0, callbacks=callbacks)
-        started = time.time()
-        try:
-            fit(trainer, task, datamodule=context.datamodule)  # Ctrl-C stays a KeyboardInterrupt
-        finally:
-            if run is not None and substitution.flops is not None:
-                run.log_metrics({"flops": substitution.flops, "num_params": substitution.params,
-                                 "flops_ratio": substitution.flops_ratio_used, **substitution.cost_metrics(),
-                                 "train_seconds": time.time() - started})
-    value = trainer.callback_metrics.get("val_acc")
-    if value is None or not math.isfinite(float(value)):
-        raise ValueError(f"no finite val_acc after training (got {value})")
+    value = task_of(config).train(context, trial, run, substitution, epochs=epochs, milestones=milestones,
+                                  timeout=timeout, steps=steps)
     _log_weights(run, substitution)
-    return float(value)
-
-
-def _fidelity_pruning(config: SearchConfig, trial: optuna.trial.Trial | None, epochs: int,
-                      milestones: dict[int, float]) -> FidelityPruning:
-    """The trial's pruning callback: milestones only for the baseline (it does not compete: search.fidelity) and
-    for trainings outside a search trial; a pareto trial reports to the companion study."""
-    if trial is None or trial.user_attrs.get(BASELINE_ATTR):
-        return FidelityPruning(None, milestones=milestones, max_epochs=epochs)
-    if len(trial.study.directions) == 1:  # the study's own pruner decides (a NopPruner for --pruner none)
-        return FidelityPruning(trial, max_epochs=epochs, milestones=milestones)
-    if config.pruner == "none":
-        return FidelityPruning(None, milestones=milestones, max_epochs=epochs)
-    companion = open_fidelity_study(trial.study, make_pruner(config.pruner, epochs), config.direction)
-    return FidelityPruning(trial, companion, max_epochs=epochs, milestones=milestones)
+    return value
 
 
 def _trial_run_settings(config: SearchConfig) -> dict[str, Any]:

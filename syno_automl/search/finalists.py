@@ -3,7 +3,7 @@
 After the search's trials, up to ``config.finalists`` operator trials are chosen (:func:`choose_finalists`:
 completed, not the baseline, planned cost below the replaced layers'; the Pareto front ``study.best_trials``
 first in a multi-objective study, then by accuracy, or by loss for the lm task). Each of them and the baseline is
-re-trained with the search's own training path (:func:`syno_automl.study.train_operator`) with
+re-trained with the search's own training path (:func:`syno_automl.search.training.train_operator`) with
 ``config.final_seeds`` training seeds (the same seeds for every model: a paired comparison), so that "within
 1 pp" is a statement about the operator rather than one seed's noise, for :func:`final_budget`:
 
@@ -111,7 +111,7 @@ def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, 
     """Trains the task with `op` (None: the baseline) substituted once per seed ``config.seed + s`` for `budget`
     epochs (lm: steps, as a search trial of ``--steps budget`` without a time budget); fills
     ``finalist.values``/``failures`` and logs ``final_<metric>`` per seed (step s), its mean and sd to `run`."""
-    from syno_automl.study import train_operator
+    from syno_automl.search import training
 
     config = context.config
     name = config.objective_name
@@ -121,7 +121,7 @@ def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, 
         seeded = dataclasses.replace(context, config=dataclasses.replace(config, **changes))
         started = time.time()
         try:
-            value = train_operator(seeded, None, None, epochs=budget, operator=op, milestones={}, timeout=None,
+            value = training.train_operator(seeded, None, None, epochs=budget, operator=op, milestones={}, timeout=None,
                                    steps=task.final_steps(budget))
         except KeyboardInterrupt:
             raise

@@ -64,7 +64,8 @@ class ImageTask(Task):
         callbacks: list[Any] = [substitution]
         if run is not None:
             callbacks.append(EpochMetricsLogger(run))
-        callbacks.append(_fidelity_pruning(config, trial, epochs, config.milestones if milestones is None else milestones))
+        milestones = config.milestones if milestones is None else milestones
+        callbacks.append(_fidelity_pruning(config, trial, epochs, milestones))
         timeout = config.trial_timeout if timeout == -1.0 else timeout
         if timeout:  # a safety net measured against the baseline model in this process: load does not decide
             callbacks.append(TrainingTimeLimit(timeout, baseline=context.build_model))
@@ -86,6 +87,9 @@ class ImageTask(Task):
         if value is None or not math.isfinite(float(value)):
             raise ValueError(f"no finite val_acc after training (got {value})")
         return float(value)
+
+    def budget_label(self, config: SearchConfig) -> str:
+        return f"{config.epochs} epochs"
 
     def latency_sizes(self, config: SearchConfig) -> dict[str, int]:
         return {"N": 1}   # batch 1, as the paper's latency figures

@@ -61,6 +61,10 @@ class Task:
         syno_automl.search.training.train_operator for the arguments)."""
         raise NotImplementedError
 
+    def budget_label(self, config: SearchConfig) -> str:
+        """A trial's training budget in words: ``3 epochs``, ``200 steps``."""
+        raise NotImplementedError
+
     def trial_line(self, trial: Any, run: Any | None, baseline: bool) -> str:
         """What a finished trial's progress line adds ('' for nothing)."""
         return ""

@@ -64,6 +64,9 @@ class LMTask(Task):
         return train_lm(context, trial, run, substitution=substitution, steps=steps or config.max_steps,
                         time_budget=budget or None)
 
+    def budget_label(self, config: SearchConfig) -> str:
+        return f"{config.max_steps} steps"
+
     def trial_line(self, trial: optuna.trial.Trial, run: Any | None, baseline: bool) -> str:
         """Training tokens/s against the baseline trial's, measured in the same study ('' when unknown)."""
         from syno_automl.search.objectives import baseline_trial

@@ -55,7 +55,7 @@ import numpy as np  # noqa: E402
 import optuna  # noqa: E402
 
 import syno_automl.search.finalists as finalists  # noqa: E402
-import syno_automl.study as study_mod  # noqa: E402
+import syno_automl.search.training as training  # noqa: E402
 from syno_automl import vocabulary as V  # noqa: E402
 from syno_automl.search.fidelity import fidelity_study_name, make_pruner, open_fidelity_study  # noqa: E402
 from syno_automl.search.objectives import baseline_trial  # noqa: E402
@@ -71,7 +71,7 @@ for _name in ("lightning", "lightning.pytorch", "lightning.fabric"):
 _ATTRS = (V.FLOPS, V.PARAMS, V.BASELINE_FLOPS, V.FLOPS_RATIO, V.COST, V.COST_RATIO,
           V.MATERIALIZED, V.PEAK)
 FINAL_SEED_BASE = 1000     # the final stage's training seeds: FINAL_SEED_BASE + s in every run
-_ORIGINAL_TRAIN = study_mod.train_operator
+_ORIGINAL_TRAIN = training.train_operator
 _ORIGINAL_MEASURE = finalists.measure_speedups
 
 
@@ -261,7 +261,7 @@ def main() -> None:
     args = parser.parse_args()
 
     cache = Cache(Path(args.cache))
-    study_mod.train_operator = cache.train  # Objective and the final stage's retrain() read the module's
+    training.train_operator = cache.train  # Objective and the final stage's retrain() read the module's
     finalists.measure_speedups = cache.measure
     config = SearchConfig(epochs=args.epochs, tracking_uri=None, heartbeat=None, finalists=args.finalists,
                           final_seeds=args.final_seeds, final_epochs=args.final_epochs, final_margin=args.margin)

@@ -41,7 +41,8 @@ from syno_automl import vocabulary as V  # noqa: E402
 from syno_automl.errors import OperatorFormatError  # noqa: E402
 from syno_automl.search.screen import Screen  # noqa: E402
 from syno_automl.space import Operator  # noqa: E402
-from syno_automl.study import SearchConfig, prepare, train_operator  # noqa: E402
+from syno_automl.search.training import train_operator  # noqa: E402
+from syno_automl.study import SearchConfig, prepare  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 import lightning.pytorch  # noqa: E402,F401 - sets its loggers' levels on import: quiet them after

@@ -38,7 +38,7 @@ import optuna  # noqa: E402
 
 from syno_automl.optuna import SynoSampler  # noqa: E402
 from syno_automl.search.mcts import SearchExhaustedError  # noqa: E402
-from syno_automl.study import SearchConfig, prepare, train_operator, _reward  # noqa: E402
+from syno_automl.study import SearchConfig, prepare, train_operator, sampler_reward  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 import logging  # noqa: E402
@@ -79,7 +79,7 @@ class Evaluator:
 
 
 def run_mcts(context, evaluate: Evaluator, seed: int, cap: int, target: float) -> dict:
-    sampler = SynoSampler(context.space, seed=seed, reward=_reward(context.config, context))
+    sampler = SynoSampler(context.space, seed=seed, reward=sampler_reward(context.config, context))
     study = optuna.create_study(direction="maximize", sampler=sampler)
     hit, best, decide, accs = None, 0.0, [], []
     for n in range(1, cap + 1):
@@ -209,7 +209,7 @@ def part_decision(args) -> None:
 
     k = args.asks
     syno_study = optuna.load_study(study_name="syno", storage=url,
-                                   sampler=SynoSampler(space, seed=0, reward=_reward(config, context)))
+                                   sampler=SynoSampler(space, seed=0, reward=sampler_reward(config, context)))
     syno_times = timed_asks(syno_study, k, lambda t: None)
     tpe_study = optuna.load_study(study_name="tpe", storage=url, sampler=optuna.samplers.TPESampler(seed=0))
     tpe_times = timed_asks(tpe_study, k, lambda t: [t.suggest_float("lr", 1e-4, 1.0, log=True),

@@ -9,6 +9,7 @@ from typing import Any
 from syno_automl import vocabulary as V
 from syno_automl.cli_common import config_of, load_study, operator_of, quiet_logs, require_tvm, tracking_of
 from syno_automl.lookup import find_trial
+from syno_automl.tasks import task_of
 
 __all__ = ["cmd_enumerate", "cmd_reevaluate", "cmd_tune"]
 
@@ -54,8 +55,7 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
         config.epochs = 10
     if args.steps is None:
         config.max_steps = 1000
-    label, schedule = ((config.objective_name, f"{config.max_steps} steps") if config.task == "lm"
-                       else ("val_acc", f"{config.epochs} epochs"))
+    label, schedule = config.objective_name, task_of(config).budget_label(config)
     quiet_logs(training=True, verbose=args.verbose)
     context = prepare(config)
     free_space = context.space.with_mappings(context.space.mappings)  # the new model's sizes, no FLOPs budget

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from syno_automl.errors import SynoError
+from syno_automl.tasks import task_of
 
 __all__ = ["SearchConfig", "StudyExistsError", "StudyMismatchError", "TASKS", "TASK_DEFAULTS", "LAYER_NAMES",
            "MODEL_NAMES", "DATASET_NAMES", "RESUMABLE", "OBJECTIVES", "PRUNERS", "SCREENS", "LEGACY_SETTINGS",
@@ -160,12 +161,12 @@ class SearchConfig:
     @property
     def direction(self) -> str:
         """The direction of the primary objective (val_acc or val_loss)."""
-        return "minimize" if self.task == "lm" else "maximize"
+        return task_of(self).direction
 
     @property
     def objective_name(self) -> str:
         """The primary objective (what a trial trains for)."""
-        return "val_loss" if self.task == "lm" else "val_acc"
+        return task_of(self).objective_name
 
     @property
     def directions(self) -> list[str]:

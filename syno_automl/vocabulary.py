@@ -61,6 +61,7 @@ SYS_ERROR = "syno:error"              # why no operator could be given
 METRIC_FLOPS = "flops"
 METRIC_NUM_PARAMS = "num_params"
 METRIC_FLOPS_RATIO = "flops_ratio"
+METRIC_SCREEN_SCORE = "screen_score"     # the trial's screen score (search/screen.py), beside V.SCREEN_SCORE
 
 # -- MLflow latency metrics, one triple per measured device (``llvm``, ``cuda``, ``torch``, ``inductor-llvm`` ...)
 INDUCTOR = "inductor-"                # prefix of the device name of a TorchInductor figure: inductor-<device>

@@ -3,7 +3,7 @@
 After the search's trials, up to ``config.finalists`` operator trials are chosen (:func:`choose_finalists`:
 completed, not the baseline, planned cost below the replaced layers'; the Pareto front ``study.best_trials``
 first in a multi-objective study, then by accuracy, or by loss for the lm task). Each of them and the baseline is
-re-trained with the search's own training path (:func:`syno_automl.study.train_operator`) with
+re-trained with the search's own training path (:func:`syno_automl.search.training.train_operator`) with
 ``config.final_seeds`` training seeds (the same seeds for every model: a paired comparison), so that "within
 1 pp" is a statement about the operator rather than one seed's noise, for :func:`final_budget`:
 
@@ -41,6 +41,7 @@ import optuna
 from syno_automl import vocabulary as V
 from syno_automl.search.objectives import baseline_trial, is_pareto, maximizes, operator_front, primary_value
 from syno_automl.search.verdict import FinalResult, Finalist, short_description
+from syno_automl.tasks import task_of
 
 __all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "final_epochs", "final_steps",
            "final_budget", "timing_batch", "TIMING_ROUNDS"]
@@ -61,7 +62,7 @@ def final_steps(config: Any) -> int:
 
 def final_budget(config: Any) -> tuple[int, str]:
     """What every finalist and the baseline train for, per seed: (epochs, "epochs") or, lm, (steps, "steps")."""
-    return (final_steps(config), "steps") if config.task == "lm" else (final_epochs(config), "epochs")
+    return task_of(config).final_budget(config)
 
 
 def choose_finalists(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
@@ -110,20 +111,18 @@ def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, 
     """Trains the task with `op` (None: the baseline) substituted once per seed ``config.seed + s`` for `budget`
     epochs (lm: steps, as a search trial of ``--steps budget`` without a time budget); fills
     ``finalist.values``/``failures`` and logs ``final_<metric>`` per seed (step s), its mean and sd to `run`."""
-    from syno_automl.study import train_operator
+    from syno_automl.search import training
 
     config = context.config
     name = config.objective_name
-    lm = config.task == "lm"
+    task = task_of(config)
     for s in range(seeds):
-        changes: dict[str, Any] = {"seed": config.seed + s}
-        if lm:  # the learning-rate schedule (warmup, cosine) follows the budget, as in a trial of that many steps
-            changes.update(max_steps=budget, time_budget=None)
+        changes: dict[str, Any] = {"seed": config.seed + s, **task.final_changes(budget)}
         seeded = dataclasses.replace(context, config=dataclasses.replace(config, **changes))
         started = time.time()
         try:
-            value = train_operator(seeded, None, None, epochs=budget, operator=op, milestones={}, timeout=None,
-                                   steps=budget if lm else None)
+            value = training.train_operator(seeded, None, None, epochs=budget, operator=op, milestones={}, timeout=None,
+                                   steps=task.final_steps(budget))
         except KeyboardInterrupt:
             raise
         except Exception as e:  # one seed's failure (NaN loss...) is recorded, the others still count
@@ -147,10 +146,7 @@ def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, 
 def timing_batch(context: Any) -> Any:
     """The inputs the whole models are timed on: the search's example batch (image); lm: the tokens of the first
     validation batch (the validation loader does not shuffle: the same batch in every process and run)."""
-    if context.config.task != "lm":
-        return context.example
-    batch = next(iter(context.datamodule.val_dataloader()))
-    return batch[0] if isinstance(batch, (tuple, list)) else batch
+    return task_of(context.config).timing_batch(context)
 
 
 def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS,
@@ -169,8 +165,7 @@ def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS,
 
     threads = threads or torch.get_num_threads()
     example = timing_batch(context)
-    batch = (f"batch {int(example.shape[0])} × {int(example.shape[1])} tokens" if context.config.task == "lm"
-             else f"batch {int(example.shape[0])}")
+    batch = task_of(context.config).timing_label(example)
     label = f"torch eager inference, {batch}, {threads} thread{'s' if threads > 1 else ''}"
     protocol = TimingProtocol(**_ROUND)
     models: list[Any] = []
@@ -245,8 +240,8 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     baseline.latency_ms, baseline.speedup = base_ms, (1.0 if base_ms else None)
     for finalist, (ms, speedup) in zip(candidates, measured):
         finalist.latency_ms, finalist.speedup = ms, speedup
-    lm = config.task == "lm"
-    if lm and base_ms:  # the baseline's tokens over its median latency; an operator's: that times its speedup, the
+    task = task_of(config)
+    if task.counts_tokens and base_ms:  # the baseline's tokens over its median latency; an operator's: that times its speedup, the
         # paired per-round ratio (not its own median's), so that the tokens/s ratio is the speedup the verdict gives
         baseline.tokens_per_s = int(timing_batch(context).numel()) / (base_ms / 1e3)
         for finalist in candidates:
@@ -254,7 +249,7 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     # lm margin: absolute nats of val_loss. A loss difference d is a perplexity ratio exp(d), so 0.01 nats is ~1 %
     # more perplexity at any loss level; a margin relative to the loss would instead tighten as the model improves
     result = FinalResult(baseline, candidates, seeds=seeds, epochs=budget, margin=config.final_margin,
-                         timing=timing, metric=config.objective_name if lm else "accuracy", maximize=not lm,
+                         timing=timing, metric=task.final_metric, maximize=task.direction == "maximize",
                          seconds=time.time() - started, unit=unit)
     _record(study, result, config.objective_name, tracker, parent)
     if out is not None:

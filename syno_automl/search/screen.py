@@ -39,7 +39,7 @@ from syno_automl.config import SCREENS as CONFIG_SCREENS
 
 if TYPE_CHECKING:
     from syno_automl.space import Operator
-    from syno_automl.study import SearchContext
+    from syno_automl.search.context import SearchContext
 
 __all__ = ["Screen", "ScreenResult", "SCREENS", "DEFAULT_THRESHOLDS", "DEFAULT_STEPS", "ScreenedOut"]
 
@@ -134,7 +134,7 @@ class Screen:
         """The task model as the trial's training starts it: seeded, built, the operator substituted (with its
         initial scale matched, as SynoSubstitution does in training)."""
         from syno_automl.lightning import SynoSubstitution
-        from syno_automl.study import LAYERS
+        from syno_automl.search.context import LAYERS
 
         context = self.context
         L.seed_everything(seed % (1 << 32), workers=False, verbose=False)

@@ -1,0 +1,229 @@
+"""One search trial (the Optuna objective): baseline or operator, trained, logged to its MLflow run, printed."""
+from __future__ import annotations
+
+import math
+import sys
+import time
+import traceback
+from typing import Any, TextIO
+
+import optuna
+
+from syno_automl import vocabulary as V
+from syno_automl.config import SearchConfig
+from syno_automl.optuna import BASELINE_ATTR, suggest_operator
+from syno_automl.search import training
+from syno_automl.search.context import SearchContext
+from syno_automl.search.objectives import baseline_trial, primary_value
+from syno_automl.space import Operator
+from syno_automl.tasks import task_of
+
+__all__ = ["Objective", "RUN_ID_ATTR", "FAILURE_ATTR", "INTERRUPTED"]
+
+RUN_ID_ATTR = V.RUN_ID
+FAILURE_ATTR = V.FAILURE
+INTERRUPTED = "interrupted by the user (Ctrl-C / SIGINT)"
+
+
+def _failure_reason(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    cause = error.__cause__
+    if cause is not None and str(cause) not in text:
+        text += f" (caused by {type(cause).__name__}: {cause})"
+    return text
+
+
+class Objective:
+    """Trains one trial: baseline or operator; returns the final validation accuracy (image) or loss (lm), and
+    (pareto) the operator's planned cost ratio (the baseline's: 1.0).
+
+    Example:
+        >>> context = prepare(SearchConfig())                                   # doctest: +SKIP
+        >>> open_study(SearchConfig(), context).optimize(Objective(context), 2)  # doctest: +SKIP
+    """
+
+    def __init__(self, context: SearchContext, tracker: Any | None = None, parent_run_id: str | None = None,
+                 out: TextIO | None = sys.stdout) -> None:
+        self.context = context
+        self.config = context.config
+        self.tracker = tracker
+        self.parent_run_id = parent_run_id
+        self.out = out
+        self.screen: Any = None   # search/screen.py's Screen, made at the first operator trial when config.screen
+
+    def __call__(self, trial: optuna.trial.Trial) -> float | tuple[float, float]:
+        config, context = self.config, self.context
+        baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
+        run = None
+        op: Operator | None = None
+        started = time.time()
+        self._close_lost_run(trial)
+        system = trial.storage.get_trial_system_attrs(trial._trial_id)
+        if baseline and f"constraints:{V.BASELINE_CONSTRAINT}" not in system:  # (a retried baseline has it)
+            # the reference, not a candidate: infeasible, so study.best_trial is the best operator
+            trial.set_constraint(V.BASELINE_CONSTRAINT, 1.0)
+        try:
+            try:
+                if not baseline:
+                    op = suggest_operator(trial)
+            finally:  # a run even for a trial whose operator could not be given (reason recorded below)
+                if self.tracker is not None:
+                    run = self.tracker.trial_run(self.parent_run_id, config.study, trial.number, op,
+                                                 settings=_trial_run_settings(config), tags={"optuna.study": config.study},
+                                                 label=None if op is not None or baseline else "no-operator")
+                    trial.set_user_attr(RUN_ID_ATTR, run.run_id)
+            if op is not None and config.screen != "off":
+                self._screen(trial, run)
+            value = training.train_operator(context, trial, run, epochs=config.epochs)
+            cost = 1.0 if baseline else trial.user_attrs.get(V.COST_RATIO)
+            if config.objective == "pareto" and (cost is None or not math.isfinite(float(cost))):
+                raise ValueError(f"no finite planned cost ratio ({V.COST_RATIO}={cost}): not comparable")
+            if baseline and run is not None:
+                _log_baseline(run, context)
+            extra = task_of(config).trial_line(trial, run, baseline)
+            if op is not None and config.latency_targets:
+                extra += self._latency(trial, run, op, value)
+        except KeyboardInterrupt:  # Ctrl-C: this trial fails now (Optuna marks it FAIL and re-raises)
+            trial.set_user_attr(FAILURE_ATTR, INTERRUPTED)
+            if run is not None:
+                run.log_failure(INTERRUPTED)
+                run.finish("KILLED")
+            self._print(trial, op, "interrupted", started)
+            raise
+        except optuna.TrialPruned as e:
+            trial.set_user_attr(V.PRUNED, str(e)[:1000])
+            if run is not None:
+                run.set_tags({V.TAG_PRUNED: str(e)})
+                run.finish("KILLED")
+            self._print(trial, op, f"pruned ({e})", started)
+            raise
+        except Exception as e:
+            reason = _failure_reason(e)
+            trial.set_user_attr(FAILURE_ATTR, reason[:1000])
+            if run is not None:
+                run.log_failure(reason, traceback.format_exc())
+                run.finish("FAILED")
+            self._print(trial, op, f"failed: {reason[:160]}", started)
+            raise
+        if run is not None:
+            run.finish("FINISHED")
+        ratio = trial.user_attrs.get(V.FLOPS_RATIO)
+        self._print(trial, op, f"{config.objective_name} {value:.4f}"
+                    + (f"  flops {ratio:.3f}x" if ratio is not None else "")
+                    + (f"  cost {cost:.3f}x" if cost is not None and not baseline else "") + extra, started)
+        return (value, float(cost)) if config.objective == "pareto" else value
+
+    def _screen(self, trial: optuna.trial.Trial, run: Any | None) -> None:
+        """Scores the trial's operator cheaply before its training (search/screen.py, seeded as the training);
+        raises ScreenedOut (an optuna.TrialPruned: the MCTS rewards it as a pruned trial) when it fails."""
+        from syno_automl.search.screen import Screen, ScreenedOut
+
+        if self.screen is None:
+            self.screen = Screen(self.context, self.config.screen, self.config.screen_threshold)
+        result = self.screen.score(trial, seed=self.config.seed + trial.number)
+        trial.set_user_attr(V.SCREEN_SCORE, result.score if math.isfinite(result.score) else None)
+        if run is not None and math.isfinite(result.score):
+            run.log_metrics({V.METRIC_SCREEN_SCORE: result.score})
+        if not result.passed:
+            trial.set_user_attr(V.SCREENED, result.reason())
+            raise ScreenedOut(result.reason())
+
+    def _latency(self, trial: optuna.trial.Trial, run: Any | None, op: Operator, value: float) -> str:
+        """TVM latency of the operator in every replaced layer vs those layers, when the trial is within the
+        margin of the baseline. Never fails the trial: a missing latency is recorded with its reason."""
+        config = self.config
+        base = baseline_trial(trial.study)
+        if config.latency_margin is not None:
+            base_value = primary_value(base) if base is not None else None
+            if base_value is None:
+                return "  latency: skipped (no baseline value yet)"
+            within = (value <= base_value + config.latency_margin if config.direction == "minimize"
+                      else value >= base_value - config.latency_margin)
+            if not within:
+                return ""
+        try:
+            from syno_automl import measure
+
+            # at inference sizes: batch 1 (image) or one sequence (lm), as the paper's latency figures
+            sizes = task_of(config).latency_sizes(config)
+            out = self.out
+            progress = (None if out is None or config.latency_trials <= 0 else
+                        lambda line: print(f"  [trial {trial.number}] tuning {line}", file=out, flush=True))
+            result = measure.measure_layers(op, targets=config.latency_targets, trials=config.latency_trials,
+                                            inductor=config.latency_inductor, seed=config.seed, sizes=sizes,
+                                            protocol=measure.PROTOCOL, progress=progress)
+        except Exception as e:  # noqa: BLE001 -- TVM missing or broken: the trial keeps its value
+            reason = f"{type(e).__name__}: {e}"[:300]
+            trial.set_user_attr("syno.latency_failure", reason)
+            if run is not None:
+                run.set_tags({"syno.latency_failure": reason})
+            return f"  latency: missing ({reason[:80]})"
+        entries = {dev: measure.stored_entry(d) for dev, d in result["devices"].items()}
+        trial.set_user_attr("syno.latency", entries)
+        if run is not None:
+            from syno_automl.tracking import log_latency
+
+            log_latency(run, result)
+        self._log_baseline_latency(base, result)
+        # every speedup says how both sides were scheduled: "(untuned)", "(tuned 64 trials)", "(eager)"
+        parts = [f"{dev} {e['speedup']:.2f}x ({e.get('tag')})" if e["speedup"] is not None else f"{dev} missing"
+                 for dev, e in entries.items()]
+        return "  speedup " + ", ".join(parts)
+
+    def _log_baseline_latency(self, base: optuna.trial.FrozenTrial | None, result: dict[str, Any]) -> None:
+        """The baseline trial's run gets the replaced layers' latency as its own ``latency_ms.<device>`` (speedup
+        1), once per device, so that MLflow's compare view shows the baseline beside the operators."""
+        run_id = base.user_attrs.get(RUN_ID_ATTR) if base is not None else None
+        if self.tracker is None or run_id is None:
+            return
+        from syno_automl.tracking import log_latency
+
+        run = self.tracker.run(run_id)
+        try:
+            have = set(run.client.get_run(run_id).data.metrics)
+        except Exception:  # noqa: BLE001 -- logging never stops a search
+            return
+        todo = {dev: s for dev, s in result["devices"].items()
+                if s.get("baseline_ms") is not None and V.latency_metric(dev) not in have}
+        if todo:
+            log_latency(run, {"devices": todo}, role="baseline")
+
+    def _close_lost_run(self, trial: optuna.trial.Trial) -> None:
+        """A retried trial: its lost predecessor's run (worker killed mid-trial) is marked FAILED."""
+        lost = trial.storage.get_trial_system_attrs(trial._trial_id).get("failed_trial")
+        if self.tracker is None or lost is None:
+            return
+        history = trial.storage.get_trial_system_attrs(trial._trial_id).get("retry_history", [lost])
+        previous = history[-1] if history else lost
+        found = self.tracker.find_trial_run(self.config.study, number=previous)
+        if found is not None and found.info.status == "RUNNING":
+            run = self.tracker.run(found.info.run_id)
+            run.log_failure(f"worker lost mid-trial (heartbeat stale); retried as trial {trial.number}")
+            run.finish("FAILED")
+
+    def _print(self, trial: optuna.trial.Trial, op: Operator | None, what: str, started: float) -> None:
+        if self.out is None:
+            return
+        label = "baseline        " if op is None else op.hash
+        done = len(trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
+                                                                    optuna.trial.TrialState.PRUNED,
+                                                                    optuna.trial.TrialState.FAIL)))
+        print(f"[{done + 1:>3}] trial {trial.number:<3} {label}  {what}  ({time.time() - started:.1f} s)",
+              file=self.out, flush=True)
+
+
+def _trial_run_settings(config: SearchConfig) -> dict[str, Any]:
+    """What a trial run repeats of the search settings (all of them are on the study's parent run)."""
+    from syno_automl.tracking import TRIAL_RUN_SETTINGS
+
+    settings = config.settings()
+    return {k: settings[k] for k in TRIAL_RUN_SETTINGS if k in settings}
+
+
+def _log_baseline(run: Any, context: SearchContext) -> None:
+    """The baseline run's artifact: the replaced layers (so comparing runs in MLflow keeps artifact columns)."""
+    sub = context.substitution
+    run.log_json({"replaced_layers": [{"name": name, "kind": ph.kind, "layer": repr(ph.referred_layer),
+                                       "mapping": sub.space.mapping(i)} for i, (name, ph) in enumerate(sub.placeholders)],
+                  "baseline_flops": sub.baseline_flops, "space": str(sub.space.input_shape) + " -> "
+                  + str(sub.space.output_shape)}, V.ARTIFACT_BASELINE)

@@ -22,7 +22,9 @@ that every speedup compares both sides tuned at the same budget (``--trials 0``:
   Depthwise-separable convolution is two operators (depthwise then pointwise), not one, so it is left out.
 
 Prints a table of latency (ms) and speedup over conv2d per layer, and the geometric-mean speedup of each
-operator. The full run (7 layers x 5 kernels x 64 trials) takes hours on 2 shared cores: ``--layers``,
+operator. Once a layer's kernels are tuned they are timed again together (``--rounds`` 5 interleaved rounds of every
+kernel, built once from its best record; speedup = the median of per-round ratios): the table's figures, so that
+kernels tuned minutes apart on a shared machine are compared moments apart. The full run (7 layers x 5 kernels x 64 trials) takes hours on 2 shared cores: ``--layers``,
 ``--groups`` and ``--best`` cut it down. 64 trials leave kernels short of fully tuned (the baseline conv2d too);
 the paper-grade setting is 1000+ trials per kernel, and the database under ``--work-dir`` makes re-runs free.
 Nothing is asserted: this prints figures.

@@ -6,7 +6,10 @@ N seeds (default 5) x a fixed budget of operator trials (default 30) on the defa
              (space.sample(budget, seed): distinct canonical operators) -- bench/search.py's baseline method;
   * accuracy: the shipped search with ``objective="accuracy"`` (the single objective: no speed in the reward);
   * screened: the shipped search with ``screen`` on (--screen, --screen-threshold: search/screen.py): an operator
-             that fails the screen is pruned before its training (not in the default --methods).
+             that fails the screen is pruned before its training (not in the default --methods);
+  * METHOD-no-opening: METHOD with ``opening="none"``: no known operators enqueued first (known.opening), so
+             every operator trial comes from the method itself (shipped-no-opening is the search as shipped
+             before the opening existed).
 Each run ends with the search's own final stage (syno_automl.search.finalists: up to --finalists operators cheaper
 than the replaced layers re-trained with the baseline, --final-seeds seeds x --final-epochs epochs, whole models
 timed: torch eager inference, batch 64, the search's 1 thread, interleaved with the baseline, medians).
@@ -14,7 +17,8 @@ timed: torch eager inference, batch 64, the search's 1 thread, interleaved with 
 Figures per method (nothing asserted):
   * hit: the operator trials until the first operator with measured model speedup >= --speedup at <= --margin
     accuracy loss after the final re-training (among the run's finalists: the earliest qualifying finalist's
-    position in the run), ">budget" when none; median over seeds;
+    position in the run, the opening's trials included), ">budget" when none; median over seeds;
+  * searched hit: the same, counting only the operators the method proposed (not the opening's);
   * found: the share of seeds with such an operator;
   * best speedup: the best measured speedup of a finalist within the margin (any speedup);
   * hypervolume of the run's front (search accuracy, planned cost ratio) with optuna's compute_hypervolume,
@@ -202,11 +206,20 @@ class Cache:
         return base_ms, [(self.speedups[op.hash]["ms"], self.speedups[op.hash]["speedup"]) for op in ops], label
 
 
+METHODS = ("shipped", "random", "accuracy", "screened")
+NO_OPENING = "-no-opening"
+
+
 def run_one(method: str, context, config: SearchConfig, cache: Cache, seed: int, budget: int, folder: Path,
             screen: tuple[str, float | None] = ("loss-slope", None)):
     """One search of `budget` operator trials with seed `seed`, then the final stage; the run's figures."""
     cfg = dataclasses.replace(config, seed=seed, storage=f"sqlite:///{folder / f'{method}-{seed}.db'}",
                               study=f"{method}-{seed}", trials=budget)
+    if method.endswith(NO_OPENING):
+        method = method[: -len(NO_OPENING)]
+        cfg = dataclasses.replace(cfg, opening="none")
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}: one of {', '.join(METHODS)}, each optionally + {NO_OPENING!r}")
     if method == "accuracy":
         cfg = dataclasses.replace(cfg, objective="accuracy")
     if method == "screened":
@@ -224,10 +237,14 @@ def run_one(method: str, context, config: SearchConfig, cache: Cache, seed: int,
 
 
 def figures(study: optuna.Study, final, budget: int, margin: float, target: float, chance: float) -> dict:
-    ops = [t for t in study.trials if not t.user_attrs.get(V.BASELINE)]
+    ops = [t for t in study.trials  # a random run's last enqueued operators may be left waiting
+           if not t.user_attrs.get(V.BASELINE) and t.state != optuna.trial.TrialState.WAITING]
     order = {t.number: i + 1 for i, t in enumerate(ops)}  # position among the run's operator trials
-    hits = [order[f.trial] for f in (final.candidates if final else [])
-            if final.within(f) and f.speedup is not None and f.speedup >= target and f.trial in order]
+    qualifying = [f for f in (final.candidates if final else [])
+                  if final.within(f) and f.speedup is not None and f.speedup >= target and f.trial in order]
+    hits = [order[f.trial] for f in qualifying]
+    opening = {t.number for t in ops if V.OPENING in t.user_attrs}
+    searched = [h for f, h in zip(qualifying, hits) if f.trial not in opening]
     within = [f.speedup for f in (final.candidates if final else []) if final.within(f) and f.speedup is not None]
     base = baseline_trial(study)
     points = [(-t.values[0], t.user_attrs[V.COST_RATIO]) for t in ops
@@ -237,7 +254,8 @@ def figures(study: optuna.Study, final, budget: int, margin: float, target: floa
         ref = np.array([-ref_acc, 1.0]) if ref_acc is not None else None
         inside = np.array([p for p in points if ref is not None and p[0] < ref[0] and p[1] < ref[1]])
         hv[name] = (float(optuna._hypervolume.compute_hypervolume(inside, ref)) if len(inside) else 0.0)
-    return {"hit": min(hits) if hits else None, "best_speedup": max(within) if within else None, "hv": hv,
+    return {"hit": min(hits) if hits else None, "searched_hit": min(searched) if searched else None,
+            "opening": len(opening), "best_speedup": max(within) if within else None, "hv": hv,
             "complete": sum(t.state == optuna.trial.TrialState.COMPLETE for t in ops), "ops": len(ops),
             "screened": sum(V.SCREENED in t.user_attrs for t in ops),
             "verdict": final.verdict() if final else "(no final stage)",
@@ -254,7 +272,8 @@ def main() -> None:
     parser.add_argument("--final-epochs", type=int, default=None, help="default: twice --epochs")
     parser.add_argument("--margin", type=float, default=0.01)
     parser.add_argument("--speedup", type=float, default=1.3)
-    parser.add_argument("--methods", default="shipped,random,accuracy")
+    parser.add_argument("--methods", default="shipped,random,accuracy,shipped-no-opening,random-no-opening",
+                        help=f"comma-separated: {', '.join(METHODS)}, each optionally + {NO_OPENING!r}")
     parser.add_argument("--screen", default="loss-slope", help="the screen of the 'screened' method")
     parser.add_argument("--screen-threshold", type=float, default=None, help="default: the screen's own")
     parser.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "syno-bench-discovery-cache.json"))
@@ -284,24 +303,26 @@ def main() -> None:
             rows[method].append(r)
             best = f"{r['best_speedup']:.2f}x" if r["best_speedup"] else "-"
             screened = f" ({r['screened']} screened)" if r["screened"] else ""
-            print(f"  {method:8} seed {seed}: hit {r['hit'] or '>' + str(args.budget)}, best speedup within "
+            print(f"  {method:18} seed {seed}: hit {r['hit'] or '>' + str(args.budget)} (searched "
+                  f"{r['searched_hit'] or '>' + str(args.budget)}), best speedup within "
                   f"{args.margin * 100:g} pp {best}, {r['complete']}/{r['ops']} complete{screened}, best search acc "
                   f"{r['best_search_acc'] or 0:.3f}, HV(base) {r['hv']['baseline']:.4f} HV(chance) "
                   f"{r['hv']['chance']:.4f} ({time.time() - t0:.0f} s)\n      {r['verdict']}", flush=True)
     print(f"\n{time.time() - started:.0f} s in all; {cache.trained} trainings ({cache.train_s:.0f} s), "
           f"{cache.replayed} replayed from the cache\n")
-    print("| method | median trials to hit | seeds finding one | best speedup ≤ margin (median) | HV ref baseline "
-          "(mean) | HV ref chance (mean) | trained (mean) |\n|---|---:|---:|---:|---:|---:|---:|")
+    def median_hit(rs: list[dict], key: str) -> str:
+        med = statistics.median(r[key] if r[key] else args.budget + 1 for r in rs)
+        return f"{med:g}" if med <= args.budget else f">{args.budget}"
+
+    print("| method | median trials to hit | seeds finding one | of them by the method itself: median trials, seeds "
+          "| best speedup ≤ margin (median) | HV ref baseline (mean) | HV ref chance (mean) | trained (mean) |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|")
     for method, rs in rows.items():
-        hits = [r["hit"] if r["hit"] else args.budget + 1 for r in rs]
-        found = sum(r["hit"] is not None for r in rs)
         sp = [r["best_speedup"] for r in rs if r["best_speedup"]]
-        med = statistics.median(hits)
-        print(f"| {method} | {med if med <= args.budget else '>' + str(args.budget)} | {found}/{len(rs)} | "
-              f"{statistics.median(sp):.2f}x |" if sp else
-              f"| {method} | {med if med <= args.budget else '>' + str(args.budget)} | {found}/{len(rs)} | - |",
-              end="")
-        print(f" {statistics.fmean(r['hv']['baseline'] for r in rs):.4f} | "
+        print(f"| {method} | {median_hit(rs, 'hit')} | {sum(r['hit'] is not None for r in rs)}/{len(rs)} | "
+              f"{median_hit(rs, 'searched_hit')}, {sum(r['searched_hit'] is not None for r in rs)}/{len(rs)} | "
+              f"{f'{statistics.median(sp):.2f}x' if sp else '-'} | "
+              f"{statistics.fmean(r['hv']['baseline'] for r in rs):.4f} | "
               f"{statistics.fmean(r['hv']['chance'] for r in rs):.4f} | "
               f"{statistics.fmean(r['ops'] - r['screened'] for r in rs):.1f} |")
 

@@ -118,6 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pruner", choices=["hyperband", "halving", "none"], default=None,
                    help="image: stop trials that learn slower than the others, after each epoch, with Optuna's "
                         "HyperbandPruner or SuccessiveHalvingPruner (default: hyperband)")
+    p.add_argument("--opening", choices=["known", "none"], default=None,
+                   help="known: the first operator trials are the replaced layer's grouped forms that the space "
+                        "holds (a grouped conv, a block-diagonal linear), so the tree starts from a known trade of "
+                        "accuracy for speed; none: MCTS from the first trial (default: known)")
     p.add_argument("--screen", choices=["off", "loss-slope", "naswot"], default=None,
                    help="image: score each operator cheaply before its training and prune it there when the score "
                         "is below --screen-threshold (loss-slope: its loss drop over a few steps vs the baseline's; "

@@ -84,6 +84,8 @@ def config_of(args: argparse.Namespace, **extra: Any):
         value = getattr(args, name, None)
         if value is not None:
             setattr(config, attr, value)
+    if getattr(args, "opening", None) is not None:
+        config.opening = args.opening
     if getattr(args, "screen", None) is not None:
         config.screen = args.screen
     if getattr(args, "screen_threshold", None) is not None:

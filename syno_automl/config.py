@@ -27,6 +27,7 @@ TASKS = ("image", "lm")
 OBJECTIVES = ("pareto", "accuracy")   # pareto: (val_acc | val_loss, cost_ratio); accuracy: val_acc | val_loss alone
 PRUNERS = ("hyperband", "halving", "none")
 SCREENS = ("off", "loss-slope", "naswot")   # search/screen.py: a cheap score before a trial's full training
+OPENINGS = ("known", "none")   # known: the space's grouped forms of the replaced layer are the first trials
 LAYER_NAMES = ("conv2d", "linear")
 # lightning_modules' registries (MODEL_NAMES, DATAMODULE_NAMES) import torch: their names are repeated here so
 # that a wrong name fails before the imports (tests/test_cli_workflow.py keeps the two lists equal)
@@ -52,7 +53,7 @@ RESUMABLE = frozenset({"trials", "data_dir", "trial_timeout", "latency_targets",
 
 # what a study recorded before a setting existed ran with: a --resume of it keeps that behaviour
 LEGACY_SETTINGS: dict[str, Any] = {"objective": "accuracy", "pruner": "none", "reward_speedup": 2.0,
-                                   "screen": "off", "screen_threshold": None}
+                                   "screen": "off", "screen_threshold": None, "opening": "none"}
 
 
 def with_legacy_settings(recorded: Mapping[str, Any]) -> dict[str, Any]:
@@ -127,6 +128,9 @@ class SearchConfig:
     # is below screen_threshold (None: the screen's default); "off": train every operator
     screen: str = "off"
     screen_threshold: float | None = None
+    # "known": the study's first operator trials are the replaced layer's grouped forms that the space holds
+    # (known.opening: a known trade of accuracy for speed, and a first reward for the tree); "none": MCTS alone
+    opening: str = "known"
     reward_speedup: float = 2.0       # pareto: the speedup (1 / cost_ratio) at which accuracy earns full reward
     reward_lower: float | None = None  # None: chance level, 1 / num_classes
     reward_upper: float = 1.0
@@ -203,6 +207,8 @@ class SearchConfig:
             raise ValueError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
         if self.pruner not in PRUNERS:
             raise ValueError(f"--pruner must be one of {', '.join(PRUNERS)}, got {self.pruner!r}")
+        if self.opening not in OPENINGS:
+            raise ValueError(f"--opening must be one of {', '.join(OPENINGS)}, got {self.opening!r}")
         if self.screen not in SCREENS:
             raise ValueError(f"--screen must be one of {', '.join(SCREENS)}, got {self.screen!r}")
         if self.screen != "off" and self.task != "image":

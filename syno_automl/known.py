@@ -21,7 +21,8 @@ from syno_automl.errors import OperatorFormatError
 from syno_automl.ir.expr import evaluate_index as ir_evaluate_index
 from syno_automl.space import Node, Operator, OperatorSpace
 
-__all__ = ["walk", "conv2d", "depthwise_conv2d", "grouped_conv2d", "avg_pool2d", "pixel_shuffle", "linear"]
+__all__ = ["walk", "conv2d", "depthwise_conv2d", "grouped_conv2d", "grouped_linear", "avg_pool2d", "pixel_shuffle",
+           "linear", "opening"]
 
 
 def _normalize(description: str) -> str:
@@ -85,14 +86,27 @@ def depthwise_conv2d(space: OperatorSpace) -> Operator:
                         "UNFOLD H -> [H, k]", "UNFOLD W -> [W, k]"])
 
 
-def grouped_conv2d(space: OperatorSpace) -> Operator:
-    """Grouped k×k convolution with g groups. Spec: [N, C_in, H, W] -> [N, C_out, H, W], coefficients k, g.
+def grouped_conv2d(space: OperatorSpace, groups: str = "g") -> Operator:
+    """Grouped k×k convolution with `groups` groups (a coefficient's name). Spec: [N, C_in, H, W] ->
+    [N, C_out, H, W], coefficients k and `groups`.
 
     Weight layout: [g, C_out/g, C_in/g, kh, kw] (torch's [C_out, C_in/g, kh, kw] reshaped).
     """
-    return walk(space, ["REDUCE g^-1*C_in", "REDUCE k", "REDUCE k", "MERGE [g, g^-1*C_out] -> C_out",
-                        "CONTRACTION share [g, g^-1*C_in, k, k] outer [g^-1*C_out]",
-                        "SPLIT C_in -> [g, g^-1*C_in]", "UNFOLD H -> [H, k]", "UNFOLD W -> [W, k]"])
+    g = groups
+    return walk(space, [f"REDUCE {g}^-1*C_in", "REDUCE k", "REDUCE k", f"MERGE [{g}, {g}^-1*C_out] -> C_out",
+                        f"CONTRACTION share [{g}, {g}^-1*C_in, k, k] outer [{g}^-1*C_out]",
+                        f"SPLIT C_in -> [{g}, {g}^-1*C_in]", "UNFOLD H -> [H, k]", "UNFOLD W -> [W, k]"])
+
+
+def grouped_linear(space: OperatorSpace, groups: str = "g") -> Operator:
+    """Block-diagonal dense layer with `groups` blocks (a coefficient's name). Spec: [N, C_in] -> [N, C_out].
+
+    Weight layout: [g, C_out/g, C_in/g].
+    """
+    g = groups
+    return walk(space, [f"REDUCE {g}^-1*C_in", f"MERGE [{g}, {g}^-1*C_out] -> C_out",
+                        f"CONTRACTION share [{g}, {g}^-1*C_in] outer [{g}^-1*C_out]",
+                        f"SPLIT C_in -> [{g}, {g}^-1*C_in]"])
 
 
 def avg_pool2d(space: OperatorSpace) -> Operator:
@@ -116,3 +130,34 @@ def pixel_shuffle(space: OperatorSpace) -> Operator:
 def linear(space: OperatorSpace) -> Operator:
     """Dense layer. Spec: [N, C_in] -> [N, C_out]. Weight layout: [C_out, C_in] (as torch's Linear)."""
     return walk(space, ["REDUCE C_in", "CONTRACTION share [C_in] outer [C_out]"])
+
+
+# the replaced layer's grouped forms, most faithful first: a space that holds a grouped conv replaces a conv
+_GROUPED_FORMS: tuple[tuple[str, Callable[[OperatorSpace, str], Operator]], ...] = (
+    ("grouped conv2d", grouped_conv2d), ("block-diagonal linear", grouped_linear))
+
+
+def opening(space: OperatorSpace) -> list[tuple[str, Operator]]:
+    """The replaced layer's grouped forms that `space` holds, as (label, operator): for each coefficient, the
+    first of a grouped conv and a block-diagonal linear with that many groups that the space reaches and admits
+    (its FLOPs and cost budgets); none where no coefficient divides the channels.
+
+    Example:
+        >>> from syno_automl import OperatorSpace
+        >>> space = OperatorSpace("[N, C_in]", "[N, C_out]", ["N: 0", "C_in: 2", "C_out: 2"], ["s=2: 2"],
+        ...     [{"N": 4, "C_in": 8, "C_out": 8}], max_depth=5)
+        >>> [label for label, _ in opening(space)]
+        ['block-diagonal linear, s groups']
+    """
+    found: list[tuple[str, Operator]] = []
+    for spec in space.config()["coefficients"]:
+        name = re.split(r"[=:]", spec, maxsplit=1)[0].strip()
+        for label, form in _GROUPED_FORMS:
+            try:
+                op = form(space, name)
+            except OperatorFormatError:
+                continue
+            if all(op.hash != other.hash for _, other in found):
+                found.append((f"{label}, {name} groups", op))
+            break
+    return found

@@ -29,6 +29,7 @@ OPERATOR = "syno.operator"            # operator JSON, its one home: enqueue_tri
 BASELINE = "syno.baseline"            # True on the trial that trains the original layers
 FAILURE = "syno.failure"              # why the trial failed
 PRUNED = "syno.pruned"                # why the trial was pruned
+OPENING = "syno.opening"              # on an opening trial: the known form it runs (known.opening)
 SCREENED = "syno.screened"            # why the screen pruned the trial before its training (search/screen.py)
 SCREEN_SCORE = "syno.screen_score"    # the operator's screen score (relative to the baseline's; higher is better)
 FIDELITY_TRIAL = "syno.fidelity_trial"  # pareto: number of the companion study's trial holding its per-epoch values

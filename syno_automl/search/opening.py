@@ -1,6 +1,6 @@
-"""Opening the search's Optuna study: created with the baseline enqueued, or resumed after checks that it was made
-for the same task, settings and space; how many trials a worker still runs; the sampler's reward and the study's
-pruner."""
+"""Opening the search's Optuna study: created with the baseline (and the opening's known operators) enqueued, or
+resumed after checks that it was made for the same task, settings and space; how many trials a worker still runs;
+the sampler's reward and the study's pruner."""
 from __future__ import annotations
 
 import warnings
@@ -9,6 +9,7 @@ from typing import Any
 
 import optuna
 
+from syno_automl import known
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig, StudyExistsError, StudyMismatchError, describe_diff, settings_diff, \
     with_legacy_settings
@@ -79,7 +80,8 @@ def check_resumed(study: optuna.Study, config: SearchConfig, space_config: dict[
 
 def open_study(config: SearchConfig, context: SearchContext, resume: bool = False,
                sampler: optuna.samplers.BaseSampler | None = None) -> optuna.Study:
-    """Creates the study (baseline enqueued as its first trial) or, with `resume`, loads and checks it."""
+    """Creates the study (the baseline enqueued as its first trial, then with ``opening="known"`` the space's grouped
+    forms of the replaced layer, known.opening) or, with `resume`, loads and checks it."""
     storage = make_storage(config.storage, heartbeat_interval=config.heartbeat, grace_period=config.grace_period)
     sampler = sampler or SynoSampler(context.space, seed=config.seed, exploration=config.exploration,
                                      reward=sampler_reward(config, context))
@@ -100,6 +102,9 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(config.objective_names)  # the dashboard's and trials_dataframe's column name
         study.enqueue_trial({}, user_attrs={BASELINE_ATTR: True})
+        if config.opening == "known":
+            for label, op in known.opening(context.space):
+                study.enqueue_trial({}, user_attrs={V.OPERATOR: op.to_json(), V.OPENING: label})
     return study
 
 

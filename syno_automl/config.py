@@ -45,15 +45,16 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 # settings a --resume may change: how many trials, where the data lives, the safety time limit, what is
 # measured beside training
-# (the final stage runs after the trials and changes none of them: a --resume may change it too)
+# (the final stage runs after the trials and changes none of them: a --resume may change it too; the opening is
+# enqueued when a study is created, so a --resume's changes nothing)
 RESUMABLE = frozenset({"trials", "data_dir", "trial_timeout", "latency_targets", "latency_trials", "latency_margin",
                        "latency_inductor", "finalists", "final_epochs", "final_steps", "final_seeds",
-                       "final_margin"})
+                       "final_margin", "opening"})
 
 
 # what a study recorded before a setting existed ran with: a --resume of it keeps that behaviour
 LEGACY_SETTINGS: dict[str, Any] = {"objective": "accuracy", "pruner": "none", "reward_speedup": 2.0,
-                                   "screen": "off", "screen_threshold": None, "opening": "none"}
+                                   "screen": "off", "screen_threshold": None}
 
 
 def with_legacy_settings(recorded: Mapping[str, Any]) -> dict[str, Any]:

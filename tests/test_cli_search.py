@@ -121,7 +121,8 @@ def test_nan_loss_and_unbuildable_operator_are_recorded(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     config = SearchConfig(trials=2, epochs=1, lr=1e12, storage=f"sqlite:///{tmp_path / 's.db'}",
-                          tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", trial_timeout=None)
+                          tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}", trial_timeout=None,
+                          opening="none")  # the enqueued operator is the first operator trial
     study = open_study(config, prepare(config))
     study.enqueue_trial({}, user_attrs={"syno.operator": json.dumps({"format": "syno-operator/1", "hash": "0" * 16,
                                                                      "path": ["0" * 16], "space": {}})})

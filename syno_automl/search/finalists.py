@@ -225,8 +225,9 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     base_trial = baseline_trial(study)
     baseline = Finalist("baseline", base_trial.number if base_trial else None, "the original layers", 1.0,
                         primary_value(base_trial) if base_trial is not None else None)
-    candidates = [Finalist(op.hash, t.number, short_description(op.primitives), t.user_attrs.get(V.COST_RATIO),
-                           primary_value(t)) for t, op in zip(trials, ops)]
+    # an opening trial runs a known form (known.opening): the verdict names it, so that it reads as known, not found
+    candidates = [Finalist(op.hash, t.number, t.user_attrs.get(V.OPENING) or short_description(op.primitives),
+                           t.user_attrs.get(V.COST_RATIO), primary_value(t)) for t, op in zip(trials, ops)]
     # no finalist: nothing to compare the baseline with, so it is not re-trained either
     for finalist, op in zip([baseline, *candidates] if candidates else [], [None, *ops]):
         run = None

@@ -33,6 +33,9 @@ Measured speedups are cached by hash too (the first measurement, in the process 
 baseline). A replayed trial reports its cached intermediate values where the search reports them (its own study,
 or a pareto search's companion study ``<study>.fidelity``, as search/fidelity.py does; the baseline never) and
 stops where the pruner says, so that later trials meet the same competitors as in a search without the cache.
+Optuna's HyperbandPruner picks a trial's bracket from a hash of (study name, trial number): runs are named
+``<method>-<seed>``, so renaming a method changes which of its trials are pruned (random-no-opening is not a
+replay of an older run's random).
 
     python bench/discovery.py                                # 5 seeds x 30 trials (see the note for the time)
     nice -n 10 python bench/discovery.py --seeds 2 --budget 8

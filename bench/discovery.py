@@ -273,6 +273,7 @@ def main() -> None:
     parser.add_argument("--finalists", type=int, default=3)
     parser.add_argument("--final-seeds", type=int, default=3)
     parser.add_argument("--final-epochs", type=int, default=None, help="default: twice --epochs")
+    parser.add_argument("--pruner", default="hyperband", help="the searches' --pruner (default: %(default)s)")
     parser.add_argument("--margin", type=float, default=0.01)
     parser.add_argument("--speedup", type=float, default=1.3)
     parser.add_argument("--methods", default="shipped,random,accuracy,shipped-no-opening,random-no-opening",
@@ -286,6 +287,7 @@ def main() -> None:
     training.train_operator = cache.train  # Objective and the final stage's retrain() read the module's
     finalists.measure_speedups = cache.measure
     config = SearchConfig(epochs=args.epochs, tracking_uri=None, heartbeat=None, finalists=args.finalists,
+                          pruner=args.pruner,
                           final_seeds=args.final_seeds, final_epochs=args.final_epochs, final_margin=args.margin)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     started = time.time()
@@ -293,7 +295,7 @@ def main() -> None:
     chance = 1.0 / max(context.num_classes, 2)
     folder = Path(tempfile.mkdtemp(prefix="syno-discovery-"))
     print(f"discovery: {args.seeds} seeds x {args.budget} operator trials, methods {', '.join(methods)}; search "
-          f"{config.epochs} epochs/trial, final stage {args.finalists} finalists x {args.final_seeds} seeds x "
+          f"{config.epochs} epochs/trial, pruner {config.pruner}, final stage {args.finalists} finalists x {args.final_seeds} seeds x "
           f"{finalists.final_epochs(config)} epochs; hit = speedup >= {args.speedup}x at <= {args.margin * 100:g} pp "
           f"(cache {args.cache})", flush=True)
     rows: dict[str, list[dict]] = {m: [] for m in methods}

@@ -295,8 +295,8 @@ def main() -> None:
     chance = 1.0 / max(context.num_classes, 2)
     folder = Path(tempfile.mkdtemp(prefix="syno-discovery-"))
     print(f"discovery: {args.seeds} seeds x {args.budget} operator trials, methods {', '.join(methods)}; search "
-          f"{config.epochs} epochs/trial, pruner {config.pruner}, final stage {args.finalists} finalists x {args.final_seeds} seeds x "
-          f"{finalists.final_epochs(config)} epochs; hit = speedup >= {args.speedup}x at <= {args.margin * 100:g} pp "
+          f"{config.epochs} epochs/trial, pruner {config.pruner}, final stage {args.finalists} finalists x "
+          f"{args.final_seeds} seeds x {finalists.final_epochs(config)} epochs; hit = speedup >= {args.speedup}x at <= {args.margin * 100:g} pp "
           f"(cache {args.cache})", flush=True)
     rows: dict[str, list[dict]] = {m: [] for m in methods}
     for seed in range(args.seeds):

@@ -296,8 +296,8 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="syno-discovery-"))
     print(f"discovery: {args.seeds} seeds x {args.budget} operator trials, methods {', '.join(methods)}; search "
           f"{config.epochs} epochs/trial, pruner {config.pruner}, final stage {args.finalists} finalists x "
-          f"{args.final_seeds} seeds x {finalists.final_epochs(config)} epochs; hit = speedup >= {args.speedup}x at <= {args.margin * 100:g} pp "
-          f"(cache {args.cache})", flush=True)
+          f"{args.final_seeds} seeds x {finalists.final_epochs(config)} epochs; hit = speedup >= {args.speedup}x at "
+          f"<= {args.margin * 100:g} pp (cache {args.cache})", flush=True)
     rows: dict[str, list[dict]] = {m: [] for m in methods}
     for seed in range(args.seeds):
         for method in methods:

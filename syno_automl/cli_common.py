@@ -80,16 +80,11 @@ def config_of(args: argparse.Namespace, **extra: Any):
                        ("epochs", "epochs"), ("image_size", "image_size"), ("lr", "lr"),
                        ("max_depth", "max_depth"), ("timeout", "trial_timeout"), ("threads", "threads"),
                        ("steps", "max_steps"), ("time_budget", "time_budget"), ("seq_len", "seq_len"),
-                       ("val_every", "val_every"), ("tokenizer", "tokenizer")):
+                       ("val_every", "val_every"), ("tokenizer", "tokenizer"), ("opening", "opening"),
+                       ("screen", "screen"), ("screen_threshold", "screen_threshold")):
         value = getattr(args, name, None)
         if value is not None:
             setattr(config, attr, value)
-    if getattr(args, "opening", None) is not None:
-        config.opening = args.opening
-    if getattr(args, "screen", None) is not None:
-        config.screen = args.screen
-    if getattr(args, "screen_threshold", None) is not None:
-        config.screen_threshold = args.screen_threshold
     if getattr(args, "timeout", None) == 0:
         config.trial_timeout = None
     if getattr(args, "time_budget", None) == 0:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Sequence
 
+from syno_automl import _native
 from syno_automl.errors import OperatorFormatError
 from syno_automl.ir.expr import evaluate_index as ir_evaluate_index
 from syno_automl.space import Node, Operator, OperatorSpace
@@ -151,7 +152,7 @@ def opening(space: OperatorSpace) -> list[tuple[str, Operator]]:
     """
     found: list[tuple[str, Operator]] = []
     for spec in space.config()["coefficients"]:
-        name = re.split(r"[=:]", spec, maxsplit=1)[0].strip()
+        name = _native.parse_spec(spec)["name"]
         for label, form in _GROUPED_FORMS:
             try:
                 op = form(space, name)

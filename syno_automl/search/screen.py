@@ -134,10 +134,10 @@ class Screen:
         """The task model as the trial's training starts it: seeded, built, the operator substituted (with its
         initial scale matched, as SynoSubstitution does in training)."""
         from syno_automl.lightning import SynoSubstitution
-        from syno_automl.search.context import LAYERS
+        from syno_automl.search.context import LAYERS, seed_everything
 
         context = self.context
-        L.seed_everything(seed % (1 << 32), workers=False, verbose=False)
+        seed_everything(seed)
         task = context.build_task(context.build_model())
         if target is not None:
             options = {k: v for k, v in context.substitute_options.items() if k not in ("flops_ratio", "cost_ratio")}

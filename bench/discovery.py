@@ -258,7 +258,7 @@ def figures(study: optuna.Study, final, budget: int, margin: float, target: floa
         inside = np.array([p for p in points if ref is not None and p[0] < ref[0] and p[1] < ref[1]])
         hv[name] = (float(optuna._hypervolume.compute_hypervolume(inside, ref)) if len(inside) else 0.0)
     return {"hit": min(hits) if hits else None, "searched_hit": min(searched) if searched else None,
-            "opening": len(opening), "best_speedup": max(within) if within else None, "hv": hv,
+            "best_speedup": max(within) if within else None, "hv": hv,
             "complete": sum(t.state == optuna.trial.TrialState.COMPLETE for t in ops), "ops": len(ops),
             "screened": sum(V.SCREENED in t.user_attrs for t in ops),
             "verdict": final.verdict() if final else "(no final stage)",

@@ -2,7 +2,8 @@
 
     PYTHONPATH=. python bench/latency.py [--trials 64] [--target llvm|cuda|rpc:KEY@host:port] [--samples 20]
                                          [--pick flops|untuned] [--operators H1,H2] [--min-ratio 0.1]
-                                         [--max-ratio 0.5] [--best 2] [--groups 2,4] [--layers 0,1,...] [--runner local|inprocess]
+                                         [--max-ratio 0.5] [--best 2] [--groups 2,4] [--layers 0,1,...]
+                                         [--runner local|inprocess]
                                          [--hang-timeout 1800] [--work-dir DIR] [--quick]
 
 Layers (C_in -> C_out at H x W, 3x3, stride 1, zero padding 1 -- the spec ``[N, C_in, H, W] -> [N, C_out, H, W]``
@@ -24,9 +25,10 @@ that every speedup compares both sides tuned at the same budget (``--trials 0``:
 Prints a table of latency (ms) and speedup over conv2d per layer, and the geometric-mean speedup of each
 operator. Once a layer's kernels are tuned they are timed again together (``--rounds`` 5 interleaved rounds of every
 kernel, built once from its best record; speedup = the median of per-round ratios): the table's figures, so that
-kernels tuned minutes apart on a shared machine are compared moments apart. The full run (7 layers x 5 kernels x 64 trials) takes hours on 2 shared cores: ``--layers``,
-``--groups`` and ``--best`` cut it down. 64 trials leave kernels short of fully tuned (the baseline conv2d too);
-the paper-grade setting is 1000+ trials per kernel, and the database under ``--work-dir`` makes re-runs free.
+kernels tuned minutes apart on a shared machine are compared moments apart. The full run (7 layers x 5 kernels x
+64 trials) takes hours on 2 shared cores: ``--layers``, ``--groups`` and ``--best`` cut it down. 64 trials leave
+kernels short of fully tuned (the baseline conv2d too); the paper-grade setting is 1000+ trials per kernel, and
+the database under ``--work-dir`` makes re-runs free.
 Nothing is asserted: this prints figures.
 """
 from __future__ import annotations

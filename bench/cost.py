@@ -37,8 +37,9 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from syno_automl import OperatorSpace  # noqa: E402
+from syno_automl.config import SearchConfig  # noqa: E402
 from syno_automl.placeholder import Substitution, substitute  # noqa: E402
-from syno_automl.study import SearchConfig, prepare  # noqa: E402
+from syno_automl.study import prepare  # noqa: E402
 
 SLOW = 20.0  # a step this many times the baseline's is timed once
 

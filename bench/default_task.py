@@ -2,7 +2,7 @@
 
 For each small-CNN width and digits image size asked, the default search's space is built as ``syno-automl search``
 builds it, and two models are re-trained and timed the way the search's final stage does it
-(``syno_automl.search.finalists``: ``--seeds`` training seeds x twice the search's epochs, paired seeds; whole
+(``syno_automl.study.finalists``: ``--seeds`` training seeds x twice the search's epochs, paired seeds; whole
 models timed in torch eager inference on the search's example batch, 1 thread, interleaved rounds):
 
 * the baseline (the original convs);
@@ -32,10 +32,11 @@ import torch  # noqa: E402
 
 import lightning_modules.models as zoo  # noqa: E402
 from syno_automl import known  # noqa: E402
-from syno_automl.search.finalists import measure_speedups, retrain  # noqa: E402
-from syno_automl.search.verdict import Finalist  # noqa: E402
+from syno_automl.config import SearchConfig  # noqa: E402
 from syno_automl.space import Operator, OperatorSpace  # noqa: E402
-from syno_automl.study import SearchConfig, prepare  # noqa: E402
+from syno_automl.study import prepare  # noqa: E402
+from syno_automl.study.finalists import measure_speedups, retrain  # noqa: E402
+from syno_automl.study.verdict import Finalist  # noqa: E402
 
 GROUPED_BY_S = ["REDUCE s^-1*C_in", "REDUCE k", "REDUCE k", "MERGE [s, s^-1*C_out] -> C_out",
                 "CONTRACTION share [s, s^-1*C_in, k, k] outer [s^-1*C_out]",

@@ -10,7 +10,7 @@ N seeds (default 5) x a fixed budget of operator trials (default 30) on the defa
   * METHOD-no-opening: METHOD with ``opening="none"``: no known operators enqueued first (known.opening), so
              every operator trial comes from the method itself (shipped-no-opening is the search as shipped
              before the opening existed).
-Each run ends with the search's own final stage (syno_automl.search.finalists: up to --finalists operators cheaper
+Each run ends with the search's own final stage (syno_automl.study.finalists: up to --finalists operators cheaper
 than the replaced layers re-trained with the baseline, --final-seeds seeds x --final-epochs epochs, whole models
 timed: torch eager inference, batch 64, the search's 1 thread, interleaved with the baseline, medians).
 
@@ -61,13 +61,16 @@ warnings.filterwarnings("ignore")
 import numpy as np  # noqa: E402
 import optuna  # noqa: E402
 
-import syno_automl.search.finalists as finalists  # noqa: E402
-import syno_automl.search.training as training  # noqa: E402
+import syno_automl.study.finalists as finalists  # noqa: E402
+import syno_automl.study.training as training  # noqa: E402
 from syno_automl import vocabulary as V  # noqa: E402
+from syno_automl.config import SearchConfig  # noqa: E402
 from syno_automl.search.fidelity import fidelity_study_name, make_pruner, open_fidelity_study  # noqa: E402
 from syno_automl.search.objectives import baseline_trial  # noqa: E402
-from syno_automl.search.storage import make_storage  # noqa: E402,F401 (the study's storage, as the CLI's)
-from syno_automl.study import Objective, SearchConfig, open_study, prepare, remaining_trials  # noqa: E402
+from syno_automl.study import prepare  # noqa: E402
+from syno_automl.study.opening import open_study, remaining_trials  # noqa: E402
+from syno_automl.study.storage import make_storage  # noqa: E402,F401 (the study's storage, as the CLI's)
+from syno_automl.study.trial import Objective  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 import lightning.pytorch  # noqa: E402,F401 - sets its loggers' levels on import: quiet them after
@@ -296,7 +299,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="syno-discovery-"))
     print(f"discovery: {args.seeds} seeds x {args.budget} operator trials, methods {', '.join(methods)}; search "
           f"{config.epochs} epochs/trial, pruner {config.pruner}, final stage {args.finalists} finalists x "
-          f"{args.final_seeds} seeds x {finalists.final_epochs(config)} epochs; hit = speedup >= {args.speedup}x at "
+          f"{args.final_seeds} seeds x {finalists.final_budget(config)[0]} epochs; hit = speedup >= {args.speedup}x at "
           f"<= {args.margin * 100:g} pp (cache {args.cache})", flush=True)
     rows: dict[str, list[dict]] = {m: [] for m in methods}
     for seed in range(args.seeds):

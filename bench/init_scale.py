@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from lightning_modules import DigitsDataModule, build_model  # noqa: E402
 from syno_automl import OperatorSpace  # noqa: E402
-from syno_automl.lightning import _placeholder_inputs, match_output_scale  # noqa: E402
 from syno_automl.placeholder import substitute  # noqa: E402
+from syno_automl.search.callbacks import _placeholder_inputs, match_output_scale  # noqa: E402
 
 SPECS = {
     "conv2d": ("[N, C_in, H, W]", "[N, C_out, H, W]", ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"],

@@ -1,7 +1,7 @@
 """Screen benchmark (issue 14, point 4): does a cheap score of an operator predict how it trains?
 
 Samples --count distinct operators from the default search's space (the space `syno-automl search` builds:
-prepare(SearchConfig()), small CNN on digits at 8x8), scores each with the screens of syno_automl.search.screen
+prepare(SearchConfig()), small CNN on digits at 8x8), scores each with the screens of syno_automl.study.screen
 (loss-slope at --steps and at half of them, naswot) and trains each as a search trial does (--epochs epochs, the
 trial's training path and time limit, no pruner), all with the search seed. Figures (nothing asserted):
   * Spearman rank correlation of each score with the trained val_acc (failed trainings ranked lowest, as 0.0);
@@ -38,11 +38,12 @@ import optuna  # noqa: E402
 from scipy.stats import spearmanr  # noqa: E402
 
 from syno_automl import vocabulary as V  # noqa: E402
+from syno_automl.config import SearchConfig  # noqa: E402
 from syno_automl.errors import OperatorFormatError  # noqa: E402
-from syno_automl.search.screen import Screen  # noqa: E402
 from syno_automl.space import Operator  # noqa: E402
-from syno_automl.search.training import train_operator  # noqa: E402
-from syno_automl.study import SearchConfig, prepare  # noqa: E402
+from syno_automl.study import prepare  # noqa: E402
+from syno_automl.study.screen import Screen  # noqa: E402
+from syno_automl.study.training import train_operator  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 import lightning.pytorch  # noqa: E402,F401 - sets its loggers' levels on import: quiet them after

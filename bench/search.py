@@ -36,9 +36,12 @@ warnings.filterwarnings("ignore")
 
 import optuna  # noqa: E402
 
-from syno_automl.optuna import SynoSampler  # noqa: E402
+from syno_automl.config import SearchConfig  # noqa: E402
 from syno_automl.search.mcts import SearchExhaustedError  # noqa: E402
-from syno_automl.study import SearchConfig, prepare, train_operator, sampler_reward  # noqa: E402
+from syno_automl.search.sampler import SynoSampler  # noqa: E402
+from syno_automl.study import prepare  # noqa: E402
+from syno_automl.study.opening import sampler_reward  # noqa: E402
+from syno_automl.study.training import train_operator  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 import logging  # noqa: E402

@@ -1,7 +1,8 @@
 """syno_automl: synthesize new neural operators (Syno) as an MLflow-tracked Optuna AutoML plugin.
 
 The space (OperatorSpace, Operator) loads without torch or optuna; Placeholder/substitute (torch) and
-SynoSampler/suggest_operator (optuna) are imported on first use.
+SynoSampler/suggest_operator (optuna) and the Lightning callbacks (SynoSubstitution, SynoPruning, ...) are imported on
+first use.
 """
 from __future__ import annotations
 
@@ -18,19 +19,30 @@ if _util.find_spec("syno_automl._native") is None:  # the C++ core, built by CMa
         f"the core here: "
         f"cmake -S . -B build/dev -G Ninja -DSKBUILD=ON -DPython_EXECUTABLE=$(which python) && cmake --build "
         f"build/dev && cp build/dev/native/_native*.so syno_automl/")
-from syno_automl.errors import (EmptySpaceError, OperatorFormatError, OptionError, SpecError, SubstitutionError,
-                                SynoError, ValuationError)
+from syno_automl.errors import (
+    EmptySpaceError,
+    OperatorFormatError,
+    OptionError,
+    SpecError,
+    SubstitutionError,
+    SynoError,
+    ValuationError,
+)
 from syno_automl.space import Node, Operator, OperatorSpace
 
 __all__ = ["OperatorSpace", "Operator", "Node", "Placeholder", "Substitution", "substitute", "SynoSampler",
-           "suggest_operator", "SynoError", "SpecError", "OptionError", "EmptySpaceError", "OperatorFormatError",
+           "suggest_operator", "SynoSubstitution", "SynoPruning", "SlowTrialGuard", "TrainingTimeBudget",
+           "EpochMetricsLogger", "SynoError", "SpecError", "OptionError", "EmptySpaceError", "OperatorFormatError",
            "SubstitutionError", "ValuationError"]
 __version__ = "0.1.0"
 
 _LAZY = {
     "Placeholder": "syno_automl.placeholder", "Substitution": "syno_automl.placeholder",
     "substitute": "syno_automl.placeholder",
-    "SynoSampler": "syno_automl.optuna", "suggest_operator": "syno_automl.optuna",
+    "SynoSampler": "syno_automl.search.sampler", "suggest_operator": "syno_automl.search.sampler",
+    "SynoSubstitution": "syno_automl.search.callbacks", "SynoPruning": "syno_automl.search.callbacks",
+    "EpochMetricsLogger": "syno_automl.search.callbacks",
+    "SlowTrialGuard": "syno_automl.search.time_limits", "TrainingTimeBudget": "syno_automl.search.time_limits",
 }
 
 

@@ -1,5 +1,5 @@
 """What the ``syno-automl`` commands share: quiet library logs, the TVM check, the MLflow URI and the
-SearchConfig from the flags, the study and its operators (CLI only)."""
+study and its operators (CLI only; the SearchConfig from the flags: cli_options)."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from syno_automl import vocabulary as V
 from syno_automl.lookup import check_tracking_uri, existing_storage, find_operator
 
-__all__ = ["quiet_logs", "require_tvm", "tracking_of", "config_of", "load_study", "space_of", "operator_of"]
+__all__ = ["quiet_logs", "require_tvm", "tracking_of", "load_study", "space_of", "operator_of"]
 
 
 def quiet_logs(training: bool = False, verbose: bool = False) -> None:
@@ -56,40 +56,6 @@ def tracking_of(args: argparse.Namespace) -> str | None:
     if uri is not None:
         check_tracking_uri(uri)
     return uri
-
-
-def config_of(args: argparse.Namespace, **extra: Any):
-    from syno_automl.config import SearchConfig
-
-    if getattr(args, "task", None) is None:
-        args.task = "image"
-    task = args.task
-    if task != "lm":
-        given = [o for o, v in (("--steps", args.steps), ("--time-budget", args.time_budget),
-                                ("--seq-len", args.seq_len), ("--val-every", args.val_every),
-                                ("--tokenizer", args.tokenizer)) if v is not None]
-        if given:
-            raise ValueError(f"{', '.join(given)} only apply to --task lm")
-    elif args.epochs is not None or args.image_size is not None:
-        raise ValueError("--epochs and --image-size apply to --task image; --task lm trains for --steps")
-    config = SearchConfig(task=task, model=args.model, dataset=args.dataset, data_dir=args.data_dir,
-                          flops_ratio=0.5 if args.flops_ratio is None else args.flops_ratio,
-                          seed=0 if args.seed is None else args.seed, 
-                          cost_ratio=1.0 if args.cost_ratio is None else (args.cost_ratio or None), **extra)
-    for name, attr in (("objective", "objective"), ("pruner", "pruner"),
-                       ("epochs", "epochs"), ("image_size", "image_size"), ("lr", "lr"),
-                       ("max_depth", "max_depth"), ("timeout", "trial_timeout"), ("threads", "threads"),
-                       ("steps", "max_steps"), ("time_budget", "time_budget"), ("seq_len", "seq_len"),
-                       ("val_every", "val_every"), ("tokenizer", "tokenizer"), ("opening", "opening"),
-                       ("screen", "screen"), ("screen_threshold", "screen_threshold")):
-        value = getattr(args, name, None)
-        if value is not None:
-            setattr(config, attr, value)
-    if getattr(args, "timeout", None) == 0:
-        config.trial_timeout = None
-    if getattr(args, "time_budget", None) == 0:
-        config.time_budget = None
-    return config
 
 
 def load_study(args: argparse.Namespace):

@@ -7,7 +7,8 @@ import traceback
 from typing import Any
 
 from syno_automl import vocabulary as V
-from syno_automl.cli_common import config_of, load_study, operator_of, quiet_logs, require_tvm, tracking_of
+from syno_automl.cli_options import config_of
+from syno_automl.cli_common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
 from syno_automl.lookup import find_trial
 from syno_automl.tasks import task_of
 
@@ -39,10 +40,11 @@ def cmd_enumerate(args: argparse.Namespace) -> int:
 
 
 def cmd_reevaluate(args: argparse.Namespace) -> int:
-    from syno_automl.space import Operator
-    from syno_automl.optuna import operator_json_of
     from syno_automl.search.objectives import primary_value
-    from syno_automl.study import prepare, train_operator
+    from syno_automl.search.sampler import operator_json_of
+    from syno_automl.space import Operator
+    from syno_automl.study import prepare
+    from syno_automl.study.training import train_operator
 
     study = load_study(args)
     # the baseline is retrained at the same budget, first: the operators' new figures are judged against it
@@ -51,9 +53,9 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
     if not args.no_baseline:
         found.insert(0, (find_trial(study, "baseline"), None))
     config = config_of(args, tracking_uri=tracking_of(args), study=args.study)
-    if args.epochs is None:
+    if args.epochs is None and config.task == "image":  # re-training is longer than a trial by default
         config.epochs = 10
-    if args.steps is None:
+    if args.steps is None and config.task == "lm":
         config.max_steps = 1000
     label, schedule = config.objective_name, task_of(config).budget_label(config)
     quiet_logs(training=True, verbose=args.verbose)

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from syno_automl import vocabulary as V
-from syno_automl.cli_common import config_of, load_study, operator_of, quiet_logs, require_tvm, tracking_of
-from syno_automl.lookup import find_trial, resume_defaults, trial_line
+from syno_automl.cli_common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
+from syno_automl.cli_options import config_of
+from syno_automl.lookup import check_tracking_uri, find_trial, resume_defaults, trial_line
 
 __all__ = ["cmd_search", "cmd_show", "cmd_export"]
 
@@ -17,23 +18,14 @@ __all__ = ["cmd_search", "cmd_show", "cmd_export"]
 def cmd_search(args: argparse.Namespace) -> int:
     # everything that can reject the invocation runs before torch, Lightning and MLflow load (seconds) and
     # before any database is created
-    if args.trials < 0:
-        raise ValueError(f"--trials must be >= 0, got {args.trials}")
-    tracking_uri = tracking_of(args)
-    recorded = resume_defaults(args) if args.resume else None
-    targets = tuple(t.strip() for t in args.latency.split(",") if t.strip())
-    require_tvm(targets, "--latency")
-    config = config_of(args, trials=args.trials, storage=args.storage, study=args.study,
-                       tracking_uri=tracking_uri, heartbeat=args.heartbeat or None, latency_targets=targets,
-                       latency_trials=args.latency_trials, latency_inductor=args.latency_inductor,
-                       latency_margin=None if args.latency_margin < 0 else args.latency_margin,
-                       finalists=args.finalists, final_epochs=args.final_epochs, final_seeds=args.final_seeds,
-                       final_margin=args.final_margin, final_steps=args.final_steps)
-    if args.epochs is None:
-        config.epochs = 3
-    if recorded is not None and isinstance(recorded.get("milestones"), dict):  # no option: the study's own
+    recorded = resume_defaults(args) if args.resume else None   # flags not given take the study's settings
+    config = config_of(args)
+    if recorded is not None and isinstance(recorded.get("milestones"), dict):  # no flag: the study's own
         config.milestones = {int(k): float(v) for k, v in recorded["milestones"].items()}
     config.validate()
+    if config.tracking_uri is not None:
+        check_tracking_uri(config.tracking_uri)
+    require_tvm(config.latency_targets, "--latency")
     if recorded is not None:  # the same check as run_search's, before the imports
         from syno_automl.config import StudyMismatchError, describe_diff, settings_diff
 

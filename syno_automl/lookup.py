@@ -41,18 +41,10 @@ def check_tracking_uri(uri: str, seconds: float = 3.0) -> None:
 
 
 # CLI option -> the setting a study records (SearchConfig.settings()): what --resume takes from the study
-_SETTING_OF = {"task": "task", "model": "model", "dataset": "dataset", "data_dir": "data_dir", "epochs": "epochs",
-               "image_size": "image_size", "lr": "lr", "max_depth": "max_depth", "timeout": "trial_timeout",
-               "steps": "max_steps", "time_budget": "time_budget", "seq_len": "seq_len", "val_every": "val_every",
-               "tokenizer": "tokenizer", "flops_ratio": "flops_ratio", "cost_ratio": "cost_ratio",
-               "seed": "seed", "objective": "objective", "pruner": "pruner", "screen": "screen",
-               "screen_threshold": "screen_threshold"}
-
-
 def existing_storage(url: str, missing: Callable[[str], Exception]) -> Any:
     """The Optuna storage at `url`, opened without creating anything: a SQLite file that does not exist raises
     ``missing(path)`` instead of being created empty (reading commands and --resume must not leave a syno.db)."""
-    from syno_automl.search.storage import make_storage
+    from syno_automl.study.storage import make_storage
 
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
         raise missing(url[len("sqlite:///"):])
@@ -77,13 +69,11 @@ def resume_defaults(args: argparse.Namespace) -> dict[str, Any]:
 
     if isinstance(recorded, dict):  # a study recorded before --objective / --pruner: single-objective, unpruned
         recorded = with_legacy_settings(recorded)
-    for option, key in _SETTING_OF.items():
-        if getattr(args, option, None) is None and key in recorded:
-            value = recorded[key]
-            if value is None and key in ("trial_timeout", "time_budget"):
-                value = 0  # recorded as None: no limit
-            setattr(args, option, value)
-    return recorded if isinstance(recorded, dict) else {}
+    recorded = recorded if isinstance(recorded, dict) else {}
+    from syno_automl.cli_options import fill_from_recorded
+
+    fill_from_recorded(args, recorded)
+    return recorded
 
 
 
@@ -132,7 +122,7 @@ def find_trial(study: Any, ref: str) -> Any:
 
 def find_operator(study: Any, ref: str, space_of: Callable[[Any], Any]) -> tuple[Any, Any]:
     """(trial, Operator) for `ref` (see find_trial); the baseline has no operator. `space_of(study)`: its space."""
-    from syno_automl.optuna import operator_json_of
+    from syno_automl.search.sampler import operator_json_of
     from syno_automl.space import Operator
 
     trial = find_trial(study, ref)

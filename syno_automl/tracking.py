@@ -22,14 +22,12 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import lightning as L
-
 from syno_automl import vocabulary as V
 from syno_automl.interrupt import Deferring
 from syno_automl.measure.result import latency_metrics
 from syno_automl.space import Operator
 
-__all__ = ["SearchTracker", "TrialRun", "EpochMetricsLogger", "DEFAULT_TRACKING_URI", "render_svg",
+__all__ = ["SearchTracker", "TrialRun", "DEFAULT_TRACKING_URI", "render_svg",
            "artifact_location_for", "relocate_artifacts", "TRIAL_RUN_SETTINGS", "latency_metrics", "log_latency"]
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
@@ -137,8 +135,9 @@ class TrialRun:
         self._safe("log params", self.client.log_batch, self.run_id, params=items)
 
     def log_metrics(self, metrics: Mapping[str, float | None], step: int | None = None) -> None:
-        from mlflow.entities import Metric
         import time
+
+        from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         items = [Metric(k, float(v), now, step or 0) for k, v in metrics.items()
@@ -148,8 +147,9 @@ class TrialRun:
 
     def log_series(self, name: str, points: Sequence[tuple[int, float]]) -> None:
         """One metric at many steps (a loss curve), in batches of MLflow's 1000-metric limit."""
-        from mlflow.entities import Metric
         import time
+
+        from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         items = [Metric(name, float(v), now, int(step)) for step, v in points if math.isfinite(float(v))]
@@ -308,31 +308,6 @@ class SearchTracker:
 
     def run(self, run_id: str) -> TrialRun:
         return TrialRun(self.client, run_id)
-
-
-class EpochMetricsLogger(L.Callback):
-    """Logs the module's epoch metrics (``val_acc``, ``val_loss``, ``train_loss``...) to a run, step = epoch.
-
-    Example:
-        >>> L.Trainer(callbacks=[EpochMetricsLogger(run)])   # doctest: +SKIP
-    """
-
-    def __init__(self, run: TrialRun, names: tuple[str, ...] = ("val_acc", "val_loss")) -> None:
-        super().__init__()
-        self.run = run
-        self.names = names
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.sanity_checking:
-            return
-        metrics = trainer.callback_metrics
-        self.run.log_metrics({k: float(metrics[k]) for k in self.names if k in metrics},
-                             step=trainer.current_epoch + 1)
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        loss = trainer.callback_metrics.get("train_loss")
-        if loss is not None:
-            self.run.log_metrics({"train_loss": float(loss)}, step=trainer.current_epoch + 1)
 
 
 # --- latency: the ONE place the MLflow names of a latency measurement are made (search and `tune` alike) ---

@@ -20,7 +20,7 @@ def pseudo_accuracy(op_hash: str) -> float:
 
 
 def objective(trial, sleep: float = 0.0) -> float:
-    from syno_automl.optuna import suggest_operator
+    from syno_automl.search.sampler import suggest_operator
 
     op = suggest_operator(trial)
     if sleep:
@@ -32,7 +32,7 @@ def propose_sequence(seed: int, n: int) -> list[str]:
     """Operator hashes a fresh in-memory study proposes (run in a spawned process by the tests)."""
     import optuna
 
-    from syno_automl.optuna import SynoSampler
+    from syno_automl.search.sampler import SynoSampler
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize", sampler=SynoSampler(tiny_space(), seed=seed))
@@ -47,8 +47,8 @@ def worker(storage_url: str, study_name: str, n_trials: int, seed: int, sleep: f
 
     import optuna
 
-    from syno_automl.optuna import SynoSampler
-    from syno_automl.search.storage import make_storage
+    from syno_automl.search.sampler import SynoSampler
+    from syno_automl.study.storage import make_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = make_storage(storage_url, heartbeat_interval=None)

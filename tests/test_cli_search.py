@@ -117,7 +117,9 @@ def test_enumerate(tmp_path):
 
 @pytest.mark.slow
 def test_nan_loss_and_unbuildable_operator_are_recorded(tmp_path, monkeypatch):
-    from syno_automl.study import SearchConfig, open_study, prepare, run_search
+    from syno_automl.config import SearchConfig
+    from syno_automl.study import prepare, run_search
+    from syno_automl.study.opening import open_study
 
     monkeypatch.chdir(tmp_path)
     config = SearchConfig(trials=2, epochs=1, lr=1e12, storage=f"sqlite:///{tmp_path / 's.db'}",

@@ -11,7 +11,6 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
-
 from test_cli_search import _env, _runs, _study, _wait_for_running_operator_trial, cli
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -62,7 +61,7 @@ def _space():
 
 
 def test_syno_sampler_does_not_repeat_other_parameters_in_a_resumed_process(tmp_path):
-    from syno_automl.optuna import SynoSampler, suggest_operator
+    from syno_automl.search.sampler import SynoSampler, suggest_operator
 
     def objective(trial):
         suggest_operator(trial)
@@ -115,14 +114,15 @@ def test_rejected_invocations_fail_before_the_imports_and_create_nothing(tmp_pat
 def test_model_and_dataset_names_match_the_registries():
     from lightning_modules.data import DATAMODULE_NAMES
     from lightning_modules.models import MODEL_NAMES
-
     from syno_automl import config
 
     assert config.MODEL_NAMES == MODEL_NAMES and config.DATASET_NAMES == DATAMODULE_NAMES
 
 
 def test_resume_refuses_other_training_settings_naming_them(tmp_path):
-    from syno_automl.study import SearchConfig, open_study, prepare
+    from syno_automl.config import SearchConfig
+    from syno_automl.study import prepare
+    from syno_automl.study.opening import open_study
 
     storage = f"sqlite:///{tmp_path / 'syno.db'}"
     config = SearchConfig(trials=1, epochs=1, storage=storage, tracking_uri=None, heartbeat=None)

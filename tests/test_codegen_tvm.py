@@ -1,4 +1,4 @@
-"""TVM code generation (syno_automl.codegen.tvm) and latency measurement (syno_automl.latency).
+"""TVM code generation (syno_automl.codegen.tvm) and latency measurement (syno_automl.measure).
 
 All programs here are hand-written kernel-IR dicts (docs/architecture.md §2), independent of the native
 core.  Every program goes through a JSON round trip first, so int dict keys arrive as strings, as they do
@@ -16,9 +16,11 @@ import pytest
 tvm = pytest.importorskip("tvm")
 torch = pytest.importorskip("torch")
 
-from syno_automl import latency as lat  # noqa: E402
-from syno_automl.codegen import tvm as cg  # noqa: E402
 from _rpc_helpers import rpc_tracker_fixture  # noqa: E402
+
+from syno_automl import measure as lat  # noqa: E402
+from syno_automl.codegen import tvm as cg  # noqa: E402
+from syno_automl.measure.database import records_for  # noqa: E402
 
 pytestmark = pytest.mark.tvm
 F = torch.nn.functional
@@ -502,8 +504,8 @@ def test_metaschedule_tuning_and_database_reuse(tmp_path):
 
     db = ms.database.JSONDatabase(work_dir=wd)
     mod = cg.program_to_irmodule(prog)
-    recs = lat._records_for(db, mod, cg.make_target("llvm"))
-    kern = cg.build_kernel(lat._apply_record(mod, recs[0]))
+    recs = records_for(db, mod, cg.make_target("llvm"))
+    kern = cg.build_kernel(lat.apply_record(mod, recs[0]))
     x, ws = _inputs(prog)
     _close(kern(x, *ws), CASES["conv2d"][1](x, *ws))
 

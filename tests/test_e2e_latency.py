@@ -1,8 +1,7 @@
-"""End-to-end model latency through Relax (syno_automl.e2e): small_cnn at batch 1 on 16x16 inputs, the
+"""End-to-end model latency through Relax (syno_automl.measure): small_cnn at batch 1 on 16x16 inputs, the
 baseline and the model with an operator in every 3x3 conv, tiny budgets."""
 
 from __future__ import annotations
-
 
 import numpy as np
 import pytest
@@ -10,11 +9,12 @@ import pytest
 tvm = pytest.importorskip("tvm")
 torch = pytest.importorskip("torch")
 
+from _rpc_helpers import rpc_tracker_fixture  # noqa: E402
+
 from lightning_modules.models import build_model  # noqa: E402
 from syno_automl import measure as e2e  # noqa: E402
 from syno_automl import measure as lat  # noqa: E402
 from syno_automl.placeholder import substitute  # noqa: E402
-from _rpc_helpers import rpc_tracker_fixture  # noqa: E402
 
 pytestmark = pytest.mark.tvm
 QUICK = lat.TimingProtocol(warmup=1, number=3, repeat=5, min_repeat_ms=5)

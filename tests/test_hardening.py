@@ -13,8 +13,16 @@ import textwrap
 
 import pytest
 
-from syno_automl import (EmptySpaceError, Operator, OperatorFormatError, OperatorSpace, SpecError, SynoError,
-                         _native, known)
+from syno_automl import (
+    EmptySpaceError,
+    Operator,
+    OperatorFormatError,
+    OperatorSpace,
+    SpecError,
+    SynoError,
+    _native,
+    known,
+)
 from syno_automl.errors import InternalError, OptionError, OptionTypeError, ResourceError, SubstitutionError
 
 PRIMARY = ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"]
@@ -281,9 +289,9 @@ def test_a_thread_that_cannot_start_is_a_resource_error() -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 def test_every_package_exception_is_a_syno_error_and_keeps_its_builtin_base() -> None:
-    from syno_automl.lightning import BudgetExceededError, OperatorBuildError, TrainingTooSlowError
+    from syno_automl.config import StudyExistsError, StudyMismatchError
+    from syno_automl.search.callbacks import BudgetExceededError, OperatorBuildError, TrainingTooSlowError
     from syno_automl.search.mcts import SearchExhaustedError
-    from syno_automl.study import StudyExistsError, StudyMismatchError
 
     builtin = {SpecError: ValueError, OptionError: ValueError, OptionTypeError: TypeError,
                EmptySpaceError: ValueError, OperatorFormatError: ValueError, SubstitutionError: ValueError,

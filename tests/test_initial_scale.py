@@ -133,8 +133,8 @@ def test_match_scale_leaves_operators_constant_on_the_data_alone():
     from torch import nn
 
     from lightning_modules.models import build_model
-    from syno_automl.lightning import _placeholder_inputs, match_output_scale
     from syno_automl.placeholder import substitute
+    from syno_automl.search.callbacks import _placeholder_inputs, match_output_scale
 
     torch.manual_seed(0)
     tokens = torch.randint(0, 256, (8, 33))

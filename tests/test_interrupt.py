@@ -12,7 +12,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from syno_automl.interrupt import deferred_interrupt
-from syno_automl.search.storage import make_storage
+from syno_automl.study.storage import make_storage
 from syno_automl.tracking import SearchTracker
 
 

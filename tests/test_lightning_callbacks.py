@@ -7,14 +7,14 @@ import lightning as L
 import optuna
 import pytest
 import torch
+from _syno_helpers import tiny_space
 from torch import nn
 
-from _syno_helpers import tiny_space
 from lightning_modules import DigitsDataModule, build_model
 from lightning_modules.tasks import ImageClassifier
-from syno_automl.lightning import BudgetExceededError, OperatorBuildError, SynoPruning, SynoSubstitution
-from syno_automl.optuna import SynoSampler
 from syno_automl.placeholder import Placeholder, substitute
+from syno_automl.search.callbacks import BudgetExceededError, OperatorBuildError, SynoPruning, SynoSubstitution
+from syno_automl.search.sampler import SynoSampler
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 WHERE = {"where": lambda name, m: m.in_channels != 1, "max_depth": 8}
@@ -111,7 +111,7 @@ def test_pruning_validates_its_arguments():
 
 
 def test_operator_starts_at_the_scale_of_the_layer_it_replaces(digits, search_space):
-    from syno_automl.lightning import _placeholder_inputs, match_output_scale
+    from syno_automl.search.callbacks import _placeholder_inputs, match_output_scale
 
     torch.manual_seed(0)
     model = build_model("small_cnn", 10, 1)

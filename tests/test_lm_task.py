@@ -9,13 +9,15 @@ import optuna
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
-
-from syno_automl.lightning import TrainingTimeBudget
-from syno_automl.optuna import operator_json_of
-from syno_automl.space import Operator
-from syno_automl.study import SearchConfig, StudyMismatchError, open_study, prepare, train_operator
-
 from test_cli_search import _runs, _study, cli
+
+from syno_automl.config import SearchConfig, StudyMismatchError
+from syno_automl.search.sampler import operator_json_of
+from syno_automl.search.time_limits import TrainingTimeBudget
+from syno_automl.space import Operator
+from syno_automl.study import prepare
+from syno_automl.study.opening import open_study
+from syno_automl.study.training import train_operator
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 UNIFORM_LOSS = math.log(256)  # a byte-level model that knows nothing
@@ -51,9 +53,9 @@ def test_the_time_budget_stops_training_and_still_validates(context):
     """100,000 steps would take hours: a 0.5 s budget stops training gracefully and the model is validated."""
     import time
 
-    from syno_automl.lightning import SynoSubstitution
-    from syno_automl.lm_trial import train_lm
-    from syno_automl.study import LAYERS
+    from syno_automl.search.callbacks import SynoSubstitution
+    from syno_automl.study.context import LAYERS
+    from syno_automl.tasks.lm_training import train_lm
 
     op = context.space.sample(1, seed=4)[0]
     substitution = SynoSubstitution(op, LAYERS["linear"], example_input=context.example, where="*.qkv")

@@ -1,4 +1,4 @@
-"""syno_automl.latency.measure_operator: per-device metrics named as MLflow logs them, baselines inferred
+"""syno_automl.measure.measure_operator: per-device metrics named as MLflow logs them, baselines inferred
 from the program's shapes, missing values with their reasons. Tiny budgets."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ tvm = pytest.importorskip("tvm")
 torch = pytest.importorskip("torch")
 
 from syno_automl import OperatorSpace, known  # noqa: E402
-from syno_automl import latency as lat  # noqa: E402
+from syno_automl import measure as lat  # noqa: E402
+from syno_automl.cli_text import layer_line  # noqa: E402
 from syno_automl.codegen.tvm import build_kernel  # noqa: E402
 
 pytestmark = pytest.mark.tvm
@@ -127,7 +128,7 @@ def test_measure_layers_sums_every_layer():
     assert m["baseline_latency_ms.llvm"] == pytest.approx(sum(layer["baseline"]["median_ms"] for layer in s["layers"]))
     assert m["speedup.llvm"] == pytest.approx(m["baseline_latency_ms.llvm"] / m["latency_ms.llvm"])
     assert s["latency_ms"] == m["latency_ms.llvm"] and s["notes"] == {}
-    assert all(lat.UNTUNED in lat.layer_line(layer, s["schedules"]) for layer in s["layers"])
+    assert all(lat.UNTUNED in layer_line(layer, s["schedules"]) for layer in s["layers"])
     assert all(m[k] is None and "unreachable" in res["notes"][k] for k in m if k.endswith("rpc-nobody"))
     assert res["notes"]["latency_ms.rpc-nobody"].startswith("layer 0: target:")
     failed = lat.measure_layers(op, ("rpc:nobody@127.0.0.1:1",), trials=2, protocol=QUICK, inductor=False,
@@ -135,4 +136,4 @@ def test_measure_layers_sums_every_layer():
     s = failed["devices"]["rpc-nobody"]
     assert len(s["layers"]) == 1 and s["latency_ms"] is None and s["tuned_trials"] == 2
     assert "unreachable" in s["notes"]["latency_ms.rpc-nobody"]
-    assert "missing (target: RPC tracker" in lat.layer_line(s["layers"][0], s["schedules"])
+    assert "missing (target: RPC tracker" in layer_line(s["layers"][0], s["schedules"])

@@ -14,7 +14,8 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from syno_automl import measure
-from syno_automl.study import SearchConfig, run_search
+from syno_automl.config import SearchConfig
+from syno_automl.study import run_search
 from syno_automl.tracking import latency_metrics
 
 QUICK = measure.TimingProtocol(warmup=1, number=3, repeat=5, min_repeat_ms=5)

@@ -5,14 +5,13 @@ import math
 
 import optuna
 import pytest
+from _syno_helpers import tiny_space
 from hypothesis import given
 from hypothesis import strategies as st
 
-from syno_automl.optuna import SynoSampler, suggest_operator
 from syno_automl.search.pareto import ParetoReward, speed_credit
 from syno_automl.search.reward import Reward
-
-from _syno_helpers import tiny_space
+from syno_automl.search.sampler import SynoSampler, suggest_operator
 
 ACCURACY = ParetoReward(Reward(lower=0.1, upper=1.0, power=2.0), speedup=2.0)
 LOSS = ParetoReward(Reward.for_loss(upper=5.5, power=2.0), speedup=2.0)

@@ -11,9 +11,10 @@ import pytest
 from syno_automl import vocabulary as V
 from syno_automl.cli import build_parser
 from syno_automl.cli_common import config_of
-from syno_automl.optuna import SynoSampler
-from syno_automl.search.screen import SCREENS, Screen
-from syno_automl.study import SearchConfig, prepare, run_search
+from syno_automl.config import SearchConfig
+from syno_automl.search.sampler import SynoSampler
+from syno_automl.study import prepare, run_search
+from syno_automl.study.screen import SCREENS, Screen
 
 warnings.filterwarnings("ignore", message=".*does not have many workers.*")
 

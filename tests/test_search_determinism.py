@@ -9,7 +9,6 @@ from pathlib import Path
 
 import optuna
 import pytest
-
 from test_cli_search import cli
 
 SEARCH = ("search", "--trials", "3", "--epochs", "1", "--seed", "5", "--tracking-uri", "none", "--quiet",
@@ -52,7 +51,7 @@ def test_relative_step_time_leaves_the_trained_model_untouched() -> None:
     import torch
     from torch import nn
 
-    from syno_automl.lightning import TrainingTimeLimit, relative_step_time
+    from syno_automl.search.time_limits import SlowTrialGuard, relative_step_time
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.Dropout(0.5), nn.Flatten())
@@ -65,7 +64,7 @@ def test_relative_step_time_leaves_the_trained_model_untouched() -> None:
     assert all(p.grad is None for p in model.parameters())
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())   # BatchNorm statistics too
     with pytest.raises(ValueError, match="needs seconds"):
-        TrainingTimeLimit()
+        SlowTrialGuard()
 
 
 def test_the_example_batch_does_not_depend_on_the_global_rng() -> None:

@@ -10,13 +10,13 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
+from test_cli_search import cli
 
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
-from syno_automl.search.finalists import choose_finalists, final_budget, final_epochs, run_final_stage
-from syno_automl.search.verdict import FinalResult, Finalist
 from syno_automl.study import run_search
-from test_cli_search import cli
+from syno_automl.study.finalists import choose_finalists, final_budget, run_final_stage
+from syno_automl.study.verdict import Finalist, FinalResult
 
 
 def _config(folder: Path, **kw) -> SearchConfig:
@@ -150,7 +150,8 @@ def test_the_verdict_names_the_fastest_operator_within_the_margin() -> None:
     assert strict.chosen is None and strict.verdict().startswith("no operator within 1 pp of the baseline")
     assert "best: fastbad 0.910 ± 0.014, speedup 3.00×" in strict.verdict()
     assert "no completed operator" in dataclasses.replace(result, candidates=[]).verdict()
-    assert final_epochs(SearchConfig(epochs=3)) == 6 and final_epochs(SearchConfig(final_epochs=5)) == 5
+    assert final_budget(SearchConfig(epochs=3)) == (6, "epochs")
+    assert final_budget(SearchConfig(final_epochs=5)) == (5, "epochs")
 
 
 def test_the_loss_verdict_names_the_fastest_operator_within_the_margin_in_nats() -> None:

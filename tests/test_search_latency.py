@@ -8,7 +8,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from syno_automl import measure as latency
-from syno_automl.study import SearchConfig, run_search
+from syno_automl.config import SearchConfig
+from syno_automl.study import run_search
 
 pytestmark = [pytest.mark.tvm, pytest.mark.slow]
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -13,9 +13,10 @@ from syno_automl import OperatorSpace, known
 from syno_automl import vocabulary as V
 from syno_automl.cli import build_parser
 from syno_automl.cli_common import config_of
-from syno_automl.optuna import SynoSampler
-from syno_automl.search.opening import open_study
-from syno_automl.study import SearchConfig, prepare
+from syno_automl.config import SearchConfig
+from syno_automl.search.sampler import SynoSampler
+from syno_automl.study import prepare
+from syno_automl.study.opening import open_study
 
 
 @pytest.fixture(scope="module")

@@ -14,16 +14,16 @@ from pathlib import Path
 
 import optuna
 import pytest
+from _syno_helpers import objective, propose_sequence, tiny_space, worker
 from optuna.testing.pytest_samplers import BasicSamplerTestCase, MultiObjectiveSamplerTestCase
 from optuna.trial import TrialState
 
-from _syno_helpers import objective, propose_sequence, tiny_space, worker
+from syno_automl import vocabulary as V
 from syno_automl.errors import OperatorFormatError
-from syno_automl.optuna import (BASELINE_ATTR, LEGACY_OPERATOR_ATTR, OPERATOR_ATTR, SynoSampler, operator_json_of,
-                                suggest_operator)
 from syno_automl.search.mcts import SearchExhaustedError
 from syno_automl.search.reward import Reward
-from syno_automl.search.storage import make_storage
+from syno_automl.search.sampler import SynoSampler, operator_json_of, suggest_operator
+from syno_automl.study.storage import make_storage
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -54,7 +54,7 @@ def test_operator_stored_on_the_trial_and_never_repeated():
     assert len(set(hashes)) == 30
     t = study.trials[3]
     # the JSON has one home, the user attr syno.operator (issue 12: it was also the system attr syno:operator)
-    assert OPERATOR_ATTR == "syno.operator" and LEGACY_OPERATOR_ATTR == "syno:operator"
+    assert V.OPERATOR == "syno.operator" and V.SYS_OPERATOR == "syno:operator"
     assert "syno:operator" not in t.system_attrs
     assert operator_json_of(t) == t.user_attrs["syno.operator"]
     assert json.loads(t.user_attrs["syno.operator"])["hash"] == t.user_attrs["syno.hash"]
@@ -86,10 +86,10 @@ def test_invalid_enqueued_operator_fails_its_trial_only():
 
 def test_baseline_trial_has_no_operator():
     study = _study()
-    study.enqueue_trial({}, user_attrs={BASELINE_ATTR: True})
+    study.enqueue_trial({}, user_attrs={V.BASELINE: True})
     trial = study.ask()
-    assert OPERATOR_ATTR not in trial.storage.get_trial_system_attrs(trial._trial_id)
-    assert OPERATOR_ATTR not in trial.storage.get_trial(trial._trial_id).user_attrs
+    assert V.OPERATOR not in trial.storage.get_trial_system_attrs(trial._trial_id)
+    assert V.OPERATOR not in trial.storage.get_trial(trial._trial_id).user_attrs
     with pytest.raises(ValueError, match="baseline"):
         suggest_operator(trial)
     study.tell(trial, 0.9)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from syno_automl.config import TASKS, SearchConfig
-from syno_automl.search import training
+from syno_automl.study import training
 from syno_automl.tasks import TASK_OBJECTS, ImageTask, LMTask, Task, task_of
 
 # what a task must say for itself (the base class raises NotImplementedError for these)

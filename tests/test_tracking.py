@@ -6,10 +6,11 @@ from pathlib import Path
 
 import lightning as L
 import pytest
+from _syno_helpers import tiny_space
 from mlflow.tracking import MlflowClient
 
-from _syno_helpers import tiny_space
-from syno_automl.tracking import EpochMetricsLogger, SearchTracker, artifact_location_for, render_svg
+from syno_automl.search.callbacks import EpochMetricsLogger
+from syno_automl.tracking import SearchTracker, artifact_location_for, render_svg
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ import optuna
 from optuna.trial import Trial, TrialState
 
 from syno_automl import vocabulary as V
-from syno_automl.lightning import SynoPruning
+from syno_automl.search.callbacks import SynoPruning
 
 __all__ = ["make_pruner", "fidelity_study_name", "open_fidelity_study", "FidelityPruning", "REDUCTION_FACTOR"]
 

@@ -58,7 +58,7 @@ class Task:
     def train(self, context: Any, trial: Any | None, run: Any | None, substitution: Any, *, epochs: int,
               milestones: dict[int, float] | None, timeout: float | None, steps: int | None) -> float:
         """Trains the task with `substitution` (a SynoSubstitution callback); returns the trial's value (see
-        syno_automl.search.training.train_operator for the arguments)."""
+        syno_automl.study.training.train_operator for the arguments)."""
         raise NotImplementedError
 
     def budget_label(self, config: SearchConfig) -> str:

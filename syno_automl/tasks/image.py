@@ -7,6 +7,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from syno_automl import vocabulary as V
 from syno_automl.tasks.base import Task
 
 if TYPE_CHECKING:
@@ -56,8 +57,8 @@ class ImageTask(Task):
         import lightning as L
 
         from syno_automl.interrupt import fit
-        from syno_automl.lightning import TrainingTimeLimit
-        from syno_automl.tracking import EpochMetricsLogger
+        from syno_automl.search.callbacks import EpochMetricsLogger
+        from syno_automl.search.time_limits import SlowTrialGuard
 
         config = context.config
         task = context.build_task(context.build_model())
@@ -68,7 +69,7 @@ class ImageTask(Task):
         callbacks.append(_fidelity_pruning(config, trial, epochs, milestones))
         timeout = config.trial_timeout if timeout == -1.0 else timeout
         if timeout:  # a safety net measured against the baseline model in this process: load does not decide
-            callbacks.append(TrainingTimeLimit(timeout, baseline=context.build_model))
+            callbacks.append(SlowTrialGuard(timeout, baseline=context.build_model))
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*does not have many workers.*")
             warnings.filterwarnings("ignore", message=".*LeafSpec.*")
@@ -95,19 +96,18 @@ class ImageTask(Task):
         return {"N": 1}   # batch 1, as the paper's latency figures
 
     def final_budget(self, config: SearchConfig) -> tuple[int, str]:
-        from syno_automl.search.finalists import final_epochs
-
-        return final_epochs(config), "epochs"
+        # by default twice the search's epochs
+        return (int(config.final_epochs) if config.final_epochs else 2 * int(config.epochs)), "epochs"
 
 
 def _fidelity_pruning(config: SearchConfig, trial: optuna.trial.Trial | None, epochs: int,
                       milestones: dict[int, float]) -> FidelityPruning:
     """The trial's pruning callback: milestones only for the baseline (it does not compete: search.fidelity) and
     for trainings outside a search trial; a pareto trial reports to the companion study."""
-    from syno_automl.optuna import BASELINE_ATTR
+
     from syno_automl.search.fidelity import FidelityPruning, make_pruner, open_fidelity_study
 
-    if trial is None or trial.user_attrs.get(BASELINE_ATTR):
+    if trial is None or trial.user_attrs.get(V.BASELINE):
         return FidelityPruning(None, milestones=milestones, max_epochs=epochs)
     if len(trial.study.directions) == 1:  # the study's own pruner decides (a NopPruner for --pruner none)
         return FidelityPruning(trial, max_epochs=epochs, milestones=milestones)

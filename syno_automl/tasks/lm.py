@@ -1,5 +1,5 @@
 """The lm task: the GPT's QKV projections, a trial minimizes val_loss under a step and time budget
-(syno_automl.lm_trial), and reports its training tokens/s against the baseline trial's."""
+(syno_automl.tasks.lm_training), and reports its training tokens/s against the baseline trial's."""
 from __future__ import annotations
 
 import math
@@ -57,7 +57,7 @@ class LMTask(Task):
               milestones: dict[int, float] | None, timeout: float | None, steps: int | None) -> float:
         """`steps` (default the config's max_steps); `timeout`: -1 for the config's time_budget, None or 0 for
         none (at the budget training stops and the model is validated)."""
-        from syno_automl.lm_trial import train_lm
+        from syno_automl.tasks.lm_training import train_lm
 
         config = context.config
         budget = config.time_budget if timeout == -1.0 else timeout
@@ -89,9 +89,8 @@ class LMTask(Task):
         return {"N": config.seq_len}   # one sequence, as the paper's latency figures
 
     def final_budget(self, config: SearchConfig) -> tuple[int, str]:
-        from syno_automl.search.finalists import final_steps
-
-        return final_steps(config), "steps"
+        # by default twice the search's steps, without its time budget
+        return (int(config.final_steps) if config.final_steps else 2 * int(config.max_steps)), "steps"
 
     def final_changes(self, budget: int) -> dict[str, Any]:
         # the learning-rate schedule (warmup, cosine) follows the budget, as in a trial of that many steps

@@ -41,17 +41,8 @@ from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
 from syno_automl.space import Operator, OperatorSpace
 
-__all__ = ["SynoSampler", "suggest_operator", "operator_json_of", "Reward", "OPERATOR_ATTR", "BASELINE_ATTR",
-           "HASH_ATTR", "OPERATOR_USER_ATTR", "LEGACY_OPERATOR_ATTR"]
+__all__ = ["SynoSampler", "suggest_operator", "operator_json_of", "Reward"]
 
-OPERATOR_ATTR = V.OPERATOR           # user attr: the operator JSON, its one home (requested, then assigned)
-LEGACY_OPERATOR_ATTR = V.SYS_OPERATOR  # system attr: the same JSON in studies of earlier versions (read only)
-LEAF_ATTR = V.SYS_LEAF               # system attr: steps of the operator's path inside the MCTS tree
-SOURCE_ATTR = V.SYS_SOURCE           # system attr: "mcts" | "fallback" | "enqueued"
-ERROR_ATTR = V.SYS_ERROR             # system attr: why no operator could be given to this trial
-HASH_ATTR = V.HASH                   # user attr
-OPERATOR_USER_ATTR = OPERATOR_ATTR   # (former name) enqueue_trial({}, user_attrs={OPERATOR_ATTR: json}) requests
-BASELINE_ATTR = V.BASELINE           # user attr: True on the trial that evaluates the original layers
 _RETRY_HISTORY = "retry_history"     # written by optuna.storages.RetryHeartbeatStaleTrialCallback
 _MAX_CONFLICTS = 16
 _log = logging.getLogger(__name__)
@@ -59,9 +50,9 @@ _log = logging.getLogger(__name__)
 
 def _operator_text(system: dict[str, Any], user: dict[str, Any]) -> str | None:
     # an older study's system attr first: there it is the assigned operator, the user attr perhaps a request
-    text = system.get(LEGACY_OPERATOR_ATTR)
+    text = system.get(V.SYS_OPERATOR)
     if text is None:
-        text = user.get(OPERATOR_ATTR)
+        text = user.get(V.OPERATOR)
     return text if isinstance(text, str) else None
 
 
@@ -102,8 +93,8 @@ class SynoSampler(BaseSampler):
         >>> sampler = SynoSampler(OperatorSpace("[N, C_in]", "[N, C_out]", primary=["N: 0", "C_in: 2",
         ...     "C_out: 2"], coefficients=["k=2: 1"], mappings=[{"N": 4, "C_in": 8, "C_out": 8}], max_depth=4), seed=1)
         >>> study = optuna.create_study(direction="maximize", sampler=sampler)
-        >>> study.enqueue_trial({}, user_attrs={BASELINE_ATTR: True})   # the original layer: no operator
-        >>> trial = study.ask(); BASELINE_ATTR in trial.user_attrs
+        >>> study.enqueue_trial({}, user_attrs={V.BASELINE: True})   # the original layer: no operator
+        >>> trial = study.ask(); V.BASELINE in trial.user_attrs
         True
     """
 
@@ -165,10 +156,10 @@ class SynoSampler(BaseSampler):
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         """Assigns the trial's operator. Never raises for a search problem: suggest_operator reports it."""
-        if trial.user_attrs.get(BASELINE_ATTR) or SOURCE_ATTR in trial.system_attrs or \
-                LEGACY_OPERATOR_ATTR in trial.system_attrs:
+        if trial.user_attrs.get(V.BASELINE) or V.SYS_SOURCE in trial.system_attrs or \
+                V.SYS_OPERATOR in trial.system_attrs:
             return  # the baseline, or a retried trial (its attrs were copied from the failed one)
-        requested = trial.user_attrs.get(OPERATOR_ATTR)
+        requested = trial.user_attrs.get(V.OPERATOR)
         with self._lock:
             try:
                 if requested is not None:
@@ -192,19 +183,19 @@ class SynoSampler(BaseSampler):
         trial.user_attrs[key] = value
 
     def _fail_assignment(self, study: Study, trial: FrozenTrial, error: Exception) -> None:
-        self._set_system(study, trial, ERROR_ATTR, {"type": type(error).__name__, "message": str(error)})
+        self._set_system(study, trial, V.SYS_ERROR, {"type": type(error).__name__, "message": str(error)})
 
     def _assign_requested(self, study: Study, trial: FrozenTrial, text: Any) -> None:
         try:
             if not isinstance(text, str):
-                raise OperatorFormatError(f"user attr {OPERATOR_ATTR!r} must be operator JSON text")
+                raise OperatorFormatError(f"user attr {V.OPERATOR!r} must be operator JSON text")
             op = self._load(text)
         except OperatorFormatError as e:
             self._fail_assignment(study, trial, e)
             return
-        self._set_system(study, trial, SOURCE_ATTR, "enqueued")
-        self._set_user(study, trial, OPERATOR_ATTR, op.to_json())  # the request, canonical
-        self._set_user(study, trial, HASH_ATTR, op.hash)
+        self._set_system(study, trial, V.SYS_SOURCE, "enqueued")
+        self._set_user(study, trial, V.OPERATOR, op.to_json())  # the request, canonical
+        self._set_user(study, trial, V.HASH, op.hash)
 
     def _assign_fresh(self, study: Study, trial: FrozenTrial) -> None:
         running, taken = self._sync(study)
@@ -216,15 +207,15 @@ class SynoSampler(BaseSampler):
                 return
             op = proposal.operator
             self._operators[op.hash] = op
-            self._set_system(study, trial, LEAF_ATTR, proposal.leaf)
-            self._set_system(study, trial, SOURCE_ATTR, "fallback" if proposal.fallback else "mcts")
-            self._set_user(study, trial, OPERATOR_ATTR, op.to_json())
+            self._set_system(study, trial, V.SYS_LEAF, proposal.leaf)
+            self._set_system(study, trial, V.SYS_SOURCE, "fallback" if proposal.fallback else "mcts")
+            self._set_user(study, trial, V.OPERATOR, op.to_json())
             # Write, then check: of two trials that picked the same operator at once, the one that reads
             # last sees the other and picks again, so no two trials keep the same one.
             if not self._held_elsewhere(study, trial, op.hash):
                 break
             taken.add(op.hash)
-        self._set_user(study, trial, HASH_ATTR, op.hash)
+        self._set_user(study, trial, V.HASH, op.hash)
 
     def _held_elsewhere(self, study: Study, trial: FrozenTrial, op_hash: str) -> bool:
         for other in study._storage.get_all_trials(study._study_id, deepcopy=False):
@@ -270,7 +261,7 @@ class SynoSampler(BaseSampler):
                 continue
             path, op_hash = parsed
             taken.add(op_hash)
-            leaf = t.system_attrs.get(LEAF_ATTR)
+            leaf = t.system_attrs.get(V.SYS_LEAF)
             leaf = leaf if isinstance(leaf, int) else None
             if t.state == TrialState.RUNNING:
                 running.append(Observation(path, None, leaf))
@@ -299,14 +290,14 @@ class SynoSampler(BaseSampler):
             user = trial.storage.get_trial(trial._trial_id).user_attrs
         else:
             system, user = trial.system_attrs, trial.user_attrs
-        if user.get(BASELINE_ATTR):
+        if user.get(V.BASELINE):
             raise ValueError(f"trial {trial.number} evaluates the baseline (the original layers): no operator")
-        error = system.get(ERROR_ATTR)
+        error = system.get(V.SYS_ERROR)
         if isinstance(error, dict):
             cls = SearchExhaustedError if error.get("type") == "SearchExhaustedError" else (
                 OperatorFormatError if error.get("type") == "OperatorFormatError" else EmptySpaceError)
             raise cls(f"trial {trial.number}: {error.get('message')}")
-        text = _operator_text(system, user) if SOURCE_ATTR in system or LEGACY_OPERATOR_ATTR in system else None
+        text = _operator_text(system, user) if V.SYS_SOURCE in system or V.SYS_OPERATOR in system else None
         if text is None:
             raise RuntimeError(f"trial {trial.number} has no operator: was it created by a SynoSampler's study?")
         return self._load(text)

@@ -7,13 +7,10 @@ the study's run. By default (``objective="pareto"``) the study has two objective
 the operator's planned cost ratio, and ``study.best_trials`` is the operators' Pareto front;
 ``objective="accuracy"`` keeps the single-objective study (see syno_automl.search.objectives). Two tasks:
 ``image`` (classification, maximize val_acc; the embedded digits demo) and ``lm`` (the GPT's QKV projections,
-minimize val_loss under a step and time budget per trial; see ``syno_automl.lm_trial``), objects the search
+minimize val_loss under a step and time budget per trial; see ``syno_automl.tasks.lm_training``), objects the search
 dispatches to (syno_automl.tasks). A trial whose operator fails to build or whose loss becomes NaN is recorded as
 failed (reason in its run) and the search goes on.
 
-This module runs the search and re-exports its parts: the shared context and ``prepare``
-(syno_automl.search.context), opening and resuming the study (search.opening), one trial (``Objective``,
-search.trial), the training path (``train_operator``, search.training), the final stage (search.finalists).
 
 Example:
     >>> result = run_search(SearchConfig(trials=3, epochs=1))   # doctest: +SKIP
@@ -29,19 +26,19 @@ from typing import Any, TextIO
 import optuna
 
 from syno_automl import vocabulary as V
-from syno_automl.config import TASKS, SearchConfig, StudyExistsError, StudyMismatchError
-from syno_automl.optuna import HASH_ATTR
-from syno_automl.search.context import LAYERS, SearchContext, prepare
-from syno_automl.search.objectives import (baseline_trial, best_operator_trial, objective_name, operator_front,
-                                           primary_value)
-from syno_automl.search.opening import check_study, open_study, remaining_trials, sampler_reward
-from syno_automl.search.training import train_operator
-from syno_automl.search.trial import FAILURE_ATTR, INTERRUPTED, RUN_ID_ATTR, Objective
+from syno_automl.config import SearchConfig
+from syno_automl.search.objectives import (
+    baseline_trial,
+    best_operator_trial,
+    objective_name,
+    operator_front,
+    primary_value,
+)
+from syno_automl.study.context import SearchContext, prepare
+from syno_automl.study.opening import check_study, open_study, remaining_trials
+from syno_automl.study.trial import Objective
 
-__all__ = ["SearchConfig", "SearchContext", "SearchResult", "Objective", "StudyExistsError", "StudyMismatchError",
-           "prepare", "check_study", "open_study", "remaining_trials", "run_search", "train_operator", "LAYERS",
-           "TASKS", "objective_name", "best_operator_trial", "baseline_trial", "sampler_reward", "RUN_ID_ATTR",
-           "FAILURE_ATTR", "INTERRUPTED"]
+__all__ = ["SearchResult", "run_search"]
 
 
 @dataclass
@@ -67,7 +64,7 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
 
         tracker = SearchTracker(config.tracking_uri)
         parent = tracker.study_run(config.study, config.settings())
-        study.set_user_attr(RUN_ID_ATTR, parent)
+        study.set_user_attr(V.RUN_ID, parent)
     if n_trials is None:
         n_trials = remaining_trials(study, config.trials)
     if out is not None:
@@ -82,7 +79,7 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
     status, final = "FAILED", None
     try:
         study.optimize(objective, n_trials=n_trials, catch=(Exception,), gc_after_trial=True)
-        from syno_automl.search.finalists import run_final_stage
+        from syno_automl.study.finalists import run_final_stage
 
         final = run_final_stage(study, context, tracker, parent, out)
         status = "FINISHED"
@@ -111,7 +108,7 @@ def _summarize_parent(tracker: Any, parent: str, study: optuna.Study) -> None:
         metrics[f"best_{name}"] = primary_value(best)  # type: ignore[assignment]
         if best.user_attrs.get(V.COST_RATIO) is not None:
             metrics["best_cost_ratio"] = float(best.user_attrs[V.COST_RATIO])
-        run.set_tags({V.TAG_BEST_HASH: best.user_attrs.get(HASH_ATTR)})
+        run.set_tags({V.TAG_BEST_HASH: best.user_attrs.get(V.HASH)})
     if len(study.directions) > 1:
         metrics["front_size"] = len(operator_front(study))
     run.log_metrics(metrics)

@@ -35,15 +35,15 @@ import optuna
 import torch
 from torch import nn
 
-from syno_automl.config import SCREENS as CONFIG_SCREENS
+from syno_automl.settings import SETTING
 
 if TYPE_CHECKING:
     from syno_automl.space import Operator
-    from syno_automl.search.context import SearchContext
+    from syno_automl.study.context import SearchContext
 
 __all__ = ["Screen", "ScreenResult", "SCREENS", "DEFAULT_THRESHOLDS", "DEFAULT_STEPS", "ScreenedOut"]
 
-SCREENS = tuple(name for name in CONFIG_SCREENS if name != "off")
+SCREENS = tuple(name for name in SETTING["screen"].choices if name != "off")
 # what an operator must reach to be trained (chosen with bench/screen.py: naswot's scores fall in two clusters,
 # collapsed activations below about -46 and the rest above -37; loss-slope 0.1 rejected good operators at width 64)
 DEFAULT_THRESHOLDS: dict[str, float] = {"loss-slope": 0.05, "naswot": -40.0}
@@ -133,8 +133,8 @@ class Screen:
     def _build(self, target: Any, seed: int) -> L.LightningModule:
         """The task model as the trial's training starts it: seeded, built, the operator substituted (with its
         initial scale matched, as SynoSubstitution does in training)."""
-        from syno_automl.lightning import SynoSubstitution
-        from syno_automl.search.context import LAYERS, seed_everything
+        from syno_automl.search.callbacks import SynoSubstitution
+        from syno_automl.study.context import LAYERS, seed_everything
 
         context = self.context
         seed_everything(seed)

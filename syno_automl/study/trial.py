@@ -11,17 +11,15 @@ import optuna
 
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
-from syno_automl.optuna import BASELINE_ATTR, suggest_operator
-from syno_automl.search import training
-from syno_automl.search.context import SearchContext
 from syno_automl.search.objectives import baseline_trial, primary_value
+from syno_automl.search.sampler import suggest_operator
 from syno_automl.space import Operator
+from syno_automl.study import training
+from syno_automl.study.context import SearchContext
 from syno_automl.tasks import task_of
 
-__all__ = ["Objective", "RUN_ID_ATTR", "FAILURE_ATTR", "INTERRUPTED"]
+__all__ = ["Objective", "INTERRUPTED"]
 
-RUN_ID_ATTR = V.RUN_ID
-FAILURE_ATTR = V.FAILURE
 INTERRUPTED = "interrupted by the user (Ctrl-C / SIGINT)"
 
 
@@ -53,7 +51,7 @@ class Objective:
 
     def __call__(self, trial: optuna.trial.Trial) -> float | tuple[float, float]:
         config, context = self.config, self.context
-        baseline = bool(trial.user_attrs.get(BASELINE_ATTR))
+        baseline = bool(trial.user_attrs.get(V.BASELINE))
         run = None
         op: Operator | None = None
         started = time.time()
@@ -71,7 +69,7 @@ class Objective:
                     run = self.tracker.trial_run(self.parent_run_id, config.study, trial.number, op,
                                                  settings=_trial_run_settings(config), tags={"optuna.study": config.study},
                                                  label=None if op is not None or baseline else "no-operator")
-                    trial.set_user_attr(RUN_ID_ATTR, run.run_id)
+                    trial.set_user_attr(V.RUN_ID, run.run_id)
             if op is not None and config.screen != "off":
                 self._screen(trial, run)
             value = training.train_operator(context, trial, run, epochs=config.epochs)
@@ -84,7 +82,7 @@ class Objective:
             if op is not None and config.latency_targets:
                 extra += self._latency(trial, run, op, value)
         except KeyboardInterrupt:  # Ctrl-C: this trial fails now (Optuna marks it FAIL and re-raises)
-            trial.set_user_attr(FAILURE_ATTR, INTERRUPTED)
+            trial.set_user_attr(V.FAILURE, INTERRUPTED)
             if run is not None:
                 run.log_failure(INTERRUPTED)
                 run.finish("KILLED")
@@ -99,7 +97,7 @@ class Objective:
             raise
         except Exception as e:
             reason = _failure_reason(e)
-            trial.set_user_attr(FAILURE_ATTR, reason[:1000])
+            trial.set_user_attr(V.FAILURE, reason[:1000])
             if run is not None:
                 run.log_failure(reason, traceback.format_exc())
                 run.finish("FAILED")
@@ -116,7 +114,7 @@ class Objective:
     def _screen(self, trial: optuna.trial.Trial, run: Any | None) -> None:
         """Scores the trial's operator cheaply before its training (search/screen.py, seeded as the training);
         raises ScreenedOut (an optuna.TrialPruned: the MCTS rewards it as a pruned trial) when it fails."""
-        from syno_automl.search.screen import Screen, ScreenedOut
+        from syno_automl.study.screen import Screen, ScreenedOut
 
         if self.screen is None:
             self.screen = Screen(self.context, self.config.screen, self.config.screen_threshold)
@@ -173,7 +171,7 @@ class Objective:
     def _log_baseline_latency(self, base: optuna.trial.FrozenTrial | None, result: dict[str, Any]) -> None:
         """The baseline trial's run gets the replaced layers' latency as its own ``latency_ms.<device>`` (speedup
         1), once per device, so that MLflow's compare view shows the baseline beside the operators."""
-        run_id = base.user_attrs.get(RUN_ID_ATTR) if base is not None else None
+        run_id = base.user_attrs.get(V.RUN_ID) if base is not None else None
         if self.tracker is None or run_id is None:
             return
         from syno_automl.tracking import log_latency

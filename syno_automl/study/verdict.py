@@ -1,6 +1,6 @@
 """The search's verdict: which re-trained operator is the fastest within the margin of the re-trained baseline.
 
-The final stage (:mod:`syno_automl.search.finalists`) re-trains a few finalists and the baseline at one budget
+The final stage (:mod:`syno_automl.study.finalists`) re-trains a few finalists and the baseline at one budget
 with several seeds and times the whole substituted model against the original; this module holds those figures
 (:class:`Finalist`, :class:`FinalResult`) and turns them into the one line a search ends with::
 

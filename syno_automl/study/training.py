@@ -10,9 +10,9 @@ from typing import Any
 import optuna
 
 from syno_automl import vocabulary as V
-from syno_automl.lightning import SynoSubstitution
-from syno_automl.search.context import LAYERS, SearchContext, seed_everything
+from syno_automl.search.callbacks import SynoSubstitution
 from syno_automl.space import Operator
+from syno_automl.study.context import LAYERS, SearchContext, seed_everything
 from syno_automl.tasks import task_of
 
 __all__ = ["train_operator"]

@@ -11,14 +11,20 @@ import optuna
 
 from syno_automl import known
 from syno_automl import vocabulary as V
-from syno_automl.config import SearchConfig, StudyExistsError, StudyMismatchError, describe_diff, settings_diff, \
-    with_legacy_settings
-from syno_automl.optuna import BASELINE_ATTR, SynoSampler
-from syno_automl.search.context import SearchContext
+from syno_automl.config import (
+    SearchConfig,
+    StudyExistsError,
+    StudyMismatchError,
+    describe_diff,
+    settings_diff,
+    with_legacy_settings,
+)
 from syno_automl.search.fidelity import make_pruner
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
-from syno_automl.search.storage import make_storage
+from syno_automl.search.sampler import SynoSampler
+from syno_automl.study.context import SearchContext
+from syno_automl.study.storage import make_storage
 from syno_automl.tasks import task_of
 
 __all__ = ["check_study", "check_resumed", "open_study", "remaining_trials", "sampler_reward"]
@@ -101,7 +107,7 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
         with warnings.catch_warnings():  # "experimental" since Optuna 3.2: noise in every new search's output
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(config.objective_names)  # the dashboard's and trials_dataframe's column name
-        study.enqueue_trial({}, user_attrs={BASELINE_ATTR: True})
+        study.enqueue_trial({}, user_attrs={V.BASELINE: True})
         if config.opening == "known":
             for label, op in known.opening(context.space):
                 study.enqueue_trial({}, user_attrs={V.OPERATOR: op.to_json(), V.OPENING: label})
@@ -124,8 +130,8 @@ def remaining_trials(study: optuna.Study, trials: int) -> int:
             fail_stale_trials(study)
     all_trials = study.get_trials(deepcopy=False)
     retried = {n for t in all_trials for n in t.system_attrs.get("retry_history", ())}
-    ops = [t for t in all_trials if not t.user_attrs.get(BASELINE_ATTR) and t.number not in retried]
+    ops = [t for t in all_trials if not t.user_attrs.get(V.BASELINE) and t.number not in retried]
     done_or_running = [t for t in ops if t.state.is_finished() or t.state == optuna.trial.TrialState.RUNNING]
-    baseline_waiting = any(t.user_attrs.get(BASELINE_ATTR) and t.state == optuna.trial.TrialState.WAITING
+    baseline_waiting = any(t.user_attrs.get(V.BASELINE) and t.state == optuna.trial.TrialState.WAITING
                            for t in all_trials)
     return max(0, trials - len(done_or_running)) + (1 if baseline_waiting else 0)

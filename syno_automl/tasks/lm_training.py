@@ -18,7 +18,7 @@ from typing import Any
 import lightning as L
 
 from syno_automl.interrupt import fit
-from syno_automl.lightning import TrainingTimeBudget
+from syno_automl.search.time_limits import TrainingTimeBudget
 
 __all__ = ["LMTrialMeter", "train_lm"]
 

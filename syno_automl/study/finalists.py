@@ -3,7 +3,7 @@
 After the search's trials, up to ``config.finalists`` operator trials are chosen (:func:`choose_finalists`:
 completed, not the baseline, planned cost below the replaced layers'; the Pareto front ``study.best_trials``
 first in a multi-objective study, then by accuracy, or by loss for the lm task). Each of them and the baseline is
-re-trained with the search's own training path (:func:`syno_automl.search.training.train_operator`) with
+re-trained with the search's own training path (:func:`syno_automl.study.training.train_operator`) with
 ``config.final_seeds`` training seeds (the same seeds for every model: a paired comparison), so that "within
 1 pp" is a statement about the operator rather than one seed's noise, for :func:`final_budget`:
 
@@ -17,7 +17,7 @@ eager inference in eval mode on :func:`timing_batch` -- the search's example bat
 validation batch of tokens --, the search's torch threads, the measurement package's protocol, models interleaved
 round by round; speedup: the median of per-round ratios; lm: tokens/s, the baseline's the batch's tokens over its
 median latency, an operator's the baseline's times its speedup, so that the speedup is the ratio of tokens/s). The
-:class:`~syno_automl.search.verdict.FinalResult` names the fastest operator within ``config.final_margin`` of the
+:class:`~syno_automl.study.verdict.FinalResult` names the fastest operator within ``config.final_margin`` of the
 baseline (image: accuracy lost, absolute; lm: val_loss gained, absolute nats), or says none is.
 
 Logged: one MLflow run per re-trained model (tag ``syno.role`` = ``final``, child of the study's run), the
@@ -40,24 +40,14 @@ import optuna
 
 from syno_automl import vocabulary as V
 from syno_automl.search.objectives import baseline_trial, is_pareto, maximizes, operator_front, primary_value
-from syno_automl.search.verdict import FinalResult, Finalist, short_description
+from syno_automl.study.verdict import Finalist, FinalResult, short_description
 from syno_automl.tasks import task_of
 
-__all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "final_epochs", "final_steps",
+__all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage",
            "final_budget", "timing_batch", "TIMING_ROUNDS"]
 
 TIMING_ROUNDS = 7          # interleaved rounds: baseline, op 1, op 2, ..., baseline, op 1, ...
 _ROUND = dict(warmup=2, number=1, repeat=5, min_repeat_ms=20)   # per model and round (measure.TimingProtocol)
-
-
-def final_epochs(config: Any) -> int:
-    """The final stage's training epochs: ``config.final_epochs``, by default twice the search's epochs."""
-    return int(config.final_epochs) if config.final_epochs else 2 * int(config.epochs)
-
-
-def final_steps(config: Any) -> int:
-    """The lm final stage's training steps: ``config.final_steps``, by default twice the search's max_steps."""
-    return int(config.final_steps) if config.final_steps else 2 * int(config.max_steps)
 
 
 def final_budget(config: Any) -> tuple[int, str]:
@@ -111,7 +101,7 @@ def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, 
     """Trains the task with `op` (None: the baseline) substituted once per seed ``config.seed + s`` for `budget`
     epochs (lm: steps, as a search trial of ``--steps budget`` without a time budget); fills
     ``finalist.values``/``failures`` and logs ``final_<metric>`` per seed (step s), its mean and sd to `run`."""
-    from syno_automl.search import training
+    from syno_automl.study import training
 
     config = context.config
     name = config.objective_name
@@ -209,7 +199,7 @@ def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS,
 def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = None, parent: str | None = None,
                     out: TextIO | None = sys.stdout) -> FinalResult | None:
     """Chooses, re-trains and times the finalists; logs the result; returns it (None: stage off)."""
-    from syno_automl.optuna import operator_json_of
+    from syno_automl.search.sampler import operator_json_of
     from syno_automl.space import Operator
 
     config = context.config

@@ -1,0 +1,348 @@
+"""The one table of search settings: each declared once, with its type, default, allowed values, help, the tasks it
+applies to, whether a ``--resume`` may change it, and what a study recorded before it existed ran with.
+
+Everything else is made from this table: ``SearchConfig``'s fields and their checks (syno_automl.config), the
+command line's flags and help (syno_automl.cli_options), the settings stored with a study and logged to MLflow
+(``search.<name>`` params), the resume rules, and the settings section of docs/search.md
+(``python -m syno_automl.settings`` prints it; tests/test_settings.py keeps the two equal). Adding a setting is
+one entry here plus the code that uses it. Imports nothing heavy: it is read before torch, Lightning or MLflow.
+
+Example:
+    >>> SETTING["flops_ratio"].default, SETTING["flops_ratio"].flag
+    (0.5, '--flops-ratio')
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from syno_automl.errors import SynoError
+
+__all__ = ["Setting", "SETTINGS", "SETTING", "TASKS", "TASK_OBJECTIVES", "MODEL_NAMES", "DATASET_NAMES",
+           "LOCAL_DATASETS", "LAYER_NAMES", "MODEL_COMMANDS", "STORE_COMMANDS", "SettingError", "SettingTypeError",
+           "SettingRangeError", "SettingChoiceError", "SettingTaskError", "DataDirError", "settings_markdown",
+           "comma_list"]
+
+TASKS = ("image", "lm")
+# what a trial of each task reports (the study's primary objective) and in which direction it is better
+TASK_OBJECTIVES: dict[str, tuple[str, str]] = {"image": ("val_acc", "maximize"), "lm": ("val_loss", "minimize")}
+LAYER_NAMES = ("conv2d", "linear")
+# lightning_modules' registries (MODEL_NAMES, DATAMODULE_NAMES) import torch: their names are repeated here so
+# that a wrong name fails before the imports (tests/test_cli_workflow.py keeps the two lists equal)
+MODEL_NAMES = ("small_cnn", "resnet18", "resnet34", "resnext29_2x64d", "densenet121", "efficientnet_v2_s", "gpt",
+               "gpt2")
+DATASET_NAMES = ("digits", "mnist", "cifar10", "cifar100", "imagenet-folder", "text")
+LOCAL_DATASETS = ("mnist", "cifar10", "cifar100", "imagenet-folder")   # read from --data-dir, never downloaded
+# the subcommands that take the model and store options (syno_automl.cli builds each from this table)
+MODEL_COMMANDS = ("search", "enumerate", "reevaluate")
+STORE_COMMANDS = ("search", "show", "list", "export", "report", "reevaluate", "tune")
+_BOTH = ("image", "lm")
+_UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
+
+
+class SettingError(SynoError, ValueError):
+    """A search setting has a value it cannot take (the message names the flag, or the field without one)."""
+
+
+class SettingTypeError(SettingError, TypeError):
+    """A search setting of the wrong type (e.g. a string where a number belongs)."""
+
+
+class SettingRangeError(SettingError):
+    """A number outside the setting's range."""
+
+
+class SettingChoiceError(SettingError):
+    """A value that is not one of the setting's choices."""
+
+
+class SettingTaskError(SettingError):
+    """A setting given for a task it does not apply to (``--steps`` without ``--task lm``)."""
+
+
+class DataDirError(SettingError, FileNotFoundError):
+    """A dataset's folder that is missing or not given."""
+
+
+def comma_list(text: str) -> tuple[str, ...]:
+    """``"llvm, cuda"`` -> ``("llvm", "cuda")``: the command line's form of a list setting."""
+    return tuple(t.strip() for t in str(text).split(",") if t.strip())
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One search setting. ``name`` is its SearchConfig field, its key in the study's stored settings and (as
+    ``search.<name>``) its MLflow param."""
+
+    name: str
+    kind: type                      # int, float, str, bool, tuple (of str) or dict
+    default: Any
+    help: str
+    flag: str | None = None         # its command-line flag; None: set from Python only
+    commands: tuple[str, ...] = ("search",)
+    choices: tuple[Any, ...] | None = None
+    minimum: float | None = None    # inclusive
+    above: float | None = None      # exclusive
+    maximum: float | None = None    # inclusive
+    optional: bool = False          # None is allowed (its meaning is in the help)
+    off: float | None = None        # the command-line value that means None (0: no limit; -1: any negative)
+    tasks: tuple[str, ...] = _BOTH
+    resumable: bool = False         # a --resume may change it (otherwise it must match the study's)
+    recorded: bool = True           # stored with the study, logged to MLflow, compared on --resume
+    legacy: Any = _UNSET            # what a study recorded before this setting existed ran with
+    task_defaults: dict[str, Any] | None = None   # the default per task when ``default`` is None
+    parse: Callable[[str], Any] | None = None      # the command line's text -> value, beside ``kind``
+    metavar: str | None = None
+    check: Callable[[Any], str | None] | None = None   # an extra check: a message when the value is wrong
+
+    @property
+    def param(self) -> str:
+        """Its MLflow param name on the study run."""
+        return f"search.{self.name}"
+
+    @property
+    def label(self) -> str:
+        """How an error names it: its flag, or its field."""
+        return self.flag or self.name
+
+    @property
+    def has_legacy(self) -> bool:
+        return self.legacy is not _UNSET
+
+    def default_for(self, task: str) -> Any:
+        if self.default is None and self.task_defaults is not None:
+            return self.task_defaults[task]
+        return self.default() if callable(self.default) else self.default
+
+    def default_text(self) -> str:
+        """The default as the help and the docs say it."""
+        if self.default is None and self.task_defaults is not None:
+            image, lm = self.task_defaults.get("image"), self.task_defaults.get("lm")
+            return f"{_show(image)}; lm: {_show(lm)}" if image != lm else _show(image)
+        if self.kind is bool:
+            return "off" if not self.default else "on"
+        default = self.default() if callable(self.default) else self.default
+        if default is None or default == () or default == {}:
+            return "none"
+        return ",".join(default) if isinstance(default, tuple) else _show(default)
+
+    def from_cli(self, value: Any) -> Any:
+        """A parsed command-line value as the setting's value (``off`` -> None)."""
+        if self.off is not None and value is not None and isinstance(value, (int, float)) and \
+                (value == self.off or (self.off < 0 and value < 0)):
+            return None
+        return value
+
+    def to_cli(self, value: Any) -> Any:
+        """A recorded value as the command line would give it (None -> ``off``): what a --resume fills in."""
+        if value is None and self.off is not None:
+            return self.off
+        if isinstance(value, (list, tuple)) and self.kind is tuple:
+            return tuple(value)
+        return value
+
+    def validate(self, value: Any) -> Any:
+        """The value, checked (SettingError naming the flag otherwise); numbers of a float setting become floats."""
+        if value is None:
+            if self.optional:
+                return None
+            raise SettingTypeError(f"{self.label} must be given (a {self.kind.__name__}), got None")
+        value = self._typed(value)
+        if self.choices is not None and value not in self.choices:
+            raise SettingChoiceError(f"{self.label} must be one of {', '.join(map(str, self.choices))}, "
+                                     f"got {_echo(value)}")
+        if self.kind in (int, float):
+            self._in_range(value)
+        if self.check is not None:
+            message = self.check(value)
+            if message:
+                raise SettingError(f"{self.label} {message}")
+        return value
+
+    def _typed(self, value: Any) -> Any:
+        ok = {int: lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool),
+              float: lambda v: isinstance(v, numbers.Real) and not isinstance(v, bool),
+              str: lambda v: isinstance(v, str), bool: lambda v: isinstance(v, bool),
+              tuple: lambda v: isinstance(v, (tuple, list)) and all(isinstance(x, str) for x in v),
+              dict: lambda v: isinstance(v, dict)}[self.kind]
+        if not ok(value):
+            raise SettingTypeError(f"{self.label} must be a {self.kind.__name__}, got {_echo(value)} "
+                                   f"(a {type(value).__name__})")
+        if self.kind is float:
+            if not math.isfinite(value):
+                raise SettingRangeError(f"{self.label} must be a finite number, got {value}")
+            return float(value)
+        return tuple(value) if self.kind is tuple else value
+
+    def _in_range(self, value: float) -> None:
+        low = (self.minimum is None or value >= self.minimum) and (self.above is None or value > self.above)
+        if low and (self.maximum is None or value <= self.maximum):
+            return
+        if self.above == 0 and self.maximum is None:
+            wanted = "a positive number"
+        else:
+            parts = [f">= {_show(self.minimum)}" if self.minimum is not None else "",
+                     f"> {_show(self.above)}" if self.above is not None else "",
+                     f"<= {_show(self.maximum)}" if self.maximum is not None else ""]
+            wanted = " and ".join(p for p in parts if p)
+        raise SettingRangeError(f"{self.label} must be {wanted}, got {_show(value)}")
+
+
+def _show(value: Any) -> str:
+    return str(value)
+
+
+def _echo(value: Any, limit: int = 60) -> str:
+    """A value in an error message, cut to `limit` characters (a field can be 100,000 characters long)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _tokenizer_check(value: str) -> str | None:
+    if value in ("byte", "char") or (value.startswith("tiktoken:") and len(value) > len("tiktoken:")):
+        return None
+    return f"must be byte, char or tiktoken:NAME, got {_echo(value)}"
+
+
+def _milestones_check(value: dict) -> str | None:
+    for epoch, floor in value.items():
+        if not (isinstance(epoch, int) or (isinstance(epoch, str) and epoch.isdigit())) or \
+                not isinstance(floor, (int, float)) or not math.isfinite(floor):
+            return f"must map epochs to finite numbers, got {_echo(value)}"
+    return None
+
+
+def _rows() -> list[Setting]:
+    S = Setting
+    model = MODEL_COMMANDS
+    store = STORE_COMMANDS
+    return [
+        # -- what is searched: the task, its model, data and layers
+        S("task", str, "image", "image: classification, maximize val_acc; lm: the GPT's QKV projections, minimize "
+          "val_loss", "--task", model, choices=TASKS),
+        S("model", str, None, "model of lightning_modules", "--model", model, choices=MODEL_NAMES,
+          task_defaults={"image": "small_cnn", "lm": "gpt"}),
+        S("dataset", str, None, "digits (embedded), mnist, cifar10, cifar100, imagenet-folder (these from "
+          "--data-dir); lm: text (embedded: the Python standard library's sources, or text files in --data-dir)",
+          "--dataset", model, task_defaults={"image": "digits", "lm": "text"}),
+        S("data_dir", str, None, "folder of a local dataset (not digits; lm: text files)", "--data-dir", model,
+          optional=True, resumable=True),
+        S("layer", str, None, "the kind of layer replaced", choices=LAYER_NAMES,
+          task_defaults={"image": "conv2d", "lm": "linear"}),
+        S("where", str, None, "glob of the names of the layers replaced (image: every conv but the stem)",
+          optional=True, task_defaults={"image": None, "lm": "*.qkv"}),
+        S("image_size", int, None, "side of the images (the dataset's own by default; digits: 8)", "--image-size", model,
+          minimum=1, optional=True, tasks=("image",)),
+        S("batch_size", int, 64, "training batch size", minimum=1),
+        # -- the space and its budgets
+        S("flops_ratio", float, 0.5, "FLOPs budget relative to the replaced layers", "--flops-ratio", model,
+          above=0),
+        S("cost_ratio", float, 1.0, "planned-cost budget (FLOPs + elements materialized, Operator.cost) relative "
+          "to the replaced layers; 0 turns it off", "--cost-ratio", model, above=0, optional=True, off=0),
+        S("max_depth", int, 8, "maximum primitives per operator", "--max-depth", model, minimum=1, maximum=30),
+        S("seed", int, 0, "search seed", "--seed", model),
+        # -- training a trial
+        S("epochs", int, 3, "training epochs per trial", "--epochs", model, minimum=1, tasks=("image",)),
+        S("lr", float, None, "learning rate (SGD; lm: AdamW)", "--lr", model, above=0,
+          task_defaults={"image": 0.05, "lm": 3e-3}),
+        S("max_steps", int, 200, "training steps per trial", "--steps", model, minimum=1, tasks=("lm",),
+          metavar="STEPS"),
+        S("time_budget", float, 60.0, "seconds of training per trial; at the budget training stops and the model "
+          "is validated; 0: none", "--time-budget", model, above=0, optional=True, off=0, tasks=("lm",)),
+        S("seq_len", int, 64, "tokens per sequence", "--seq-len", model, minimum=2, tasks=("lm",)),
+        S("val_every", int, 50, "validate every N steps", "--val-every", model, minimum=1, tasks=("lm",)),
+        S("val_batches", int, 8, "batches per validation", minimum=1, tasks=("lm",)),
+        S("tokenizer", str, "byte", "byte (vocabulary 256), char, or tiktoken:NAME where installed", "--tokenizer",
+          model, tasks=("lm",), check=_tokenizer_check),
+        S("max_loss", float, None, "the loss the reward counts from (None: ln(vocabulary), a uniform guess)",
+          above=0, optional=True, tasks=("lm",)),
+        S("milestones", dict, dict, "an absolute floor {epoch: min val_acc} a trial must reach (the original's "
+          "early termination); the pruner prunes relative to the other trials instead", tasks=("image",),
+          check=_milestones_check),
+        # -- the study
+        S("trials", int, 10, "operator trials, beside the baseline (a --resume: the study's own)", "--trials",
+          minimum=0, resumable=True),
+        S("objective", str, "pareto", "pareto: two objectives, accuracy (lm: loss) and the operator's planned cost "
+          "ratio, the front in study.best_trials; accuracy: accuracy (lm: loss) alone", "--objective",
+          choices=("pareto", "accuracy"), legacy="accuracy"),
+        S("pruner", str, "hyperband", "stop trials that learn slower than the others, after each epoch, with "
+          "Optuna's HyperbandPruner or SuccessiveHalvingPruner", "--pruner", choices=("hyperband", "halving", "none"),
+          tasks=("image",), legacy="none"),
+        S("opening", str, "known", "known: the first operator trials are the replaced layer's grouped forms that the "
+          "space holds (a grouped conv, a block-diagonal linear), so the tree starts from a known trade of accuracy "
+          "for speed; none: MCTS from the first trial", "--opening", choices=("known", "none"), resumable=True),
+        S("screen", str, "off", "score each operator cheaply before its training and prune it there when the score "
+          "is below --screen-threshold (loss-slope: its loss drop over a few steps vs the baseline's; naswot: a "
+          "training-free score at init)", "--screen", choices=("off", "loss-slope", "naswot"), tasks=("image",),
+          legacy="off"),
+        S("screen_threshold", float, None, "the score an operator must reach with --screen (none: the screen's "
+          "own)", "--screen-threshold", optional=True, tasks=("image",), legacy=None),
+        S("reward_speedup", float, 2.0, "pareto: the speedup (1 / cost ratio) at which accuracy earns full reward",
+          above=1, legacy=2.0),
+        S("reward_lower", float, None, "the accuracy the reward counts from (None: chance, 1 / classes)",
+          optional=True, tasks=("image",)),
+        S("reward_upper", float, 1.0, "the accuracy of full reward", tasks=("image",)),
+        S("reward_power", float, 2.0, "the reward's exponent", above=0),
+        S("exploration", float, 1.0, "the MCTS's exploration constant", minimum=0),
+        S("trial_timeout", float, 60.0, "safety net: a trial fails when its step takes over 100x the baseline "
+          "model's (CPU time, in the same process), or when it runs 3x over its own projection and past this many "
+          "seconds; 0: no limit", "--timeout", above=0, optional=True, off=0, tasks=("image",), resumable=True),
+        S("threads", int, None, "torch threads (none: 1 for the embedded datasets, else torch's default)",
+          "--threads", minimum=1, optional=True, recorded=False),
+        # -- where the study and its runs live
+        S("storage", str, "sqlite:///syno.db", "Optuna storage: sqlite:///syno.db, postgresql://..., or "
+          "journal:PATH", "--storage", store, recorded=False),
+        S("study", str, "syno", "study name", "--study", store, recorded=False),
+        S("tracking_uri", str, "sqlite:///mlflow.db", "MLflow tracking URI, or 'none' (artifacts under ./mlruns)",
+          "--tracking-uri", store, optional=True, recorded=False),
+        S("heartbeat", int, 10, "seconds between worker heartbeats (RDB storages); a trial silent for 3x this is "
+          "failed and retried with its operator; 0: off", "--heartbeat", minimum=1, optional=True, off=0,
+          recorded=False),
+        S("grace_period", int, None, "seconds a trial may go without a heartbeat (none: Optuna's, 2x heartbeat)",
+          minimum=1, optional=True, recorded=False),
+        # -- latency measured beside training (paper Algorithm 1: only operators within the margin are tuned)
+        S("latency_targets", tuple, (), "TVM latency of each trial's operator vs the replaced layers on these "
+          "targets, e.g. llvm or llvm,cuda or rpc:KEY@host:port, or torch (eager PyTorch, no TVM needed)",
+          "--latency", resumable=True, parse=comma_list, metavar="TARGETS"),
+        S("latency_trials", int, 0, "MetaSchedule trials per kernel for --latency (0: untuned default schedules, "
+          "labelled so)", "--latency-trials", minimum=0, resumable=True),
+        S("latency_margin", float, 0.01, "measure only trials within this margin of the baseline's value (paper "
+          "Algorithm 1); negative: every trial", "--latency-margin", minimum=0, optional=True, off=-1,
+          resumable=True),
+        S("latency_inductor", bool, False, "also time both under torch.compile", "--latency-inductor",
+          resumable=True),
+        # -- the final stage (study/finalists.py) and its verdict
+        S("finalists", int, 3, "final stage: re-train this many operators cheaper than the replaced layers (best "
+          "first) and the baseline alike, time the whole models, and name the fastest within --final-margin of the "
+          "baseline; 0: no final stage", "--finalists", minimum=0, resumable=True),
+        S("final_epochs", int, None, "final stage: training epochs (none: twice --epochs)", "--final-epochs",
+          minimum=1, optional=True, tasks=("image",), resumable=True),
+        S("final_steps", int, None, "lm final stage: training steps, without --time-budget (none: twice --steps)",
+          "--final-steps", minimum=1, optional=True, tasks=("lm",), resumable=True),
+        S("final_seeds", int, 3, "final stage: training seeds per model, reported as mean ± sd", "--final-seeds",
+          minimum=1, resumable=True),
+        S("final_margin", float, 0.01, "final stage: the accuracy an operator may lose against the baseline, "
+          "absolute (0.01 = 1 pp); lm: the val_loss it may gain, in nats (0.01: ~1 % perplexity)",
+          "--final-margin", minimum=0, resumable=True),
+    ]
+
+
+SETTINGS: tuple[Setting, ...] = tuple(_rows())
+SETTING: dict[str, Setting] = {s.name: s for s in SETTINGS}
+
+
+def settings_markdown() -> str:
+    """The settings section of docs/search.md (a test keeps the two equal)."""
+    lines = ["| setting | flag | default | tasks | on --resume | what it is |", "|---|---|---|---|---|---|"]
+    for s in SETTINGS:
+        tasks = "all" if s.tasks == _BOTH else ", ".join(s.tasks)
+        resume = "not recorded" if not s.recorded else ("may change" if s.resumable else "must match")
+        flag = f"`{s.flag}`" if s.flag else "(Python)"
+        lines.append(f"| `{s.name}` | {flag} | {s.default_text()} | {tasks} | {resume} | {s.help} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(settings_markdown(), end="")

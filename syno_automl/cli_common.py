@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 import warnings
-from typing import Any, Sequence
+from typing import Sequence
 
 from syno_automl import vocabulary as V
 from syno_automl.lookup import check_tracking_uri, existing_storage, find_operator

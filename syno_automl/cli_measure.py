@@ -107,7 +107,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print(f"operator {op.hash} (trial {trial.number}) on {args.target}: {n} replaced layer{'s' if n != 1 else ''}, "
           f"{schedules}{'' if args.no_inductor or eager else '; TorchInductor too'}", flush=True)
     # every layer: operator and inferred baseline, same budget and protocol (measure.measure_layers)
-    settings = study.user_attrs.get("syno.settings", {})
+    settings = study.user_attrs.get(V.SETTINGS, {})
     batch = args.batch if args.batch is not None else (
         settings.get("seq_len", 64) if settings.get("task") == "lm" else 1)
     result = measure.measure_layers(op, [args.target], args.tune_trials, args.seconds, work_dir=args.work_dir,
@@ -123,12 +123,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise RuntimeError(f"no latency on {device} ({schedules}): {why}")
     print(total_line(summary, device))
     entry = measure.stored_entry(summary)
-    latencies = dict(study.user_attrs.get("syno.latency", {}))  # read again: measuring took a while
+    latencies = dict(study.user_attrs.get(V.LATENCY, {}))  # read again: measuring took a while
     latencies[op.hash] = {**latencies.get(op.hash, {}), device: entry}
-    study.set_user_attr("syno.latency", latencies)
+    study.set_user_attr(V.LATENCY, latencies)
     print(f"stored syno.latency[{op.hash}][{device}] in study {study.study_name} (tuned_trials {entry['tuned_trials']})")
     tracking = tracking_of(args)
-    run_id = trial.user_attrs.get("syno.mlflow_run_id")
+    run_id = trial.user_attrs.get(V.RUN_ID)
     if not tracking or not run_id:
         print("MLflow: nothing logged (" + ("--tracking-uri none" if not tracking else
                                             f"trial {trial.number} has no MLflow run") + ")")

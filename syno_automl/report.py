@@ -59,16 +59,16 @@ def latency_points(study: optuna.Study, device: str) -> list[Point]:
     """Objective vs measured latency (ms, the replaced layers only) of the operators measured on ``device``: by
     the search (trial attr ``syno.latency``) or by ``syno-automl tune`` (study attr ``syno.latency``, which wins:
     it is the later, deliberate measurement). The baseline point is the replaced layers' latency."""
-    measured = study.user_attrs.get("syno.latency", {})
+    measured = study.user_attrs.get(V.LATENCY, {})
     out: list[Point] = []
     base = next((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(V.BASELINE)), None)
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         entry = measured.get(t.user_attrs.get(V.HASH), {}).get(device)
         if entry is None:
-            entry = (t.user_attrs.get("syno.latency") or {}).get(device)
+            entry = (t.user_attrs.get(V.LATENCY) or {}).get(device)
         if entry is None or primary_value(t) is None or entry.get("latency_ms") is None:
             continue
-        out.append(Point(t.number, t.user_attrs.get("syno.hash"), entry["latency_ms"], primary_value(t), False))
+        out.append(Point(t.number, t.user_attrs.get(V.HASH), entry["latency_ms"], primary_value(t), False))
         base_value = primary_value(base) if base is not None else None
         if base_value is not None and entry.get("baseline_ms") is not None and not any(p.baseline for p in out):
             out.append(Point(base.number, None, entry["baseline_ms"], base_value, True))
@@ -77,8 +77,8 @@ def latency_points(study: optuna.Study, device: str) -> list[Point]:
 
 def latency_schedules(study: optuna.Study, device: str) -> list[str]:
     """How the latencies on ``device`` were scheduled (e.g. "untuned default schedules ..."), for the plot."""
-    entries = [e.get(device) for e in study.user_attrs.get("syno.latency", {}).values()]
-    entries += [(t.user_attrs.get("syno.latency") or {}).get(device) for t in study.get_trials(deepcopy=False)]
+    entries = [e.get(device) for e in study.user_attrs.get(V.LATENCY, {}).values()]
+    entries += [(t.user_attrs.get(V.LATENCY) or {}).get(device) for t in study.get_trials(deepcopy=False)]
     labels = {e.get("schedules") or ("untuned default schedules" if not e.get("tuned_trials") else
                                      f"{e['tuned_trials']} MetaSchedule trials per kernel")
               for e in entries if e}
@@ -87,9 +87,9 @@ def latency_schedules(study: optuna.Study, device: str) -> list[str]:
 
 def latency_devices(study: optuna.Study) -> list[str]:
     """Devices with latencies in the study (from `syno-automl tune` or measured by the search)."""
-    found = {d for entry in study.user_attrs.get("syno.latency", {}).values() for d in entry}
+    found = {d for entry in study.user_attrs.get(V.LATENCY, {}).values() for d in entry}
     for t in study.get_trials(deepcopy=False):
-        found.update((t.user_attrs.get("syno.latency") or {}).keys())
+        found.update((t.user_attrs.get(V.LATENCY) or {}).keys())
     return sorted(found)
 
 
@@ -304,7 +304,7 @@ def reevaluations_of(runs: Iterable[Any], study: optuna.Study, objective: str) -
         differs = [f"{k} {settings[k]}" for k in ("model", "dataset", "image_size", "batch_size", "lr", "seed")
                    if k in settings and k in search and settings[k] != _param(search[k])]
         label = "re-evaluated at " + _budget(task, settings) + (f" ({', '.join(differs)})" if differs else "")
-        number = int(tags["syno.search_trial"]) if str(tags.get("syno.search_trial", "")).isdigit() else None
+        number = int(tags[V.TAG_SEARCH_TRIAL]) if str(tags.get(V.TAG_SEARCH_TRIAL, "")).isdigit() else None
         trial = trials.get(number) if number is not None else None
         op_hash = tags.get(V.TAG_HASH)
         op_hash = None if op_hash in (None, "baseline") else op_hash

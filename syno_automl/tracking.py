@@ -182,7 +182,7 @@ class TrialRun:
 
     def log_operator(self, op: Operator) -> None:
         """Params syno.hash/depth/primitives and the artifacts operator.json, operator.py, graph.dot/.svg."""
-        self.log_params({V.HASH: op.hash, "syno.depth": op.depth, "syno.primitives": " | ".join(op.primitives)})
+        self.log_params({V.HASH: op.hash, V.PARAM_DEPTH: op.depth, V.PARAM_PRIMITIVES: " | ".join(op.primitives)})
         self.log_text(op.to_json(), "operator.json")
         try:
             source = op.to_source()
@@ -238,7 +238,7 @@ class SearchTracker:
 
     def study_run(self, study: str, settings: Mapping[str, Any]) -> str:
         """The study's parent run id (created once, found again on --resume or by another worker)."""
-        runs = self._search(f"tags.`syno.study` = '{study}' and tags.`syno.role` = 'study'")
+        runs = self._search(f"tags.`{V.TAG_STUDY}` = '{study}' and tags.`{V.TAG_ROLE}` = 'study'")
         if runs:
             run_id = runs[0].info.run_id
             self.client.update_run(run_id, status="RUNNING")
@@ -269,13 +269,13 @@ class SearchTracker:
     def find_trial_run(self, study: str | None = None, *, number: int | None = None,
                        hash: str | None = None) -> Any | None:
         """The latest trial run of a study matching a trial number or an operator hash (prefix allowed)."""
-        clauses = ["tags.`syno.role` = 'trial'"]
+        clauses = [f"tags.`{V.TAG_ROLE}` = 'trial'"]
         if study is not None:
-            clauses.append(f"tags.`syno.study` = '{study}'")
+            clauses.append(f"tags.`{V.TAG_STUDY}` = '{study}'")
         if number is not None:
-            clauses.append(f"tags.`syno.trial` = '{number}'")
+            clauses.append(f"tags.`{V.TAG_TRIAL}` = '{number}'")
         if hash is not None:
-            clauses.append(f"tags.`syno.hash` LIKE '{hash}%'")
+            clauses.append(f"tags.`{V.TAG_HASH}` LIKE '{hash}%'")
         runs = self._search(" and ".join(clauses))
         return runs[-1] if runs else None
 
@@ -285,9 +285,9 @@ class SearchTracker:
         label = op.hash if op is not None else "baseline"
         tags = {V.TAG_ROLE: "reevaluation", V.TAG_STUDY: study, V.HASH: label}
         if number is not None:
-            tags["syno.search_trial"] = str(number)
+            tags[V.TAG_SEARCH_TRIAL] = str(number)
         if search_run is not None:
-            tags["syno.search_run_id"] = search_run.info.run_id
+            tags[V.TAG_SEARCH_RUN_ID] = search_run.info.run_id
             tags["mlflow.note.content"] = (f"Re-evaluation of {label}, trial {number} "
                                            f"(run {search_run.info.run_id}) of study {study}.")
         run = self.client.create_run(self.experiment_id,
@@ -298,12 +298,9 @@ class SearchTracker:
             trial_run.log_operator(op)
         return trial_run
 
-    def trial_runs(self, study: str) -> list[Any]:
-        return self._search(f"tags.`syno.study` = '{study}' and tags.`syno.role` = 'trial'", max_results=50000)
-
     def reevaluation_runs(self, study: str) -> list[Any]:
         """The runs of ``syno-automl reevaluate`` for `study`, oldest first (read by ``syno-automl report``)."""
-        return self._search(f"tags.`syno.study` = '{study}' and tags.`syno.role` = 'reevaluation'",
+        return self._search(f"tags.`{V.TAG_STUDY}` = '{study}' and tags.`{V.TAG_ROLE}` = 'reevaluation'",
                             max_results=50000)
 
     def run(self, run_id: str) -> TrialRun:
@@ -323,9 +320,9 @@ def log_latency(run: TrialRun, result: Mapping[str, Any], extra: Mapping[str, An
 
     metrics = {k: v for k, v in latency_metrics(result["devices"], role).items() if v is not None}
     run.log_metrics(metrics)
-    tags = {f"syno.schedules.{dev}": s.get("schedules") for dev, s in result["devices"].items()}
+    tags = {V.schedule_label_tag(dev): s.get("schedules") for dev, s in result["devices"].items()}
     if role == "operator":
-        tags.update({f"syno.note.{k}": v for k, v in result.get("notes", {}).items()})
+        tags.update({V.note_tag(k): v for k, v in result.get("notes", {}).items()})
     run.set_tags(tags)
     if role == "operator":  # the baseline's figures are already in every operator's artifact
         for dev, summary in result["devices"].items():

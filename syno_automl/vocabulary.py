@@ -46,6 +46,8 @@ COST = "syno.cost"                    # planned cost (Operator.cost "total") sum
 COST_RATIO = "syno.cost_ratio"        # COST / the replaced layers' cost
 MATERIALIZED = "syno.materialized"    # elements the plan materializes
 PEAK = "syno.peak"                    # largest tensor of the plan, in elements
+LATENCY_FAILURE = "syno.latency_failure"  # why the latency of the trial's operator could not be measured
+# (a trial's own latency entries are under LATENCY too: {device: entry})
 
 # -- Optuna constraint (system attribute constraints:<name>): 1.0 on the baseline trial, so that the baseline is
 # infeasible and study.best_trial (accuracy studies), study.best_trials (pareto studies: the operators' front) and
@@ -82,6 +84,21 @@ def speedup_metric(device: str) -> str:
     """baseline_latency_metric / latency_metric on ``device``."""
     return f"speedup.{device}"
 
+# -- MLflow params of a trial run (beside the search settings, ``search.<setting>``: syno_automl.settings)
+PARAM_DEPTH = "syno.depth"
+PARAM_PRIMITIVES = "syno.primitives"
+
+
+def schedule_label_tag(device: str) -> str:
+    """The tag saying how both sides of a latency figure on ``device`` were scheduled (tuned, untuned, eager)."""
+    return f"syno.schedules.{device}"
+
+
+def note_tag(metric: str) -> str:
+    """The tag saying why a latency metric is missing."""
+    return f"syno.note.{metric}"
+
+
 # -- MLflow tags
 TAG_STUDY = "syno.study"
 TAG_ROLE = "syno.role"                # "study" | "trial" | "reevaluation" | "final"
@@ -93,6 +110,8 @@ TAG_BEST_HASH = "syno.best_hash"
 TAG_SEARCH_TRIAL = "syno.search_trial"    # a final / reevaluation run: the search trial it re-trains
 TAG_FINAL_VERDICT = "syno.final_verdict"  # the study run: the final stage's verdict line
 TAG_FINAL_HASH = "syno.final_hash"        # the study run: the operator the verdict names, or "none"
+TAG_SEARCH_RUN_ID = "syno.search_run_id"  # a reevaluation run: the MLflow run of the search trial it re-trains
+TAG_STOPPED_BY = "syno.stopped_by"        # an lm trial run: what stopped its training (its time budget)
 ROLE_FINAL = "final"                      # TAG_ROLE of a final-stage re-training run (one per finalist + baseline)
 
 # -- MLflow metrics of the final stage (final runs, and the study run for the named / best operator)

@@ -44,13 +44,7 @@ from syno_automl.codegen.loader import load_class
 from syno_automl.codegen.torch_steps import TorchGen
 from syno_automl.ir import Program, count_flops, parse, walk, weight_stds
 
-__all__ = ["program_to_source", "build_module", "count_flops", "normalize_program"]
-
-
-def normalize_program(program: Mapping[str, Any] | Program) -> dict:
-    """The program as a dict with int dim ids everywhere (``sizes``/``rename`` keys may come as strings) and
-    ``sizes`` completed from the shapes; validated by ``syno_automl.ir.parse``."""
-    return parse(program).to_dict()
+__all__ = ["program_to_source", "build_module", "count_flops"]
 
 
 def program_to_source(program: Mapping[str, Any] | Program, class_name: str = "SynoOperator",

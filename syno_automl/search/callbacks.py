@@ -187,9 +187,9 @@ class SynoSubstitution(L.Callback):
                     from e
         self._done_for = id(pl_module)
         if self.trial is not None:
-            for key, value in (("syno.flops", self.flops), ("syno.params", self.params),
-                               ("syno.baseline_flops", self.baseline_flops),
-                               ("syno.flops_ratio", self.flops_ratio_used)):
+            for key, value in ((V.FLOPS, self.flops), (V.PARAMS, self.params),
+                               (V.BASELINE_FLOPS, self.baseline_flops),
+                               (V.FLOPS_RATIO, self.flops_ratio_used)):
                 self.trial.set_user_attr(key, value)
             for key, value in self.cost.items():
                 self.trial.set_user_attr(f"syno.{key}", value)

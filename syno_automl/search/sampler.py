@@ -28,7 +28,6 @@ import threading
 from typing import Any, Sequence
 
 import numpy as np
-import optuna
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.study import Study, StudyDirection
@@ -41,7 +40,7 @@ from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
 from syno_automl.space import Operator, OperatorSpace
 
-__all__ = ["SynoSampler", "suggest_operator", "operator_json_of", "Reward"]
+__all__ = ["SynoSampler", "suggest_operator", "operator_json_of"]
 
 _RETRY_HISTORY = "retry_history"     # written by optuna.storages.RetryHeartbeatStaleTrialCallback
 _MAX_CONFLICTS = 16

@@ -12,7 +12,7 @@ import torch
 from lightning.pytorch.callbacks import Timer
 from torch import nn
 
-from syno_automl.search.callbacks import TrainingTooSlowError, example_batch
+from syno_automl.search.callbacks import TrainingTooSlowError
 
 __all__ = ["SlowTrialGuard", "TrainingTimeBudget", "relative_step_time"]
 

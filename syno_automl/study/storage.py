@@ -17,7 +17,7 @@ from optuna.storages.journal import JournalFileBackend, JournalStorage
 
 from syno_automl.interrupt import interrupt_safe
 
-__all__ = ["make_storage", "is_journal", "describe_storage"]
+__all__ = ["make_storage", "is_journal"]
 
 
 @interrupt_safe
@@ -32,14 +32,6 @@ class SafeJournalStorage(JournalStorage):
 
 def is_journal(url: str) -> bool:
     return url.startswith("journal:") or url.endswith((".log", ".journal"))
-
-
-def describe_storage(storage: BaseStorage | str) -> str:
-    if isinstance(storage, str):
-        return storage
-    if isinstance(storage, RDBStorage):
-        return storage.url
-    return type(storage).__name__
 
 
 def make_storage(url: str, *, heartbeat_interval: int | None = 10, grace_period: int | None = None,

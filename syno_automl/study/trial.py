@@ -152,12 +152,12 @@ class Objective:
                                             protocol=measure.PROTOCOL, progress=progress)
         except Exception as e:  # noqa: BLE001 -- TVM missing or broken: the trial keeps its value
             reason = f"{type(e).__name__}: {e}"[:300]
-            trial.set_user_attr("syno.latency_failure", reason)
+            trial.set_user_attr(V.LATENCY_FAILURE, reason)
             if run is not None:
-                run.set_tags({"syno.latency_failure": reason})
+                run.set_tags({V.LATENCY_FAILURE: reason})
             return f"  latency: missing ({reason[:80]})"
         entries = {dev: measure.stored_entry(d) for dev, d in result["devices"].items()}
-        trial.set_user_attr("syno.latency", entries)
+        trial.set_user_attr(V.LATENCY, entries)
         if run is not None:
             from syno_automl.tracking import log_latency
 

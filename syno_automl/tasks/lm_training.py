@@ -17,6 +17,7 @@ from typing import Any
 
 import lightning as L
 
+from syno_automl import vocabulary as V
 from syno_automl.interrupt import fit
 from syno_automl.search.time_limits import TrainingTimeBudget
 
@@ -122,11 +123,11 @@ def train_lm(context: Any, trial: Any | None, run: Any | None, *, substitution: 
                                    flops_ratio=substitution.flops_ratio_used)
                 run.log_metrics(metrics)
                 if budget is not None and budget.stopped:
-                    run.set_tags({"syno.stopped_by": f"time budget {time_budget:g} s"})
+                    run.set_tags({V.TAG_STOPPED_BY: f"time budget {time_budget:g} s"})
     if trial is not None:
-        trial.set_user_attr("syno.steps", int(trainer.global_step))
+        trial.set_user_attr(V.STEPS, int(trainer.global_step))
         if meter.tokens_per_s is not None:
-            trial.set_user_attr("syno.tokens_per_s", meter.tokens_per_s)
+            trial.set_user_attr(V.TOKENS_PER_S, meter.tokens_per_s)
     if not meter.val_loss or not math.isfinite(meter.val_loss[-1][1]):
         raise ValueError(f"no finite val_loss after training (got {meter.val_loss[-1:] or None})")
     return meter.val_loss[-1][1]

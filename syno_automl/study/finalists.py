@@ -101,7 +101,7 @@ def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, 
     """Trains the task with `op` (None: the baseline) substituted once per seed ``config.seed + s`` for `budget`
     epochs (lm: steps, as a search trial of ``--steps budget`` without a time budget); fills
     ``finalist.values``/``failures`` and logs ``final_<metric>`` per seed (step s), its mean and sd to `run`."""
-    from syno_automl.study import training
+    import syno_automl.study.training as training
 
     config = context.config
     name = config.objective_name

@@ -9,12 +9,12 @@ from typing import Any, TextIO
 
 import optuna
 
+import syno_automl.study.training as training
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
 from syno_automl.search.objectives import baseline_trial, primary_value
 from syno_automl.search.sampler import suggest_operator
 from syno_automl.space import Operator
-from syno_automl.study import training
 from syno_automl.study.context import SearchContext
 from syno_automl.tasks import task_of
 

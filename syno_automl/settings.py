@@ -289,6 +289,13 @@ def _rows() -> list[Setting]:
         S("trial_timeout", float, 60.0, "safety net: a trial fails when its step takes over 100x the baseline "
           "model's (CPU time, in the same process), or when it runs 3x over its own projection and past this many "
           "seconds; 0: no limit", "--timeout", above=0, optional=True, off=0, tasks=("image",), resumable=True),
+        # -- the device trials train on (Lightning's names), every Trainer the package builds
+        S("accelerator", str, "auto", "what trials train on: auto (a GPU when there is one), cpu or gpu (Lightning's "
+          "names)", "--accelerator", model, choices=("auto", "cpu", "gpu"), resumable=True),
+        S("devices", int, 1, "devices per trial (Lightning's devices; one worker per GPU scales a search out)",
+          "--devices", model, minimum=1, resumable=True),
+        S("precision", str, "32", "training precision (Lightning's): 32, bf16-mixed or 16-mixed", "--precision",
+          model, choices=("32", "bf16-mixed", "16-mixed"), legacy="32"),
         S("threads", int, None, "torch threads (none: 1 for the embedded datasets, else torch's default)",
           "--threads", minimum=1, optional=True, recorded=False),
         # -- where the study and its runs live

@@ -48,6 +48,7 @@ class ClassificationDataModule(L.LightningDataModule):
         super().__init__()
         self.batch_size = batch_size
         self.num_workers = num_workers
+        self.pin_memory = False   # set True when training on a GPU: page-locked batches copy to it asynchronously
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
 
@@ -56,7 +57,7 @@ class ClassificationDataModule(L.LightningDataModule):
             self.setup("fit")
         dataset = self.train_set if train else self.val_set
         return DataLoader(dataset, batch_size=self.batch_size, shuffle=train, num_workers=self.num_workers,
-                          persistent_workers=self.num_workers > 0)
+                          persistent_workers=self.num_workers > 0, pin_memory=self.pin_memory)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(train=True)

@@ -119,6 +119,7 @@ class TextDataModule(L.LightningDataModule):
         self.val_fraction = val_fraction
         self.max_bytes = DEFAULT_CORPUS_BYTES if max_bytes is None and data_dir is None else max_bytes
         self.num_workers = num_workers
+        self.pin_memory = False   # set True when training on a GPU (as the image data modules)
         self.train_set: TokenChunkDataset | None = None
         self.val_set: TokenChunkDataset | None = None
 
@@ -144,7 +145,8 @@ class TextDataModule(L.LightningDataModule):
         if self.train_set is None:
             self.setup("fit")
         return DataLoader(self.train_set if train else self.val_set, batch_size=self.batch_size, shuffle=train,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
+                          pin_memory=self.pin_memory)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(train=True)

@@ -5,6 +5,7 @@ of the model.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from syno_automl.config import SearchConfig
 from syno_automl.placeholder import Substitution, substitute
 from syno_automl.space import OperatorSpace
 from syno_automl.tasks import task_of
+from syno_automl.tasks.base import uses_gpu
 
 __all__ = ["SearchContext", "prepare", "seed_everything", "LAYERS"]
 
@@ -61,7 +63,10 @@ def prepare(config: SearchConfig) -> SearchContext:
         torch.set_num_threads(threads)
     task = task_of(config)
     kwargs: dict[str, Any] = {"batch_size": config.batch_size, **task.datamodule_kwargs(config)}
+    if uses_gpu(config) and not embedded:  # feed the GPU: page-locked batches from worker processes
+        kwargs["num_workers"] = min(4, max(1, (os.cpu_count() or 2) // 2))
     datamodule = build_datamodule(config.dataset, config.data_dir, **kwargs)
+    datamodule.pin_memory = uses_gpu(config)
     datamodule.setup("fit")
     # the example batch sizes the layers and sets every operator's initial scale (match_output_scale): seeded,
     # so that it is the same batch in every process (the shuffling loader draws from the global RNG)

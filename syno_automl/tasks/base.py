@@ -16,7 +16,23 @@ if TYPE_CHECKING:
     from syno_automl.config import SearchConfig
     from syno_automl.search.reward import Reward
 
-__all__ = ["Task"]
+__all__ = ["Task", "trainer_device_options", "uses_gpu"]
+
+
+def uses_gpu(config: SearchConfig) -> bool:
+    """Whether the config's trials train on a GPU (``auto``: when torch sees one)."""
+    if config.accelerator == "gpu":
+        return True
+    if config.accelerator != "auto":
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def trainer_device_options(config: SearchConfig) -> dict[str, Any]:
+    """What every Trainer of a search runs on: the config's accelerator, devices and precision (Lightning's)."""
+    return {"accelerator": config.accelerator, "devices": config.devices, "precision": config.precision}
 
 
 class Task:

@@ -8,7 +8,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from syno_automl import vocabulary as V
-from syno_automl.tasks.base import Task
+from syno_automl.tasks.base import Task, trainer_device_options
 
 if TYPE_CHECKING:
     import optuna
@@ -73,7 +73,7 @@ class ImageTask(Task):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*does not have many workers.*")
             warnings.filterwarnings("ignore", message=".*LeafSpec.*")
-            trainer = L.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, logger=False,
+            trainer = L.Trainer(max_epochs=epochs, **trainer_device_options(config), logger=False,
                                 enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                                 num_sanity_val_steps=0, callbacks=callbacks)
             started = time.time()

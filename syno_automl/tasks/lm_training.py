@@ -20,6 +20,7 @@ import lightning as L
 from syno_automl import vocabulary as V
 from syno_automl.interrupt import fit
 from syno_automl.search.time_limits import TrainingTimeBudget
+from syno_automl.tasks.base import trainer_device_options
 
 __all__ = ["LMTrialMeter", "train_lm"]
 
@@ -106,7 +107,7 @@ def train_lm(context: Any, trial: Any | None, run: Any | None, *, substitution: 
         trainer = L.Trainer(max_steps=steps, max_epochs=-1, val_check_interval=min(config.val_every, train_batches),
                             check_val_every_n_epoch=None, limit_val_batches=config.val_batches,
                             gradient_clip_val=1.0,  # as GPT-2 training does; a loss spike then rarely turns NaN
-                            accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                            **trainer_device_options(config), logger=False, enable_checkpointing=False,
                             enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
                             callbacks=callbacks)
         started = time.time()

@@ -1,0 +1,77 @@
+"""--accelerator, --devices and --precision reach every Trainer the package builds: an image trial, an lm trial,
+the final stage's re-training and `reevaluate` all train through the task's Trainer; each is asserted on the
+Trainer that path really built (recorded as Lightning constructs it). CPU only: bf16-mixed runs on a CPU too."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import pytest
+
+from syno_automl.config import SearchConfig
+from syno_automl.study import prepare
+from syno_automl.study.training import train_operator
+from syno_automl.tasks.base import trainer_device_options, uses_gpu
+
+
+@pytest.fixture
+def built_trainers(monkeypatch: pytest.MonkeyPatch) -> list[L.Trainer]:
+    """Every Trainer constructed while the test runs."""
+    built: list[L.Trainer] = []
+    original = L.Trainer.__init__
+
+    def recording(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003 - Lightning's own signature
+        original(self, *args, **kwargs)
+        built.append(self)
+
+    monkeypatch.setattr(L.Trainer, "__init__", recording)
+    return built
+
+
+def _device_of(trainer: L.Trainer) -> tuple[str, str, int]:
+    return type(trainer.accelerator).__name__, str(trainer.precision), trainer.num_devices
+
+
+def test_the_options_are_lightnings_and_auto_finds_no_gpu_here():
+    config = SearchConfig(accelerator="cpu", precision="bf16-mixed")
+    assert trainer_device_options(config) == {"accelerator": "cpu", "devices": 1, "precision": "bf16-mixed"}
+    import torch
+
+    assert uses_gpu(SearchConfig()) == torch.cuda.is_available()
+    assert not uses_gpu(config) and uses_gpu(SearchConfig(accelerator="gpu"))
+
+
+def test_an_image_trial_trains_on_the_configured_device_and_precision(built_trainers):
+    context = prepare(SearchConfig(epochs=1, accelerator="cpu", precision="bf16-mixed", tracking_uri=None))
+    value = train_operator(context, None, None, epochs=1, timeout=None)
+    assert 0.0 <= value <= 1.0
+    assert [_device_of(t) for t in built_trainers] == [("CPUAccelerator", "bf16-mixed", 1)]
+    assert not context.datamodule.pin_memory   # no GPU: nothing to pin for
+
+
+def test_an_lm_trial_trains_on_the_configured_device_and_precision(built_trainers):
+    context = prepare(SearchConfig(task="lm", seq_len=16, batch_size=8, val_every=2, val_batches=1, max_steps=2,
+                                   accelerator="cpu", precision="bf16-mixed", tracking_uri=None))
+    train_operator(context, None, None, epochs=1, steps=2, timeout=None)
+    assert [_device_of(t) for t in built_trainers] == [("CPUAccelerator", "bf16-mixed", 1)]
+
+
+def test_the_final_stage_and_reevaluate_train_on_the_study_device(tmp_path: Path, built_trainers, monkeypatch):
+    """A tiny search with its final stage, then `syno-automl reevaluate` of its baseline: every Trainer built on
+    the way has the precision the search was given (recorded with the study, so reevaluate takes it too)."""
+    from syno_automl.cli import main
+    from syno_automl.study import run_search
+
+    storage = f"sqlite:///{tmp_path / 'syno.db'}"
+    config = SearchConfig(trials=1, epochs=1, final_epochs=1, finalists=1, final_seeds=1, storage=storage,
+                          tracking_uri=None, heartbeat=None, objective="accuracy", pruner="none", opening="known",
+                          accelerator="cpu", precision="bf16-mixed")
+    result = run_search(config, out=None)
+    assert result.study.user_attrs["syno.settings"]["precision"] == "bf16-mixed"
+    searched = len(built_trainers)
+    assert searched >= 3   # baseline + one operator trial + the final stage's re-trainings
+    monkeypatch.chdir(tmp_path)
+    assert main(["reevaluate", "baseline", "--storage", storage, "--tracking-uri", "none", "--epochs", "1",
+                 "--accelerator", "cpu", "--precision", "bf16-mixed", "-q"]) == 0
+    assert len(built_trainers) > searched
+    assert {_device_of(t) for t in built_trainers} == {("CPUAccelerator", "bf16-mixed", 1)}

@@ -40,15 +40,20 @@ def cmd_search(args: argparse.Namespace) -> int:
     from syno_automl.search.objectives import (baseline_trial, best_operator_trial, is_pareto, objective_name,
                                                operator_front, primary_value)
     from syno_automl.study import run_search
+    from syno_automl.study.run import SearchFailedError, failure_of
 
     result = run_search(config, resume=args.resume, out=None if args.quiet else sys.stdout)
     study = result.study
     name = objective_name(study)
     done = [t for t in study.trials if t.state.name == "COMPLETE"]
     pruned = [t for t in study.trials if t.state.name == "PRUNED"]
+    failed = [t for t in study.trials if t.state.name == "FAIL"]
     base = baseline_trial(study)
-    print(f"done in {result.seconds:.0f} s: {len(study.trials)} trials, {len(done)} complete, {len(pruned)} pruned"
-          + (f"; baseline {name} {primary_value(base):.4f}" if base else ""))
+    print(f"done in {result.seconds:.0f} s: {len(study.trials)} trials, {len(done)} complete, {len(pruned)} pruned, "
+          f"{len(failed)} failed" + (f"; baseline {name} {primary_value(base):.4f}" if base else ""))
+    failure = failure_of(study)
+    if failure is not None:  # nothing to compare: say why, and exit non-zero
+        raise SearchFailedError(f"the search found nothing to compare: {failure}")
     if is_pareto(study):
         front = operator_front(study)
         print(f"Pareto front ({name} vs planned cost ratio, study.best_trials): {len(front)} operators"

@@ -206,6 +206,39 @@ def _tokenizer_check(value: str) -> str | None:
     return f"must be byte, char or tiktoken:NAME, got {_echo(value)}"
 
 
+# TVM's target kinds (tvm.target.Target's first word), so that a wrong --latency fails before TVM is imported
+_TVM_KINDS = ("llvm", "cuda", "c", "rocm", "metal", "vulkan", "opencl", "nvptx", "hexagon", "webgpu")
+
+
+def _latency_targets_check(value: tuple) -> str | None:
+    for target in value:
+        if target == "torch" or target.startswith("{"):
+            continue
+        if target.startswith("rpc:"):
+            key, _, address = target[4:].rpartition("@")
+            host, _, port = address.rpartition(":")
+            if key and host and port.isdigit():
+                continue
+            return f"has {_echo(target)}: an RPC target is rpc:KEY@host:port"
+        if target.split()[0] not in _TVM_KINDS:
+            return (f"has {_echo(target)}: a target is torch, rpc:KEY@host:port or a TVM target "
+                    f"({', '.join(_TVM_KINDS)}, with options)")
+    return None
+
+
+def _folder_check(url: str) -> str | None:
+    """A local SQLite or journal file must be in a folder that exists (else the database layer fails late, in its
+    own words)."""
+    for prefix in ("sqlite:///", "journal:"):
+        if url.startswith(prefix) and url[len(prefix):] not in ("", ":memory:"):
+            import os
+
+            folder = os.path.dirname(os.path.abspath(url[len(prefix):]))
+            if not os.path.isdir(folder):
+                return f"names a file in the folder {folder}, which does not exist"
+    return None
+
+
 def _milestones_check(value: dict) -> str | None:
     for epoch, floor in value.items():
         if not (isinstance(epoch, int) or (isinstance(epoch, str) and epoch.isdigit())) or \
@@ -300,10 +333,10 @@ def _rows() -> list[Setting]:
           "--threads", minimum=1, optional=True, recorded=False),
         # -- where the study and its runs live
         S("storage", str, "sqlite:///syno.db", "Optuna storage: sqlite:///syno.db, postgresql://..., or "
-          "journal:PATH", "--storage", store, recorded=False),
+          "journal:PATH", "--storage", store, recorded=False, check=_folder_check),
         S("study", str, "syno", "study name", "--study", store, recorded=False),
         S("tracking_uri", str, "sqlite:///mlflow.db", "MLflow tracking URI, or 'none' (artifacts under ./mlruns)",
-          "--tracking-uri", store, optional=True, recorded=False),
+          "--tracking-uri", store, optional=True, recorded=False, check=_folder_check),
         S("heartbeat", int, 10, "seconds between worker heartbeats (RDB storages); a trial silent for 3x this is "
           "failed and retried with its operator; 0: off", "--heartbeat", minimum=1, optional=True, off=0,
           recorded=False),
@@ -312,7 +345,7 @@ def _rows() -> list[Setting]:
         # -- latency measured beside training (paper Algorithm 1: only operators within the margin are tuned)
         S("latency_targets", tuple, (), "TVM latency of each trial's operator vs the replaced layers on these "
           "targets, e.g. llvm or llvm,cuda or rpc:KEY@host:port, or torch (eager PyTorch, no TVM needed)",
-          "--latency", resumable=True, parse=comma_list, metavar="TARGETS"),
+          "--latency", resumable=True, parse=comma_list, metavar="TARGETS", check=_latency_targets_check),
         S("latency_trials", int, 0, "MetaSchedule trials per kernel for --latency (0: untuned default schedules, "
           "labelled so)", "--latency-trials", minimum=0, resumable=True),
         S("latency_margin", float, 0.01, "measure only trials within this margin of the baseline's value (paper "

@@ -298,6 +298,12 @@ class SearchTracker:
             trial_run.log_operator(op)
         return trial_run
 
+    def final_runs(self, study: str, running: bool = False) -> list[Any]:
+        """The final stage's runs of `study` (tag syno.role = final), oldest first; `running`: those still RUNNING."""
+        status = " and attributes.status = 'RUNNING'" if running else ""
+        return self._search(f"tags.`{V.TAG_STUDY}` = '{study}' and tags.`{V.TAG_ROLE}` = '{V.ROLE_FINAL}'{status}",
+                            max_results=50000)
+
     def reevaluation_runs(self, study: str) -> list[Any]:
         """The runs of ``syno-automl reevaluate`` for `study`, oldest first (read by ``syno-automl report``)."""
         return self._search(f"tags.`{V.TAG_STUDY}` = '{study}' and tags.`{V.TAG_ROLE}` = 'reevaluation'",

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from syno_automl.tracking import TrialRun
 
 __all__ = ["SynoSubstitution", "SynoPruning", "EpochMetricsLogger", "OperatorBuildError", "BudgetExceededError",
-           "TrainingTooSlowError", "example_batch", "match_output_scale"]
+           "TrainingTooSlowError", "NoExampleInputError", "example_batch", "match_output_scale"]
 
 
 class OperatorBuildError(SynoError, RuntimeError):
@@ -42,18 +42,32 @@ class TrainingTooSlowError(SynoError, TimeoutError):
     """Training would take (or took) longer than the trial's time limit."""
 
 
+class NoExampleInputError(SynoError, ValueError):
+    """SynoSubstitution found no batch to record the replaced layers' sizes with."""
+
+
 def example_batch(trainer: L.Trainer, pl_module: L.LightningModule) -> Any:
-    """One input batch for a forward pass: the datamodule's first training batch (its first element when the
-    batch is an (inputs, targets) pair), else ``pl_module.example_input_array``."""
+    """One input batch for a forward pass: the first training batch of what ``fit`` was given (a datamodule, or
+    ``train_dataloaders``; its first element when the batch is an (inputs, targets) pair), else
+    ``pl_module.example_input_array``."""
+    loader = None
     datamodule = getattr(trainer, "datamodule", None)
     if datamodule is not None:
-        batch = next(iter(datamodule.train_dataloader()))
+        loader = datamodule.train_dataloader()
+    else:
+        # fit(model, train_dl, val_dl): Lightning keeps the loaders it was given in the fit loop's data source (no
+        # public accessor before the loop starts, and the substitution must happen before the optimizer exists)
+        source = getattr(getattr(trainer, "fit_loop", None), "_data_source", None)
+        if source is not None and getattr(source, "instance", None) is not None and source.is_defined():
+            loader = source.dataloader()
+    if loader is not None:
+        batch = next(iter(loader))
         return batch[0] if isinstance(batch, (tuple, list)) else batch
     example = getattr(pl_module, "example_input_array", None)
     if example is not None:
         return example
-    raise ValueError("SynoSubstitution needs example_input=..., a datamodule passed to fit(), or "
-                     "pl_module.example_input_array to record the layers' sizes")
+    raise NoExampleInputError("SynoSubstitution needs example_input=..., data passed to fit() (a datamodule or "
+                              "train_dataloaders), or pl_module.example_input_array to record the layers' sizes")
 
 
 def _placeholder_inputs(sub: Substitution, module: nn.Module, example: Any) -> list[torch.Tensor | None]:

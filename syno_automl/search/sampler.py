@@ -117,6 +117,8 @@ class SynoSampler(BaseSampler):
         self._reset(None)
         MCTS(space, seed=self.seed, **self._tree_options)  # validates the options now, not at the first trial
 
+    current_trial_id: int | None = None   # the trial this sampler last assigned (before_trial)
+
     def _reset(self, key: Any) -> None:
         self._study_key = key
         self._tree = MCTS(self.space, seed=self.seed, **self._tree_options)
@@ -155,6 +157,9 @@ class SynoSampler(BaseSampler):
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         """Assigns the trial's operator. Never raises for a search problem: suggest_operator reports it."""
+        # remembered (in memory: no write a Ctrl-C could land in) so that an interrupted worker can fail the trial
+        # it was creating (syno_automl.study.lost_trials)
+        self.current_trial_id = trial._trial_id
         if trial.user_attrs.get(V.BASELINE) or V.SYS_SOURCE in trial.system_attrs or \
                 V.SYS_OPERATOR in trial.system_attrs:
             return  # the baseline, or a retried trial (its attrs were copied from the failed one)

@@ -40,6 +40,7 @@ import optuna
 
 from syno_automl import vocabulary as V
 from syno_automl.search.objectives import baseline_trial, is_pareto, maximizes, operator_front, primary_value
+from syno_automl.study.trial import INTERRUPTED
 from syno_automl.study.verdict import Finalist, FinalResult, short_description
 from syno_automl.tasks import task_of
 
@@ -94,6 +95,15 @@ def _final_run(tracker: Any, parent: str | None, study: str, label: str, op: Any
     if op is not None:
         run.log_operator(op)
     return run
+
+
+def _end_abandoned_final_runs(tracker: Any, study: str) -> None:
+    """Final-stage runs of `study` still RUNNING belong to a final stage that was killed (a Ctrl-C ends its own
+    runs): a new final stage marks them KILLED, so that the study's runs show one live final stage at most."""
+    for found in tracker.final_runs(study, running=True):
+        run = tracker.run(found.info.run_id)
+        run.log_failure("abandoned: its final stage was stopped; a later final stage re-trained it")
+        run.finish("KILLED")
 
 
 def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, run: Any | None = None,
@@ -219,12 +229,20 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     candidates = [Finalist(op.hash, t.number, t.user_attrs.get(V.OPENING) or short_description(op.primitives),
                            t.user_attrs.get(V.COST_RATIO), primary_value(t)) for t, op in zip(trials, ops)]
     # no finalist: nothing to compare the baseline with, so it is not re-trained either
+    if tracker is not None:
+        _end_abandoned_final_runs(tracker, config.study)
     for finalist, op in zip([baseline, *candidates] if candidates else [], [None, *ops]):
         run = None
         if tracker is not None:
             run = _final_run(tracker, parent, config.study, finalist.label, op, finalist.trial)
             finalist.run_id = run.run_id
-        retrain(context, finalist, op, seeds, budget, run, out)
+        try:
+            retrain(context, finalist, op, seeds, budget, run, out)
+        except KeyboardInterrupt:  # the run says so, rather than staying RUNNING for ever
+            if run is not None:
+                run.log_failure(INTERRUPTED)
+                run.finish("KILLED")
+            raise
         if run is not None:
             run.finish("FINISHED" if finalist.values else "FAILED")
     base_ms, measured, timing = measure_speedups(context, ops) if ops else (None, [], "not timed")

@@ -340,6 +340,7 @@ PYBIND11_MODULE(_native, m) {
             d["min_params"] = b.min_params;
             d["max_params"] = b.max_params;
             d["min_memory"] = b.min_memory;
+            d["min_cost"] = b.min_cost;
             return d;
         }, "Bounds every operator's totals obey (bounds.hpp): a budget outside them empties the space.")
         .def("sample",

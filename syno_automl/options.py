@@ -199,6 +199,9 @@ def budget_conflict(budgets: Mapping[str, float], bounds: Mapping[str, float], m
          f"no operator reaches it: at most {bounds['max_params']:.4g} weight elements ({summed})"),
         ("max_memory", budgets.get("max_memory", math.inf) < bounds["min_memory"],
          f"every operator stores an intermediate of at least {bounds['min_memory']:.4g} bytes (4 per element)"),
+        ("max_cost", budgets.get("max_cost", math.inf) < bounds.get("min_cost", 0.0),
+         f"every operator's planned cost is at least {bounds.get('min_cost', 0.0):.4g} ({summed}: the weights' "
+         f"gradients, and reading the input once; max_cost is an absolute cost, not a ratio)"),
     ]
     for name, empty, why in checks:
         if empty:

@@ -10,7 +10,7 @@ __all__ = ["SynoError", "SpecError", "OptionError", "OptionTypeError", "EmptySpa
            "SubstitutionError", "ResourceError", "InternalError",
            "ValuationError", "MappingIndexError", "NotAChildError", "NotFinalError", "ShapeError",
            "KernelArgumentError", "NoOperatorError", "WeightsNotFoundError", "OutputPathError",
-           "DatasetNotFoundError", "DatasetFormatError", "MissingDependencyError"]
+           "DatasetNotFoundError", "DatasetFormatError", "MissingDependencyError", "NothingSampledWarning"]
 
 
 class SynoError(Exception):
@@ -103,3 +103,8 @@ class DatasetFormatError(SynoError, ValueError):
 
 class MissingDependencyError(SynoError, ImportError):
     """An optional package a feature needs is not installed: the message says which and how to install it."""
+
+
+class NothingSampledWarning(UserWarning):
+    """`space.sample(n)` found no operator before its attempts or time ran out, though none is proven impossible:
+    the budgets may leave none (or very few). Not an error: a later call with more attempts may find some."""

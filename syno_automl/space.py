@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from syno_automl import _native
 from syno_automl.echo import shown
-from syno_automl.errors import (EmptySpaceError, MappingIndexError, NotAChildError, NotFinalError, OperatorFormatError,
-                                OptionTypeError, ValuationError)
+from syno_automl.errors import (EmptySpaceError, MappingIndexError, NotAChildError, NotFinalError, NothingSampledWarning,
+                                OperatorFormatError, OptionTypeError, ValuationError)
 from syno_automl.options import (check_built_space, check_enumerate_arguments, check_mappings, check_replay_path,
                                  check_sample_arguments, check_space_arguments)
 
@@ -181,6 +182,11 @@ class OperatorSpace:
                 f"no operator exists from {self.input_shape} to {self.output_shape} within max_depth="
                 f"{self.max_depth} and the budgets {self.budgets or '{}'}"
             )
+        if count > 0 and not nodes and prefix is None:  # below a prefix (an MCTS rollout) this is routine
+            warnings.warn(
+                f"sample() found no operator in {info['attempts']} attempts ({info['seconds']:.1f} s, stopped by "
+                f"{info['stop_reason']}): the budgets {self.budgets or '{}'} may leave none or very few; raise "
+                f"them, max_attempts or time_limit", NothingSampledWarning, stacklevel=2)
         return [Operator(self, n) for n in nodes]
 
     def enumerate(self, max_depth: int | None = None, *, max_nodes: int = 10_000_000,

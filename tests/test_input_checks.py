@@ -170,3 +170,17 @@ def test_an_export_path_in_a_missing_folder_names_the_folder(tmp_path: Path) -> 
     with pytest.raises(OutputPathError, match="it is a folder"):
         check_output_path(tmp_path)
     assert write_output(tmp_path / "op.py", "x = 1\n").read_text() == "x = 1\n"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# budgets: one no operator can meet is refused up front (tests/test_hardening.py's BUDGETS table); one that
+# leaves sampling with nothing, unproven, says so instead of returning [] without a word
+# ----------------------------------------------------------------------------------------------------------
+
+def test_sampling_that_finds_nothing_says_so() -> None:
+    from syno_automl.errors import NothingSampledWarning
+
+    s = space(max_depth=6, coefficients=["k=3: 2", "s=2: 2"], max_cost=1000)  # above the bound, below any operator
+    with pytest.warns(NothingSampledWarning, match=r"found no operator in 10 attempts .*'max_cost': 1000"):
+        assert s.sample(2, seed=0, max_attempts=10) == []
+    assert s.last_report.stop_reason == "attempts"

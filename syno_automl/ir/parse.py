@@ -62,11 +62,11 @@ def _tensor(d: Any, where: str, weight: bool = False) -> Tensor:
     dims = _ints(_get(d, "dims", where), f"{where}.dims")
     shape = _ints(_get(d, "shape", where), f"{where}.shape")
     if len(dims) != len(shape):
-        raise IRError(f"{where}: dims {list(dims)} and shape {list(shape)} differ in length")
+        raise IRError(f"{where}: dims {shown(list(dims))} and shape {shown(list(shape))} differ in length")
     if len(set(dims)) != len(dims):
-        raise IRError(f"{where}: duplicate dims {list(dims)}")
+        raise IRError(f"{where}: duplicate dims {shown(list(dims))}")
     if any(s < 1 for s in shape):
-        raise IRError(f"{where}: sizes must be positive, got {list(shape)}")
+        raise IRError(f"{where}: sizes must be positive, got {shown(list(shape))}")
     fan_in = None
     if weight and d.get("fan_in") is not None:
         f = d["fan_in"]
@@ -145,7 +145,8 @@ def oracle(program: Program) -> Oracle:
         if len(es) != len(t.dims):
             raise IRError(f"expr.weights[{k}]: {len(es)} expressions for the {len(t.dims)}-d weight w{k}")
     if tuple(ex.iterators) != tuple(program.output.shape):
-        raise IRError(f"expr.iterators {list(ex.iterators)} differ from the output shape {list(program.output.shape)}")
+        raise IRError(f"expr.iterators {shown(list(ex.iterators))} differ from the output shape "
+                      f"{shown(list(program.output.shape))}")
     return ex
 
 

@@ -97,10 +97,12 @@ BudgetBounds budget_bounds(const Space& space) {
         b.max_flops += (2.0 * weights_at_most + reductions_at_most) * elements;
         if (weights_at_least > 0) {  // min_cost, see above (log space: S may exceed a double)
             double log_input = 0, log_strides = 0;
-            for (const InputDim& d : space.input) log_input += std::log(std::max(ctx.approx(d.size, static_cast<int>(v)), 1.0));
+            for (const InputDim& d : space.input)
+                log_input += std::log(std::max(ctx.approx(d.size, static_cast<int>(v)), 1.0));
             for (int i = 0; i < ctx.count(); ++i)
                 if (!ctx.is_primary(i))
-                    log_strides += ctx.variables[i].max_occurrences * std::log(std::max<double>(ctx.valuations[v][i], 1.0));
+                    log_strides +=
+                        ctx.variables[i].max_occurrences * std::log(std::max<double>(ctx.valuations[v][i], 1.0));
             double read = std::exp(std::min(log_input - log_strides, 700.0)) * (1 - 1e-9);  // rounding stays below
             double weight_elements = weights_at_least * weight_min;
             b.min_cost += std::max(weight_elements, read) + kElementCost * weight_elements;

@@ -21,8 +21,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from syno_automl import _native
 from syno_automl.echo import shown
-from syno_automl.errors import (EmptySpaceError, MappingIndexError, NotAChildError, NotFinalError, NothingSampledWarning,
-                                OperatorFormatError, OptionTypeError, ValuationError)
+from syno_automl.errors import (EmptySpaceError, MappingIndexError, NotAChildError, NotFinalError,
+                                NothingSampledWarning, OperatorFormatError, OptionTypeError, ValuationError)
 from syno_automl.options import (check_built_space, check_enumerate_arguments, check_mappings, check_replay_path,
                                  check_sample_arguments, check_space_arguments)
 

@@ -139,7 +139,7 @@ int int_option(const std::string& name, py::handle v, int lo, int hi) {
     }
     if (x < lo || x > hi)
         throw std::invalid_argument(name + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                                    std::string(py::str(v)));
+                                    (x == hi + 1LL ? std::string("a larger integer") : std::to_string(x)));
     return static_cast<int>(x);
 }
 
@@ -155,7 +155,7 @@ double number_option(const std::string& name, py::handle v, bool allow_infinity)
     }
     if (std::isnan(x) || x < 0 || (std::isinf(x) && !allow_infinity))
         throw std::invalid_argument(name + " must be a " + (allow_infinity ? "" : "finite ") +
-                                    "non-negative number, got " + std::string(py::str(v)));
+                                    "non-negative number, got " + echo(py::str(py::repr(v))));
     return x;
 }
 
@@ -198,12 +198,12 @@ Options make_options(const py::dict& kw) {
                 bool found = false;
                 for (int p = 0; p < static_cast<int>(Prim::Count); ++p)
                     if (name == prim_name(static_cast<Prim>(p))) {
-                        o.max_count[p] = pv.is_none() ? -1 : int_option("max_counts['" + name + "']", pv, -1, 64);
+                        o.max_count[p] = pv.is_none() ? -1 : int_option("max_counts[" + echo(name) + "]", pv, -1, 64);
                         found = true;
                     }
-                if (!found) throw std::invalid_argument("max_counts: unknown primitive '" + name + "'");
+                if (!found) throw std::invalid_argument("max_counts: unknown primitive " + echo(name));
             }
-        } else throw std::invalid_argument("unknown option '" + k + "'");
+        } else throw std::invalid_argument("unknown option " + echo(k));
     }
     if (o.max_flops < o.min_flops) throw std::invalid_argument("max_flops is below min_flops: no operator can satisfy both");
     if (o.max_params < o.min_params) throw std::invalid_argument("max_params is below min_params: no operator can satisfy both");
@@ -340,6 +340,7 @@ PYBIND11_MODULE(_native, m) {
             d["min_params"] = b.min_params;
             d["max_params"] = b.max_params;
             d["min_memory"] = b.min_memory;
+            d["min_cost"] = b.min_cost;
             return d;
         }, "Bounds every operator's totals obey (bounds.hpp): a budget outside them empties the space.")
         .def("sample",

@@ -10,6 +10,15 @@
 //   A contraction's letters are data coordinates of the frontier above it, a weight is a subset of them, and
 //   each bare reduction is summed once over a data tensor: FLOPs <= (2 max_weights + max_reductions) B,
 //   params <= max_weights B.
+// * Planned cost (min_cost, cost.hpp's total) of an operator with at least one weight: (a) every weight writes
+//   its gradient and its contraction computes at least one FLOP per weight element (point 4 below), so cost >=
+//   (1 + kElementCost) x its elements; (b) going forward from the input, T's stored elements only shrink at a
+//   STRIDE (by its stride, a coefficient size whose exponents count against the allowances: the product of all
+//   strides is at most S = prod over coefficients c of value_c^max_occurrences_c), as SPLIT, MERGE, SHIFT keep
+//   them, UNFOLD grows them and EXPAND adds virtual dims only; the first step that sums stored elements (a
+//   contraction, whose letters include all of T's stored dims, or a reduce of a stored dim) computes at least
+//   numel(T) >= numel(input) / S FLOPs, and an operator with a weight has a contraction. Those FLOPs may be the
+//   ones of (a), so min_cost = max((a)'s FLOPs, numel(input) / S) + kElementCost x the weights' elements.
 //
 // Cost bound of a node that is not final (cost_bound). The search builds an operator from the output up, so a
 // node's path P is the forward tail of the program of every operator below it; a completion C adds steps in
@@ -86,6 +95,18 @@ BudgetBounds budget_bounds(const Space& space) {
         b.min_flops += 2 * weights_at_least * weight_min;
         b.max_params += weights_at_most * elements;
         b.max_flops += (2.0 * weights_at_most + reductions_at_most) * elements;
+        if (weights_at_least > 0) {  // min_cost, see above (log space: S may exceed a double)
+            double log_input = 0, log_strides = 0;
+            for (const InputDim& d : space.input)
+                log_input += std::log(std::max(ctx.approx(d.size, static_cast<int>(v)), 1.0));
+            for (int i = 0; i < ctx.count(); ++i)
+                if (!ctx.is_primary(i))
+                    log_strides +=
+                        ctx.variables[i].max_occurrences * std::log(std::max<double>(ctx.valuations[v][i], 1.0));
+            double read = std::exp(std::min(log_input - log_strides, 700.0)) * (1 - 1e-9);  // rounding stays below
+            double weight_elements = weights_at_least * weight_min;
+            b.min_cost += std::max(weight_elements, read) + kElementCost * weight_elements;
+        }
     }
     b.min_memory = weights_at_least > 0 ? 4 : 0;
     return b;

@@ -15,12 +15,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from syno_automl import _native
-from syno_automl.errors import EmptySpaceError, OperatorFormatError, ValuationError
-from syno_automl.options import check_built_space, check_mappings, check_sample_arguments, check_space_arguments
+from syno_automl.echo import shown
+from syno_automl.errors import (EmptySpaceError, MappingIndexError, NotAChildError, NotFinalError,
+                                NothingSampledWarning, OperatorFormatError, OptionTypeError, ValuationError)
+from syno_automl.options import (check_built_space, check_enumerate_arguments, check_mappings, check_replay_path,
+                                 check_sample_arguments, check_space_arguments)
 
 FORMAT = "syno-operator/1"
 MappingLike = "int | Mapping[str, int] | None"
@@ -178,18 +182,31 @@ class OperatorSpace:
                 f"no operator exists from {self.input_shape} to {self.output_shape} within max_depth="
                 f"{self.max_depth} and the budgets {self.budgets or '{}'}"
             )
+        if count > 0 and not nodes and prefix is None:  # below a prefix (an MCTS rollout) this is routine
+            warnings.warn(
+                f"sample() found no operator in {info['attempts']} attempts ({info['seconds']:.1f} s, stopped by "
+                f"{info['stop_reason']}): the budgets {self.budgets or '{}'} may leave none or very few; raise "
+                f"them, max_attempts or time_limit", NothingSampledWarning, stacklevel=2)
         return [Operator(self, n) for n in nodes]
 
-    def enumerate(self, max_depth: int | None = None, *, max_nodes: int = 10_000_000, time_limit: float = 600.0,
-                  max_operators: int = 100_000, start: "Node | None" = None) -> Enumeration:
+    def enumerate(self, max_depth: int | None = None, *, max_nodes: int = 10_000_000,
+                  time_limit: float | None = 600.0, max_operators: int = 100_000,
+                  start: "Node | None" = None) -> Enumeration:
         """Walks every canonical node (memoized by hash) and collects the distinct final operators.
+
+        `max_depth` (1 to the space's max_depth; None: the space's) bounds the walk, `time_limit` (seconds > 0,
+        None for no limit) and `max_nodes` stop it early (see `stop_reason`).
 
         Only the first `max_operators` become Operator objects; `hashes` holds every operator found, so
         counting or comparing spaces needs no objects (max_operators=0 keeps memory flat). The walk frees the
         coordinates of the subtrees it has left; returned operators (and `start`) keep theirs.
         """
-        info = self._native.enumerate(max_depth or self.max_depth, max_nodes, float(time_limit), max_operators,
-                                      start._native if start is not None else None)
+        check_enumerate_arguments(max_depth, self.max_depth, max_nodes, time_limit, max_operators)
+        if start is not None and (not isinstance(start, Node) or start.space is not self):
+            raise OptionTypeError(f"start must be a Node of this space (from its root()), got {shown(start)}")
+        info = self._native.enumerate(max_depth or self.max_depth, int(max_nodes),
+                                      0.0 if time_limit is None else float(time_limit),  # the core's "no limit"
+                                      int(max_operators), start._native if start is not None else None)
         ops = [Operator(self, n) for n in info["operators"]]
         return Enumeration(ops, info["operator_count"], info["nodes_per_depth"], info["finals_per_depth"],
                            info["stop_reason"], info["seconds"], set(info["operator_hashes"]))
@@ -209,12 +226,13 @@ class OperatorSpace:
         """Follows child keys from the root. Every step must be a canonical child by structure (the same at
         every valuation); its sizes must be positive integers under this space's mappings (ValuationError).
         Search-time filters (budgets, sizes >= 2, window limits) do not apply: they chose what to propose."""
-        node, info = self._structural().replay(list(path))
+        path = check_replay_path(path)
+        node, info = self._structural().replay(path)
         if node is None:
             i = info["failed_step"]
             if info["invalid_size"]:
                 raise ValuationError(f"step {i} {info['reason']}: the operator does not exist at these sizes")
-            raise OperatorFormatError(f"step {i} (key {path[i]}) {info['reason']}")
+            raise OperatorFormatError(f"step {i} (key {shown(path[i])}) {info['reason']}")
         return Node(self, node)
 
     def _structural(self) -> Any:
@@ -254,11 +272,11 @@ class Node:
         for c in self._native.children():
             if c.key == key:
                 return Node(self.space, c)
-        raise KeyError(f"{key} is not a child of node {self.key}")
+        raise NotAChildError(f"{shown(key)} is not a child of node {self.key}")
 
     def to_operator(self) -> "Operator":
         if not self.is_final:
-            raise ValueError("only a final node is an operator")
+            raise NotFinalError(f"only a final node is an operator (node {self.key} at depth {self.depth} is not)")
         return Operator(self.space, self._native)
 
     def __repr__(self) -> str:
@@ -270,7 +288,7 @@ class Operator:
 
     def __init__(self, space: OperatorSpace, native: Any) -> None:
         if not native.is_final:
-            raise ValueError("an Operator needs a final node")
+            raise NotFinalError("an Operator needs a final node")
         self.space = space
         self._native = native
 
@@ -313,7 +331,7 @@ class Operator:
             return self, 0
         if isinstance(mapping, int):
             if not 0 <= mapping < self.space.num_mappings:
-                raise IndexError(f"mapping index {mapping} out of range ({self.space.num_mappings} mappings)")
+                raise MappingIndexError(f"mapping index {mapping} out of range ({self.space.num_mappings} mappings)")
             return self, mapping
         wanted = dict(mapping)
         for i in range(self.space.num_mappings):
@@ -394,7 +412,7 @@ class Operator:
             raise OperatorFormatError("operator JSON needs a 'path' (list of keys) and a 'hash' (string)")
         if data.get("space") != space.signature():
             raise OperatorFormatError(
-                f"operator was made in space {data.get('space')}, not in {space.signature()}")
+                f"operator was made in space {shown(data.get('space'))}, not in {space.signature()}")
         node = space.replay(path)
         if not node.is_final or node.key != expected:
             raise OperatorFormatError(f"path does not end at operator {expected} (got {node.key})")

@@ -161,6 +161,8 @@ BUDGETS = [
     ({"min_flops": 1e30}, "min_flops=1e+30 empties the space: no operator reaches it"),
     ({"min_params": 1e30}, "min_params=1e+30 empties the space: no operator reaches it"),
     ({"max_memory": 1}, "max_memory=1 empties the space: every operator stores an intermediate"),
+    ({"max_cost": 1.0}, "max_cost=1 empties the space: every operator's planned cost is at least"),  # a ratio typed
+    ({"max_cost": 0, "coefficients": ["k=3: 2", "s=2: 2"]}, "max_cost=0 empties"),  # once sampled [] for 5 s
 ]
 
 
@@ -191,6 +193,7 @@ def test_budget_bounds_hold_for_every_operator_found(kwargs: dict) -> None:
         assert bounds["min_flops"] <= totals["flops"] <= bounds["max_flops"]
         assert bounds["min_params"] <= totals["params"] <= bounds["max_params"]
         assert bounds["min_memory"] <= totals["memory"]
+        assert bounds["min_cost"] <= totals["cost"]
 
 
 def test_budgets_the_bounds_allow_are_not_refused() -> None:

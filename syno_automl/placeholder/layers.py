@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from torch import nn
 
 from syno_automl import _native
+from syno_automl.echo import shown
 from syno_automl.errors import SubstitutionError
 
 __all__ = ["DEFAULTS", "GROUPED_FLOPS_RATIO", "layer_flops", "layer_cost", "supported_types", "conv_reason"]
@@ -48,13 +49,13 @@ def supported_types(layer_types: Any) -> tuple[type, ...]:
     try:
         types = tuple(layer_types)
     except TypeError:
-        raise SubstitutionError(f"layer_types must be a layer class or a tuple of them, got {layer_types!r}") \
+        raise SubstitutionError(f"layer_types must be a layer class or a tuple of them, got {shown(layer_types)}") \
             from None
     if not types:
         raise SubstitutionError("no layer type given")
     for t in types:
         if not isinstance(t, type) or not issubclass(t, nn.Module):
-            raise SubstitutionError(f"{t!r} is not an nn.Module class")
+            raise SubstitutionError(f"{shown(t)} is not an nn.Module class")
         if t not in _SUPPORTED:
             raise SubstitutionError(f"unsupported layer type {t.__module__}.{t.__qualname__}: substitute() "
                                     f"supports {', '.join('nn.' + s.__name__ for s in _SUPPORTED)}")

@@ -55,6 +55,7 @@ import torch
 from torch import nn
 
 from syno_automl import _native
+from syno_automl.echo import shown
 from syno_automl.errors import SubstitutionError
 from syno_automl.placeholder.layers import DEFAULTS, GROUPED_FLOPS_RATIO, conv_reason, layer_cost, layer_flops, \
     supported_types
@@ -382,7 +383,7 @@ def substitute(
         budgets["min_flops"] = float(min_flops_ratio) * baseline
     if cost_ratio is not None:
         if not (cost_ratio > 0 and math.isfinite(cost_ratio)):
-            raise SubstitutionError(f"cost_ratio must be a positive number, got {cost_ratio!r}")
+            raise SubstitutionError(f"cost_ratio must be a positive number, got {shown(cost_ratio)}")
         budgets["max_cost"] = float(cost_ratio) * sum(costs)
     if kind == "conv2d" and "min_unfold_ratio" not in space_options:
         # the core's default (an unfold's main dim at least `ratio` times its window, in every mapping) may shut the

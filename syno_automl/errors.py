@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = ["SynoError", "SpecError", "OptionError", "OptionTypeError", "EmptySpaceError", "OperatorFormatError",
            "SubstitutionError", "ResourceError", "InternalError",
-           "ValuationError"]
+           "ValuationError", "CostProfileError"]
 
 
 class SynoError(Exception):
@@ -53,3 +53,8 @@ class InternalError(SynoError, RuntimeError):
 class ValuationError(SynoError, ValueError):
     """Sizes under which an operator does not exist: one of its coordinates is not a positive integer there
     (or an UNFOLD window is even). Canonicity is structural; only this is re-checked at a new valuation."""
+
+
+class CostProfileError(SynoError, ValueError):
+    """A cost profile file that cannot be used (not JSON, another format version, an unknown target, a missing,
+    negative or non-finite coefficient): the message names the file and the field."""

@@ -94,7 +94,8 @@ def offline(path: Path, metric: str) -> None:
         kept = ratios <= 1.0
         kept_ratios = list(ratio[kept])
         print(f"  {name:14s} Spearman(cost, {metric}) all {rho_all:.3f}, inside the data's budget {rho_in:.3f}; "
-              f"its own budget (cost_ratio <= 1) keeps {kept.sum()} rows: measured p50 {quantile(kept_ratios, .5):.2f}x "
+              f"its own budget (cost_ratio <= 1) keeps {kept.sum()} rows: measured p50 "
+              f"{quantile(kept_ratios, .5):.2f}x "
               f"p90 {quantile(kept_ratios, .9):.2f}x")
 
 

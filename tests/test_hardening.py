@@ -362,6 +362,7 @@ def test_unfold_ratio_is_lowered_from_the_cores_default_never_raised() -> None:
 
     big = substitute(nn.Sequential(nn.Conv2d(4, 4, 3, padding=1)), nn.Conv2d, torch.randn(1, 4, 8, 8), cost_ratio=None)
     assert "min_unfold_ratio" not in big.space.options  # 8 / 3 > 1.0: the default stands
-    small = substitute(nn.Sequential(nn.Conv2d(4, 4, 3, padding=1)), nn.Conv2d, torch.randn(1, 4, 2, 2), cost_ratio=None)
+    small = substitute(nn.Sequential(nn.Conv2d(4, 4, 3, padding=1)), nn.Conv2d, torch.randn(1, 4, 2, 2),
+                       cost_ratio=None)
     assert small.space.options["min_unfold_ratio"] == pytest.approx(2 / 3)
     known.conv2d(small.space)

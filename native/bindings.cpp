@@ -105,6 +105,8 @@ py::dict program_to_py(const Program& p, const CostProfile& profile) {
     cost["copy_kernels"] = p.cost.copy_kernels;
     cost["fused_copied"] = p.cost.fused_copied;
     cost["fused_copy_kernels"] = p.cost.fused_copy_kernels;
+    cost["gradients"] = p.cost.gradients;
+    cost["gradient_kernels"] = p.cost.gradient_kernels;
     out["cost"] = cost;
     py::dict expr;
     expr["iterators"] = p.iterator_sizes;
@@ -208,6 +210,7 @@ Options make_options(const py::dict& kw) {
             o.cost_profile.read = number_option("cost_profile['read']", d["read"], false);
             o.cost_profile.launch = number_option("cost_profile['launch']", d["launch"], false);
             o.cost_profile.fuse_views = bool_option("cost_profile['fuse_views']", d["fuse_views"]);
+            if (d.contains("inference")) o.cost_profile.inference = bool_option("cost_profile['inference']", d["inference"]);
         }
         else if (k == "max_counts") {
             if (!py::isinstance<py::dict>(value)) throw std::invalid_argument("max_counts must be a dict, got a " + type_name(value));
@@ -251,6 +254,7 @@ py::dict options_to_py(const Options& o) {
     profile["read"] = o.cost_profile.read;
     profile["launch"] = o.cost_profile.launch;
     profile["fuse_views"] = o.cost_profile.fuse_views;
+    profile["inference"] = o.cost_profile.inference;
     d["cost_profile"] = profile;
     py::dict counts;
     for (int p = 0; p < static_cast<int>(Prim::Count); ++p)

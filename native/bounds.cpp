@@ -51,8 +51,10 @@
 //    coefficient is >= 0 and each count is at most the operator's -- FLOPs, elements and kernels are sums over
 //    writes the operator makes too; with fuse_views, a run's fused copy is the largest copy of the run (a max over
 //    a subset of the run's copies is at most the max over all of them), a run ending in a reduction counts none in
-//    both, and the run ending at b is counted only by first_run_bound. Point 4 under a profile: each weight costs
-//    at least min(flop + element, 2 element) per element, and one kernel (its gradient).
+//    both; the run ending at b is not counted (with a broadcast product at b, which a compiler fuses with the views
+//    around it, that run goes on past b; without fusion, first_run_bound counts its copies). Point 4 under a
+//    profile: each weight costs at least min(flop + element, 2 element) per element, and one kernel (its
+//    gradient); for an inference profile (no gradients) the bound is 0.
 #include "bounds.hpp"
 
 #include <algorithm>
@@ -100,8 +102,7 @@ BudgetBounds budget_bounds(const Space& space) {
 namespace {
 
 // What the views of the run before the first barrier b write at least (point 5 above), as copies: elements and
-// kernels (an unfold's padding and windows are two, a roll one), and for a compiled target the run's one fused copy
-// (at least the largest of these writes; none when b is a reduction, which reads the run through its views).
+// kernels (an unfold's padding and windows are two, a roll one).
 Cost first_run_bound(const Program& p, size_t b, double unfold_growth) {
     Cost c;
     if (b >= p.steps.size()) return c;
@@ -130,7 +131,6 @@ Cost first_run_bound(const Program& p, size_t b, double unfold_growth) {
     }
     std::sort(unfolds.begin(), unfolds.end());
     if (p.steps[b].op == "contract") unfolds.resize(unfolds.size() > 2 ? unfolds.size() - 2 : 0);
-    double largest = 0;
     auto copy = [&](double elements) {  // each of these copies reads at least what the bound says it writes
         c.materialized += elements;
         c.copied += elements;
@@ -138,14 +138,10 @@ Cost first_run_bound(const Program& p, size_t b, double unfold_growth) {
         c.copy_read += elements;
         c.kernels += 1;
         c.copy_kernels += 1;
-        largest = std::max(largest, elements);
     };
     for (double r : rolls) copy(r);
     for (auto [window, padding] : unfolds) copy(window), copy(padding);
-    if (c.copy_kernels > 0 && p.steps[b].op != "reduce") {
-        c.fused_copied = largest;
-        c.fused_copy_kernels = 1;
-    }
+    // fused, the run may go on past b (a broadcast product at b): its one fused copy is not claimed here
     return c;
 }
 
@@ -159,6 +155,8 @@ Cost& operator+=(Cost& a, const Cost& b) {
     a.copy_kernels += b.copy_kernels;
     a.fused_copied += b.fused_copied;
     a.fused_copy_kernels += b.fused_copy_kernels;
+    a.gradients += b.gradients;
+    a.gradient_kernels += b.gradient_kernels;
     return a;
 }
 
@@ -167,9 +165,11 @@ Cost& operator+=(Cost& a, const Cost& b) {
 double cost_bound(const Space& space, const NodeState& node) {
     const Options& o = space.options;
     const CostProfile& q = o.cost_profile;
-    if (o.max_count[static_cast<int>(Prim::Expand)] != 0)  // point 4 (a strided weight: its gradient twice)
+    if (o.max_count[static_cast<int>(Prim::Expand)] != 0) {  // point 4 (a strided weight: its gradient twice)
+        if (q.inference) return 0;  // no gradient, and a weight's FLOPs alone may be fewer than its elements
         return std::min(q.flop + q.element, 2 * q.element) * node.params +
                q.launch * node.contractions * static_cast<double>(space.ctx.valuations.size());
+    }
     int unfold_cap = o.max_count[static_cast<int>(Prim::Unfold)];
     bool no_unfold_left = node.depth >= o.max_depth ||
                           (unfold_cap >= 0 && node.counts[static_cast<int>(Prim::Unfold)] >= unfold_cap);

@@ -86,6 +86,12 @@ private:
     }
     // The run of views ends at a consumer: a reduction reads it through the views (nothing written); anything
     // else reads the run's one fused copy.
+    void gradient(double elements) {  // a weight's gradient: written by a training step only
+        if (!counting_) return;
+        write(elements, 0);
+        cost_.gradients += elements;
+        cost_.gradient_kernels += 1;
+    }
     void end_run(bool into_reduction) {
         if (run_copies_ && !into_reduction) {
             cost_.fused_copied += run_max_;
@@ -204,7 +210,7 @@ private:
         run_copies_ = outer_copies;
     }
     void weight_views_cost(const ProgramTensor& w) {
-        write(numel(w.dims), 0);  // the parameter's gradient
+        gradient(numel(w.dims));  // the parameter's gradient
         std::vector<int> dims = w.dims;
         bool copied = false;
         for (size_t i = 0; i < w.views.size(); ++i) {
@@ -236,12 +242,12 @@ private:
             apply_view(dims, v);
             if (v.op == "unfold") copy(numel(dims), numel(dims));
         }
-        if (copied) write(numel(dims), 0);
+        if (copied) gradient(numel(dims));
         // a strided weight's gradient is scattered into a zero-filled tensor of the parameter's size (so a weight
         // still writes at least twice its elements, which bounds.cpp's EXPAND case relies on)
         for (const ProgramStep& v : w.views)
             if (v.op == "stride") {
-                write(numel(w.dims), 0);
+                gradient(numel(w.dims));
                 break;
             }
     }
@@ -288,8 +294,12 @@ private:
         for (int d : out_phys)
             if (wset.count(d) && std::find(tphys.begin(), tphys.end(), d) == tphys.end()) n.push_back(d);
         if (summed && !(as_is && contiguous_ && layout_ == tphys)) relayout(numel(tphys));
-        end_run(false);
-        write(numel(out_phys), numel(tphys) + numel(w));
+        if (summed) {
+            end_run(false);
+            write(numel(out_phys), numel(tphys) + numel(w));
+        } else {  // a broadcast product, elementwise: a compiler fuses it with the run's views around it
+            copy(numel(out_phys), numel(tphys) + numel(w));
+        }
         dims_ = s.out;
         virtual_ = still_virtual;
         contiguous_ = true;

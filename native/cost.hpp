@@ -26,6 +26,7 @@ struct CostProfile {
     double read = 0;  // one element read (cpu.eager: not priced)
     double launch = 0;
     bool fuse_views = false;
+    bool inference = false;  // price a forward pass: no weight gradients (their writes and kernels)
 };
 
 struct Cost {
@@ -34,18 +35,23 @@ struct Cost {
     double peak = 0;          // elements of the largest tensor materialized (input included)
     double read = 0;          // elements the materializing kernels read (the operands of a contraction, reduce, copy)
     double kernels = 0;       // materializations (one kernel launch each), copies included
-    double copied = 0;        // of materialized: written by view copies (rolls, padding, windows, permutes)
+    double copied = 0;        // of materialized: writes a compiler fuses (view copies: rolls, padding, windows,
+                              // permutes; and broadcast products, elementwise multiplies by a weight)
     double copy_read = 0;     // of read: by the view copies
     double copy_kernels = 0;  // of kernels: the view copies
     double fused_copied = 0;  // the copies as a compiler fuses them: per run of views, the largest (0 before a reduce)
     double fused_copy_kernels = 0;  // runs whose copies a compiler still writes (one kernel each)
+    double gradients = 0;           // of materialized: the weights' gradients (a training step's only)
+    double gradient_kernels = 0;    // of kernels: those writes
     double total() const { return flops + kElementCost * materialized; }
     // The cost under a profile (equal to total() under the default one).
     double total(const CostProfile& p) const {
-        if (!p.fuse_views) return p.flop * flops + p.element * materialized + p.read * read + p.launch * kernels;
+        double written = materialized - (p.inference ? gradients : 0);
+        double launched = kernels - (p.inference ? gradient_kernels : 0);
+        if (!p.fuse_views) return p.flop * flops + p.element * written + p.read * read + p.launch * launched;
         // a run's fused kernel reads about what it writes
-        return p.flop * flops + p.element * (materialized - copied + fused_copied) +
-               p.read * (read - copy_read + fused_copied) + p.launch * (kernels - copy_kernels + fused_copy_kernels);
+        return p.flop * flops + p.element * (written - copied + fused_copied) +
+               p.read * (read - copy_read + fused_copied) + p.launch * (launched - copy_kernels + fused_copy_kernels);
     }
 };
 

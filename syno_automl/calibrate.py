@@ -1,10 +1,10 @@
 """Measure a cost profile on this machine: ``calibrate(space_or_substitution, target)`` (DESIGN §5).
 
 It samples operators from the user's own space (the cost budget lifted, so that cheap and dear ones both come),
-times one training step (forward + backward) of each operator's module at each mapping on the target's device --
-eager torch, or ``torch.compile`` for a compiled target -- and fits the profile's few coefficients (FLOP, element
-written, element read, kernel launch; see syno_automl.cost_profile) to those times by non-negative least squares
-on relative error, with a constant per call (Python's call overhead, not a property of any operator). The
+times each operator's module at each distinct mapping on the target's device -- one training step (forward +
+backward) in eager torch, or one inference step under ``torch.compile`` for a compiled target (the deployed
+model) -- and fits the profile's few coefficients (FLOP, element written, element read, kernel launch; see
+syno_automl.cost_profile) to those times by non-negative least squares on relative error, with a constant per call (Python's call overhead, not a property of any operator). The
 operators it picks depend on the seed alone; the coefficients depend on the machine, as they should.
 
 Example:
@@ -39,13 +39,17 @@ __all__ = ["calibrate", "fit_coefficients", "features"]
 _UNIT = 1e-9
 
 
-def features(counts: dict[str, float], fuse_views: bool) -> list[float]:
-    """A program's counts (``Operator.cost``) as the quantities the coefficients price, in COEFFICIENTS' order."""
+def features(counts: dict[str, float], fuse_views: bool, inference: bool = False) -> list[float]:
+    """A program's counts (``Operator.cost``) as the quantities the coefficients price, in COEFFICIENTS' order
+    (CostProfile.total is their dot product with the coefficients)."""
+    written, kernels = counts["materialized"], counts["kernels"]
+    if inference:
+        written, kernels = written - counts["gradients"], kernels - counts["gradient_kernels"]
     if not fuse_views:
-        return [counts["flops"], counts["materialized"], counts["read"], counts["kernels"]]
-    return [counts["flops"], counts["materialized"] - counts["copied"] + counts["fused_copied"],
+        return [counts["flops"], written, counts["read"], kernels]
+    return [counts["flops"], written - counts["copied"] + counts["fused_copied"],
             counts["read"] - counts["copy_read"] + counts["fused_copied"],
-            counts["kernels"] - counts["copy_kernels"] + counts["fused_copy_kernels"]]
+            kernels - counts["copy_kernels"] + counts["fused_copy_kernels"]]
 
 
 def fit_coefficients(rows: Sequence[Sequence[float]], seconds: Sequence[float]) -> tuple[dict[str, float], float]:
@@ -78,15 +82,22 @@ def _device_name(device: str) -> str:
     return f"{platform.machine()} CPU, {torch.get_num_threads()} torch thread(s)"
 
 
-def _step_seconds(module: Any, x: Any, repeats: int, sync: Callable[[], None]) -> float:
-    """Median seconds of one forward + backward (after one untimed warm-up, which also compiles)."""
+def _step_seconds(module: Any, x: Any, repeats: int, sync: Callable[[], None], inference: bool) -> float:
+    """Median seconds of one forward + backward, or of one forward without grad (after one untimed warm-up,
+    which also compiles)."""
+    import torch
+
     times = []
     for i in range(repeats + 1):
         for p in module.parameters():
             p.grad = None
         sync()
         start = time.perf_counter()
-        module(x).square().mean().backward()
+        if inference:
+            with torch.no_grad():
+                module(x)
+        else:
+            module(x).square().mean().backward()
         sync()
         if i:
             times.append(time.perf_counter() - start)
@@ -135,6 +146,7 @@ def calibrate(space_or_substitution: Any, target: str, *, operators: int = 24, s
         raise CostProfileError(f"calibrate found no operator to time: {e}") from None
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     fuse = execution == "compiled"
+    inference = fuse  # a compiled target is the deployed model: its speed is inference's (as the shipped one)
     rows, seconds, failed = [], [], 0
     distinct = []  # layers of the same sizes (ResNet-18's 13 convs have 4) are one program: timed once
     for i in range(space.num_mappings):
@@ -144,20 +156,21 @@ def calibrate(space_or_substitution: Any, target: str, *, operators: int = 24, s
     bar = _progress(programs, progress, f"calibrate {target}")
     for op, i in bar:
         try:
-            t = _time_program(op, i, device, fuse, repeats, sync)
+            t = _time_program(op, i, device, fuse, repeats, sync, inference)
         except (RuntimeError, MemoryError):  # e.g. out of memory on a large mapping: not a data point
             failed += 1
             continue
-        rows.append(features(op.cost(i), fuse))
+        rows.append(features(op.cost(i), fuse, inference))
         seconds.append(t)
     coefficients, intercept = fit_coefficients(rows, seconds)
     profile = CostProfile(
         target=target, **coefficients, device=_device_name(device), torch=torch.__version__,
         date=datetime.date.today().isoformat(),
         source=(f"calibrate: {len(ops)} operators sampled (seed {seed}) from the space {space.input_shape} -> "
-                f"{space.output_shape} at {len(distinct)} distinct mapping(s), one training step each timed "
-                f"{'compiled' if fuse else 'eager'} on {device} (median of {repeats})"),
-        seconds_per_unit=_UNIT,
+                f"{space.output_shape} at {len(distinct)} distinct mapping(s), each timed "
+                f"{'compiled' if fuse else 'eager'} on {device} ({'inference' if inference else 'training'} step, "
+                f"median of {repeats})"),
+        seconds_per_unit=_UNIT, step="inference" if inference else "train",
         fit=_fit_report(rows, seconds, coefficients, intercept, failed, fuse))
     if out is not None:
         profile.save(Path(out))
@@ -165,13 +178,13 @@ def calibrate(space_or_substitution: Any, target: str, *, operators: int = 24, s
 
 
 def _time_program(op: Operator, mapping: int, device: str, compiled: bool, repeats: int,
-                  sync: Callable[[], None]) -> float:
+                  sync: Callable[[], None], inference: bool = False) -> float:
     import torch
 
     module = op.to_module(mapping).to(device)
-    x = torch.randn(*op.program(mapping)["input"]["shape"], device=device, requires_grad=True)
+    x = torch.randn(*op.program(mapping)["input"]["shape"], device=device, requires_grad=not inference)
     run = torch.compile(module) if compiled else module
-    return _step_seconds(_Params(run, module), x, repeats, sync)
+    return _step_seconds(_Params(run, module), x, repeats, sync, inference)
 
 
 class _Params:

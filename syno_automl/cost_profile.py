@@ -7,9 +7,11 @@ of those writes only copy a view (rolls, padding, windows, permutes). A profile 
 
     cost = flop x FLOPs + element x elements written + read x elements read + launch x kernels
 
-and, for a compiled target, counts the copies of one run of view steps as the one kernel that Inductor fuses them
-into (the largest of them; none before a reduction, which reads its input through the views). ``cpu.eager`` is
-today's model (flop 1, element 256, read 0, launch 0), so everything without a target behaves as before.
+and, for a compiled target, counts the copies of one run of view steps (and the broadcast products among them,
+elementwise multiplies by a weight) as the one kernel that Inductor fuses them into (the largest of them; none
+before a reduction, which reads its input through the views). A profile prices a training ``step`` (forward,
+backward, the weights' gradients) or an ``inference`` one (no gradients). ``cpu.eager`` is today's model (flop
+1, element 256, read 0, launch 0, training), so everything without a target behaves as before.
 
 Example:
     >>> from syno_automl.cost_profile import resolve
@@ -40,6 +42,7 @@ SHIPPED = ("cpu.eager", "cuda.eager", "cuda.compiled")
 #: the priced quantities: one FLOP, one element materialized (written), one element read, one kernel launched
 COEFFICIENTS = ("flop", "element", "read", "launch")
 _TEXT_FIELDS = ("device", "torch", "date", "source")
+STEPS = ("train", "inference")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class CostProfile:
     source: str = ""
     seconds_per_unit: float | None = None
     fit: dict[str, Any] = field(default_factory=dict)  # how it was fitted (rows, residuals, correlation)
+    step: str = "train"  # what the coefficients price: a training step, or an inference (forward) one
 
     @property
     def device_type(self) -> str:
@@ -74,11 +78,13 @@ class CostProfile:
     def native(self) -> dict[str, Any]:
         """The coefficients as OperatorSpace's ``cost_profile`` option takes them (native/cost.hpp)."""
         return {"flop": self.flop, "element": self.element, "read": self.read, "launch": self.launch,
-                "fuse_views": self.fuse_views}
+                "fuse_views": self.fuse_views, "inference": self.step == "inference"}
 
     def total(self, counts: Mapping[str, float]) -> float:
         """The cost of a program's counts (``Operator.program()["cost"]``); the formula of native/cost.hpp."""
         flops, written, read, kernels = counts["flops"], counts["materialized"], counts["read"], counts["kernels"]
+        if self.step == "inference":
+            written, kernels = written - counts["gradients"], kernels - counts["gradient_kernels"]
         if not self.fuse_views:
             return self.flop * flops + self.element * written + self.read * read + self.launch * kernels
         return (self.flop * flops + self.element * (written - counts["copied"] + counts["fused_copied"])
@@ -88,13 +94,15 @@ class CostProfile:
     def layer_cost(self, flops: float, input_elements: float, output_elements: float,
                    weight_elements: float) -> float:
         """A Conv2d / Linear layer (one convolution or matmul): its FLOPs, its input and weight read, its output and
-        its weight's gradient written, two kernels -- what the conv-equivalent operator's plan counts."""
-        return (self.flop * flops + self.element * (output_elements + weight_elements)
-                + self.read * (input_elements + weight_elements) + self.launch * 2)
+        (in training) its weight's gradient written, one kernel each -- what the conv-equivalent operator's plan
+        counts."""
+        gradient = self.step == "train"
+        return (self.flop * flops + self.element * (output_elements + weight_elements * gradient)
+                + self.read * (input_elements + weight_elements) + self.launch * (1 + gradient))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        doc: dict[str, Any] = {"format": FORMAT, "target": self.target}
+        doc: dict[str, Any] = {"format": FORMAT, "target": self.target, "step": self.step}
         doc.update({k: d[k] for k in _TEXT_FIELDS})
         doc["coefficients"] = {k: d[k] for k in COEFFICIENTS}
         if self.seconds_per_unit is not None:
@@ -151,13 +159,16 @@ def from_dict(data: Any, where: str = "cost profile") -> CostProfile:
         if not isinstance(value, str):
             raise CostProfileError(f"{where}: '{name}' must be a string, got {value!r}")
         texts[name] = value
+    step = data.get("step", "train")
+    if step not in STEPS:
+        raise CostProfileError(f"{where}: 'step' {step!r} is not one of {', '.join(STEPS)}")
     seconds = data.get("seconds_per_unit")
     if seconds is not None:
         seconds = _number(where, "seconds_per_unit", seconds, positive=True)
     fit = data.get("fit", {})
     if not isinstance(fit, Mapping):
         raise CostProfileError(f"{where}: 'fit' must be an object, got {fit!r}")
-    return CostProfile(target=target, **values, **texts, seconds_per_unit=seconds, fit=dict(fit))
+    return CostProfile(target=target, **values, **texts, seconds_per_unit=seconds, fit=dict(fit), step=step)
 
 
 def load(path: str | os.PathLike[str]) -> CostProfile:

@@ -179,6 +179,18 @@ def test_conv_equivalent_costs_what_layer_cost_says_under_every_profile():
                               2 * 4 * 8 * 8 * 8 * 8 * 9, 4 * 8 * 8 * 8, 4 * 8 * 8 * 8, layer.weight.numel()))
 
 
+@pytest.mark.parametrize("target", SHIPPED)
+def test_the_conv_itself_costs_its_layer_cost(target):
+    """cost_ratio 1 is the replaced layer: the conv-equivalent operator's planned cost under each profile (training
+    or inference) is what CostProfile.layer_cost charges the conv."""
+    from syno_automl import known
+
+    model, x = _conv_model()
+    sub = substitute(model, nn.Conv2d, x, cost_ratio=None, max_depth=6, target=target)
+    conv = known.conv2d(sub.space)
+    assert sub.cost_ratio(conv) == pytest.approx(1.0, rel=1e-12)
+
+
 def test_substitute_has_a_cost_budget_by_default():
     model, x = _conv_model()
     on = substitute(model, nn.Conv2d, x, max_depth=5)

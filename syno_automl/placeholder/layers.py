@@ -42,7 +42,7 @@ def layer_cost(flops: float, output_shape: Sequence[int], weight_elements: int, 
                input_shape: Sequence[int] | None = None, profile: "CostProfile | None" = None) -> float:
     """A Conv2d / Linear layer's cost in the units of ``Operator.cost``: what the conv-equivalent operator's
     plan costs (one convolution or matmul: its FLOPs, its output and its weight's gradient written; under a
-    profile also its input and weight read and its two kernels)."""
+    profile also its input and weight read, and its kernels: see CostProfile.layer_cost)."""
     if profile is None:  # today's cost (the cpu.eager profile), exactly as before
         return float(flops) + _native.ELEMENT_COST * (math.prod(output_shape) + weight_elements)
     if input_shape is None:

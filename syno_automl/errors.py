@@ -10,7 +10,8 @@ __all__ = ["SynoError", "SpecError", "OptionError", "OptionTypeError", "EmptySpa
            "SubstitutionError", "ResourceError", "InternalError",
            "ValuationError", "MappingIndexError", "NotAChildError", "NotFinalError", "ShapeError",
            "KernelArgumentError", "NoOperatorError", "WeightsNotFoundError", "OutputPathError",
-           "DatasetNotFoundError", "DatasetFormatError", "MissingDependencyError", "NothingSampledWarning"]
+           "DatasetNotFoundError", "DatasetFormatError", "MissingDependencyError", "NothingSampledWarning",
+           "CostProfileError"]
 
 
 class SynoError(Exception):
@@ -108,3 +109,8 @@ class MissingDependencyError(SynoError, ImportError):
 class NothingSampledWarning(UserWarning):
     """`space.sample(n)` found no operator before its attempts or time ran out, though none is proven impossible:
     the budgets may leave none (or very few). Not an error: a later call with more attempts may find some."""
+
+
+class CostProfileError(SynoError, ValueError):
+    """A cost profile file that cannot be used (not JSON, another format version, an unknown target, a missing,
+    negative or non-finite coefficient): the message names the file and the field."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from syno_automl import _native
+from syno_automl.cost_profile import resolve as resolve_profile
 from syno_automl.echo import shown
 from syno_automl.errors import (EmptySpaceError, MappingIndexError, NotAChildError, NotFinalError,
                                 NothingSampledWarning, OperatorFormatError, OptionTypeError, ValuationError)
@@ -82,6 +83,7 @@ class OperatorSpace:
         min_params: float | None = None,
         max_memory: float | None = None,
         max_cost: float | None = None,
+        cost_profile: Any = None,
         fixed: Sequence[str] = (),
         seed: int = 0,
         threads: int | None = None,
@@ -94,6 +96,10 @@ class OperatorSpace:
         # every argument checked once, here, with a message naming it (syno_automl/options.py)
         native_options = check_space_arguments(input_shape, output_shape, primary, coefficients,
                                                {"max_depth": max_depth, **budgets, **options}, seed, threads, fixed)
+        # the target whose coefficients price the planned cost (max_cost, its pruning, total_cost); None: cpu.eager
+        self.cost_profile = resolve_profile(cost_profile)
+        if self.cost_profile is not None:
+            native_options["cost_profile"] = self.cost_profile.native()
         self.input_shape = input_shape
         self.output_shape = output_shape
         self.primary = list(primary)
@@ -118,6 +124,7 @@ class OperatorSpace:
             "input_shape": self.input_shape, "output_shape": self.output_shape, "primary": self.primary,
             "coefficients": self.coefficients, "mappings": self.mappings, "fixed": self.fixed,
             "max_depth": self.max_depth, **self.budgets, **self.options,
+            **({"cost_profile": self.cost_profile.to_dict()} if self.cost_profile is not None else {}),
         }
 
     def signature(self) -> dict[str, Any]:
@@ -182,7 +189,18 @@ class OperatorSpace:
                 f"no operator exists from {self.input_shape} to {self.output_shape} within max_depth="
                 f"{self.max_depth} and the budgets {self.budgets or '{}'}"
             )
-        if count > 0 and not nodes and prefix is None:  # below a prefix (an MCTS rollout) this is routine
+        if count > 0 and not nodes and prefix is None and "max_cost" in self.budgets:
+            # tiny layers: every operator's chain of steps may cost more than the one conv or matmul it replaces;
+            # not proven (the search stopped early), but a user asking for operators gets none: say why
+            profile = self.cost_profile.target if self.cost_profile is not None else "cpu.eager"
+            raise EmptySpaceError(
+                f"no operator found within max_cost={self.budgets['max_cost']:.6g} ({profile} cost) in "
+                f"{info['attempts']} descents (stopped by {info['stop_reason']}): the cost budget leaves this space "
+                f"empty or nearly so (typical of tiny layers, where any operator costs more than one convolution); "
+                f"raise cost_ratio / max_cost, or pass cost_ratio=None to turn the cost budget off")
+        # other budgets: a warning, not an error (none is proven impossible); below a prefix (an MCTS rollout) an
+        # empty draw is routine
+        if count > 0 and not nodes and prefix is None:
             warnings.warn(
                 f"sample() found no operator in {info['attempts']} attempts ({info['seconds']:.1f} s, stopped by "
                 f"{info['stop_reason']}): the budgets {self.budgets or '{}'} may leave none or very few; raise "
@@ -360,14 +378,21 @@ class Operator:
     def total_params(self) -> float:
         return self._native.totals()["params"]
 
-    def cost(self, mapping: "int | Mapping[str, int] | None" = None) -> dict[str, float]:
+    def cost(self, mapping: "int | Mapping[str, int] | None" = None, target: Any = None) -> dict[str, float]:
         """Cost of the planned program for one valuation (docs/architecture.md §2, "Cost"): ``flops`` computed,
-        elements ``materialized``, ``peak`` (largest tensor, elements) and ``total`` = flops + ELEMENT_COST x
-        materialized (what ``max_cost`` limits). ``flops()`` stays the paper's metric."""
-        return dict(self.program(mapping)["cost"])
+        elements ``materialized`` and ``read``, ``kernels`` launched, ``peak`` (largest tensor, elements), the
+        view copies among them, and ``total``: their price on ``target`` (syno_automl.cost_profile: a shipped
+        target's name such as ``"cuda.compiled"``, a profile file's path or a CostProfile). Without a target, the
+        space's profile prices them (what ``max_cost`` limits): for a space built without one, today's cost,
+        flops + ELEMENT_COST x materialized. ``flops()`` stays the paper's metric."""
+        counts = dict(self.program(mapping)["cost"])
+        profile = resolve_profile(target)
+        if profile is not None:
+            counts["total"] = profile.total(counts)
+        return counts
 
     def total_cost(self) -> float:
-        """Cost summed over all the space's mappings (what ``max_cost`` limits)."""
+        """Cost summed over all the space's mappings, under the space's cost profile (what ``max_cost`` limits)."""
         return self._native.totals()["cost"]
 
     # -- artifacts -------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from syno_automl.cost_profile import COEFFICIENTS, TARGETS, CostProfile
-from syno_automl.errors import CostProfileError, EmptySpaceError
+from syno_automl.errors import CostProfileError, EmptySpaceError, OptionTypeError
 from syno_automl.space import Operator, OperatorSpace
 
 __all__ = ["calibrate", "fit_coefficients", "features"]
@@ -107,7 +107,7 @@ def _step_seconds(module: Any, x: Any, repeats: int, sync: Callable[[], None], i
 def _space_of(space_or_substitution: Any) -> OperatorSpace:
     space = getattr(space_or_substitution, "space", space_or_substitution)
     if not isinstance(space, OperatorSpace):
-        raise TypeError(f"calibrate needs an OperatorSpace or a Substitution, got a {type(space).__name__}")
+        raise OptionTypeError(f"calibrate needs an OperatorSpace or a Substitution, got a {type(space).__name__}")
     config = space.config()
     config.pop("max_cost", None)  # calibrate over cheap and dear operators alike
     config.pop("cost_profile", None)

@@ -12,9 +12,20 @@ __all__ = ["cmd_report"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from syno_automl.report import (canonical_rate_table, latency_devices, latency_schedules, latency_series,
-                                    latency_table, plot_pareto, points_of, reevaluation_series, reevaluation_table,
-                                    reevaluations_of, search_label, trial_table)
+    from syno_automl.report import (
+        canonical_rate_table,
+        latency_devices,
+        latency_schedules,
+        latency_series,
+        latency_table,
+        plot_pareto,
+        points_of,
+        reevaluation_series,
+        reevaluation_table,
+        reevaluations_of,
+        search_label,
+        trial_table,
+    )
     from syno_automl.search.objectives import objective_name
 
     study = load_study(args)
@@ -79,9 +90,8 @@ def _loss_curves(study, tracking: str, out: Path, top: int) -> list[Path]:
     import optuna
 
     from syno_automl.report import plot_loss_curves
-    from syno_automl.tracking import SearchTracker
-
     from syno_automl.search.objectives import primary_value
+    from syno_automl.tracking import SearchTracker
 
     done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
             if primary_value(t) is not None and V.RUN_ID in t.user_attrs]

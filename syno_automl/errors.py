@@ -11,7 +11,8 @@ __all__ = ["SynoError", "SpecError", "OptionError", "OptionTypeError", "EmptySpa
            "ValuationError", "MappingIndexError", "NotAChildError", "NotFinalError", "ShapeError",
            "KernelArgumentError", "NoOperatorError", "WeightsNotFoundError", "OutputPathError",
            "DatasetNotFoundError", "DatasetFormatError", "MissingDependencyError", "NothingSampledWarning",
-           "CostProfileError"]
+           "CostProfileError", "NotFoundError", "TrackingUnreachableError", "StorageURLError", "TrialResultError",
+           "LatencyError", "MissingMetricError"]
 
 
 class SynoError(Exception):
@@ -114,3 +115,30 @@ class NothingSampledWarning(UserWarning):
 class CostProfileError(SynoError, ValueError):
     """A cost profile file that cannot be used (not JSON, another format version, an unknown target, a missing,
     negative or non-finite coefficient): the message names the file and the field."""
+
+
+class NotFoundError(SynoError, LookupError):
+    """A study, trial, operator or run that a command names is not there (the message says where it looked)."""
+
+
+class TrackingUnreachableError(SynoError, ConnectionError):
+    """An MLflow tracking server that does not answer."""
+
+
+class StorageURLError(SynoError, ValueError):
+    """An Optuna storage URL that names no usable database (not a URL, no driver, no journal path)."""
+
+
+class TrialResultError(SynoError, ValueError):
+    """A trial's training ended without a value that can be compared (no finite accuracy, loss or cost)."""
+
+
+class LatencyError(SynoError, RuntimeError):
+    """A latency that could not be measured (the reason is in the message)."""
+
+
+class MissingMetricError(SynoError, KeyError):
+    """A callback monitors a metric the module never logged."""
+
+    def __str__(self) -> str:  # KeyError's own str() is the repr of its message
+        return str(self.args[0]) if self.args else ""

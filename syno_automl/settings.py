@@ -36,7 +36,7 @@ MODEL_NAMES = ("small_cnn", "resnet18", "resnet34", "resnext29_2x64d", "densenet
 DATASET_NAMES = ("digits", "mnist", "cifar10", "cifar100", "imagenet-folder", "text")
 LOCAL_DATASETS = ("mnist", "cifar10", "cifar100", "imagenet-folder")   # read from --data-dir, never downloaded
 # the subcommands that take the model and store options (syno_automl.cli builds each from this table)
-MODEL_COMMANDS = ("search", "enumerate", "reevaluate")
+MODEL_COMMANDS = ("search", "enumerate", "reevaluate", "calibrate")
 STORE_COMMANDS = ("search", "show", "list", "export", "report", "reevaluate", "tune")
 _BOTH = ("image", "lm")
 _UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
@@ -239,6 +239,17 @@ def _folder_check(url: str) -> str | None:
     return None
 
 
+def _profile_check(value: str) -> str | None:
+    """A shipped profile's name, or a profile file that loads (cost_profile reads JSON only: light)."""
+    from syno_automl.cost_profile import resolve
+
+    try:
+        resolve(value)
+    except SynoError as e:
+        return f"cannot be used: {e}"
+    return None
+
+
 def _milestones_check(value: dict) -> str | None:
     for epoch, floor in value.items():
         if not (isinstance(epoch, int) or (isinstance(epoch, str) and epoch.isdigit())) or \
@@ -274,6 +285,9 @@ def _rows() -> list[Setting]:
           above=0),
         S("cost_ratio", float, 1.0, "planned-cost budget (FLOPs + elements materialized, Operator.cost) relative "
           "to the replaced layers; 0 turns it off", "--cost-ratio", model, above=0, optional=True, off=0),
+        S("cost_profile", str, None, "the cost profile that prices --cost-ratio: cpu.eager (today's planned cost: "
+          "FLOPs + 256 per element written), cuda.eager, cuda.compiled, or a file from `syno-automl calibrate`; "
+          "none: cpu.eager", "--cost-profile", model, optional=True, legacy=None, check=_profile_check),
         S("max_depth", int, 8, "maximum primitives per operator", "--max-depth", model, minimum=1, maximum=30),
         S("seed", int, 0, "search seed", "--seed", model),
         # -- training a trial

@@ -17,15 +17,29 @@ import math
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from syno_automl import _native
 from syno_automl.cost_profile import resolve as resolve_profile
 from syno_automl.echo import shown
-from syno_automl.errors import (EmptySpaceError, MappingIndexError, NotAChildError, NotFinalError,
-                                NothingSampledWarning, OperatorFormatError, OptionTypeError, ValuationError)
-from syno_automl.options import (check_built_space, check_enumerate_arguments, check_mappings, check_replay_path,
-                                 check_sample_arguments, check_space_arguments)
+from syno_automl.errors import (
+    EmptySpaceError,
+    MappingIndexError,
+    NotAChildError,
+    NotFinalError,
+    NothingSampledWarning,
+    OperatorFormatError,
+    OptionTypeError,
+    ValuationError,
+)
+from syno_automl.options import (
+    check_built_space,
+    check_enumerate_arguments,
+    check_mappings,
+    check_replay_path,
+    check_sample_arguments,
+    check_space_arguments,
+)
 
 FORMAT = "syno-operator/1"
 MappingLike = "int | Mapping[str, int] | None"

@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-import warnings
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from syno_automl import vocabulary as V
+from syno_automl.graph_render import render_svg
 from syno_automl.interrupt import Deferring
 from syno_automl.measure.result import latency_metrics
 from syno_automl.space import Operator
@@ -82,27 +82,6 @@ def relocate_artifacts(tracking_uri: str) -> int:
                               (new, len(location) + 1, experiment_id, len(location), location))
             updated += cur.rowcount
     return updated
-
-
-def render_svg(dot_text: str) -> str | None:
-    """SVG text of a DOT graph, drawn by ``graphviz.Source(...).pipe``; None (and a warning) when the graphviz
-    package or Graphviz's ``dot`` binary is missing, or ``dot`` rejects the graph."""
-    try:
-        import graphviz
-    except ImportError:
-        warnings.warn("the graphviz package is not installed (pip install graphviz): graph.svg is skipped",
-                      RuntimeWarning, stacklevel=2)
-        return None
-    try:
-        return graphviz.Source(dot_text).pipe(format="svg", encoding="utf-8", quiet=True)
-    except graphviz.ExecutableNotFound:
-        warnings.warn("Graphviz's `dot` binary is not installed (apt-get install graphviz): graph.svg is skipped",
-                      RuntimeWarning, stacklevel=2)
-    except graphviz.CalledProcessError as e:
-        stderr = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else str(e.stderr or e)
-        message = stderr.strip()[:200]
-        warnings.warn(f"graphviz's dot failed ({message}): graph.svg is skipped", RuntimeWarning, stacklevel=2)
-    return None
 
 
 def _clean(value: Any) -> str:

@@ -13,8 +13,22 @@ from typing import Any
 from syno_automl.echo import shown
 from syno_automl.ir.errors import IRError
 from syno_automl.ir.expr import parse_expr
-from syno_automl.ir.program import (STEP_OPS, WEIGHT_VIEW_OPS, Contract, Expand, Merge, Oracle, Program, Reduce, Shift, Split, Step,
-                                    Stride, Tensor, Unfold)
+from syno_automl.ir.program import (
+    STEP_OPS,
+    WEIGHT_VIEW_OPS,
+    Contract,
+    Expand,
+    Merge,
+    Oracle,
+    Program,
+    Reduce,
+    Shift,
+    Split,
+    Step,
+    Stride,
+    Tensor,
+    Unfold,
+)
 from syno_automl.ir.walk import walk, weight_order
 
 __all__ = ["parse", "oracle", "KNOWN_KEYS"]

@@ -18,8 +18,15 @@ from syno_automl.echo import shown
 from syno_automl.errors import OptionError
 from syno_automl.measure.baseline import baseline_kernel, baseline_module, describe, infer_baseline, is_kernel
 from syno_automl.measure.kernel import tune_and_time
-from syno_automl.measure.result import (PROTOCOL, Latency, TimingProtocol, latency_metrics, schedules_label,
-                                        schedules_tag, speedup)
+from syno_automl.measure.result import (
+    PROTOCOL,
+    Latency,
+    TimingProtocol,
+    latency_metrics,
+    schedules_label,
+    schedules_tag,
+    speedup,
+)
 from syno_automl.measure.target import needs_tvm, safe_device_name, torch_device
 from syno_automl.measure.timing import time_torch
 

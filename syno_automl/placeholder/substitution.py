@@ -58,8 +58,14 @@ from syno_automl import _native
 from syno_automl.cost_profile import resolve as resolve_profile
 from syno_automl.echo import shown
 from syno_automl.errors import SubstitutionError
-from syno_automl.placeholder.layers import DEFAULTS, GROUPED_FLOPS_RATIO, conv_reason, layer_cost, layer_flops, \
-    supported_types
+from syno_automl.placeholder.layers import (
+    DEFAULTS,
+    GROUPED_FLOPS_RATIO,
+    conv_reason,
+    layer_cost,
+    layer_flops,
+    supported_types,
+)
 from syno_automl.placeholder.slot import Placeholder
 from syno_automl.space import Operator, OperatorSpace
 

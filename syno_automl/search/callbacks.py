@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from syno_automl import vocabulary as V
-from syno_automl.errors import SynoError
+from syno_automl.errors import MissingMetricError, OptionError, OptionTypeError, SynoError
 from syno_automl.placeholder import Substitution, call_with, substitute
 from syno_automl.search.sampler import suggest_operator
 from syno_automl.space import Operator
@@ -139,7 +139,7 @@ class SynoSubstitution(L.Callback):
         self.trial = trial_or_operator if isinstance(trial_or_operator, optuna.trial.Trial) else None
         self.operator: Operator | None = trial_or_operator if isinstance(trial_or_operator, Operator) else None
         if trial_or_operator is not None and self.trial is None and self.operator is None:
-            raise TypeError(f"SynoSubstitution needs an optuna Trial, an Operator or None, got "
+            raise OptionTypeError(f"SynoSubstitution needs an optuna Trial, an Operator or None, got "
                             f"{type(trial_or_operator).__name__}")
         self.layer = layer
         self.example_input = example_input
@@ -239,12 +239,12 @@ class SynoPruning(L.Callback):
                  use_pruner: bool = True) -> None:
         super().__init__()
         if mode not in ("max", "min"):
-            raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+            raise OptionError(f"mode must be 'max' or 'min', got {mode!r}")
         self.trial = trial
         self.monitor = monitor
         self.milestones = {int(k): float(v) for k, v in (milestones or {}).items()}
         if any(k < 1 for k in self.milestones):
-            raise ValueError(f"milestone epochs count from 1, got {sorted(self.milestones)}")
+            raise OptionError(f"milestone epochs count from 1, got {sorted(self.milestones)}")
         self.mode = mode
         self.use_pruner = use_pruner
         self.history: list[float] = []
@@ -267,7 +267,7 @@ class SynoPruning(L.Callback):
             return None
         value = trainer.callback_metrics.get(self.monitor)
         if value is None:
-            raise KeyError(f"{type(self).__name__} monitors {self.monitor!r} but the module logged only "
+            raise MissingMetricError(f"{type(self).__name__} monitors {self.monitor!r} but the module logged only "
                            f"{sorted(trainer.callback_metrics)}")
         self.history.append(float(value))
         return float(value), trainer.current_epoch + 1

@@ -20,6 +20,7 @@ from syno_automl.config import (
     settings_diff,
     with_legacy_settings,
 )
+from syno_automl.errors import NotFoundError
 from syno_automl.search.fidelity import make_pruner
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
@@ -53,7 +54,7 @@ def check_study(config: SearchConfig, resume: bool, storage: optuna.storages.Bas
     LookupError when it does not, StudyMismatchError when it was made for another task or training settings."""
     path = config.storage[len("sqlite:///"):] if config.storage.startswith("sqlite:///") else None
     if resume and path is not None and not Path(path).exists():  # never create a database to resume
-        raise LookupError(f"no study {config.study!r} to resume: {path} does not exist (drop --resume to start one)")
+        raise NotFoundError(f"no study {config.study!r} to resume: {path} does not exist (drop --resume to start one)")
     storage = storage or make_storage(config.storage, heartbeat_interval=None)
     names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     if config.study in names and not resume:
@@ -61,7 +62,7 @@ def check_study(config: SearchConfig, resume: bool, storage: optuna.storages.Bas
                                f"continue it, or --study NAME for a new one")
     if resume and config.study not in names:
         known = ", ".join(sorted(names)) or "none"
-        raise LookupError(f"no study {config.study!r} to resume in {config.storage} (studies there: {known}); "
+        raise NotFoundError(f"no study {config.study!r} to resume in {config.storage} (studies there: {known}); "
                           f"drop --resume to start it")
     if resume:
         check_resumed(optuna.load_study(study_name=config.study, storage=storage), config)

@@ -37,8 +37,8 @@ from syno_automl.search.objectives import (
     primary_value,
 )
 from syno_automl.study.context import SearchContext, prepare
-from syno_automl.study.opening import check_study, open_study, remaining_trials
 from syno_automl.study.lost_trials import fail_unstarted
+from syno_automl.study.opening import check_study, open_study, remaining_trials
 from syno_automl.study.trial import INTERRUPTED, Objective
 
 __all__ = ["SearchResult", "run_search", "SearchFailedError", "failure_of"]

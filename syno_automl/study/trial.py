@@ -12,6 +12,7 @@ import optuna
 import syno_automl.study.training as training
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
+from syno_automl.errors import TrialResultError
 from syno_automl.search.objectives import baseline_trial, primary_value
 from syno_automl.search.sampler import suggest_operator
 from syno_automl.space import Operator
@@ -75,7 +76,7 @@ class Objective:
             value = training.train_operator(context, trial, run, epochs=config.epochs)
             cost = 1.0 if baseline else trial.user_attrs.get(V.COST_RATIO)
             if config.objective == "pareto" and (cost is None or not math.isfinite(float(cost))):
-                raise ValueError(f"no finite planned cost ratio ({V.COST_RATIO}={cost}): not comparable")
+                raise TrialResultError(f"no finite planned cost ratio ({V.COST_RATIO}={cost}): not comparable")
             if baseline and run is not None:
                 _log_baseline(run, context)
             extra = task_of(config).trial_line(trial, run, baseline)

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from syno_automl.errors import SynoError
 
 __all__ = ["Setting", "SETTINGS", "SETTING", "TASKS", "TASK_OBJECTIVES", "MODEL_NAMES", "DATASET_NAMES",
-           "LOCAL_DATASETS", "LAYER_NAMES", "MODEL_COMMANDS", "STORE_COMMANDS", "SettingError", "SettingTypeError",
+           "LOCAL_DATASETS", "LAYER_NAMES", "SPEED_TARGETS", "MODEL_COMMANDS", "STORE_COMMANDS", "SettingError", "SettingTypeError",
            "SettingRangeError", "SettingChoiceError", "SettingTaskError", "DataDirError", "settings_markdown",
            "comma_list"]
 
@@ -29,6 +29,8 @@ TASKS = ("image", "lm")
 # what a trial of each task reports (the study's primary objective) and in which direction it is better
 TASK_OBJECTIVES: dict[str, tuple[str, str]] = {"image": ("val_acc", "maximize"), "lm": ("val_loss", "minimize")}
 LAYER_NAMES = ("conv2d", "linear")
+# where and how a model runs: device . execution (syno_automl.cost_profile prices each)
+SPEED_TARGETS = ("cpu.eager", "cpu.compiled", "cuda.eager", "cuda.compiled")
 # lightning_modules' registries (MODEL_NAMES, DATAMODULE_NAMES) import torch: their names are repeated here so
 # that a wrong name fails before the imports (tests/test_cli_workflow.py keeps the two lists equal)
 MODEL_NAMES = ("small_cnn", "resnet18", "resnet34", "resnext29_2x64d", "densenet121", "efficientnet_v2_s", "gpt",
@@ -343,6 +345,10 @@ def _rows() -> list[Setting]:
           "--devices", model, minimum=1, resumable=True),
         S("precision", str, "32", "training precision (Lightning's): 32, bf16-mixed or 16-mixed", "--precision",
           model, choices=("32", "bf16-mixed", "16-mixed"), legacy="32"),
+        S("speed_target", str, "auto", "where and how the model will run, what the final stage's speedup is measured "
+          "on: cpu.eager, cpu.compiled, cuda.eager or cuda.compiled (torch.compile); auto: cuda.compiled when trials "
+          "train on a GPU, else cpu.eager", "--target", choices=("auto",) + SPEED_TARGETS, resumable=True,
+          legacy="cpu.eager", metavar="TARGET"),
         S("threads", int, None, "torch threads (none: 1 for the embedded datasets, else torch's default)",
           "--threads", minimum=1, optional=True, recorded=False),
         # -- where the study and its runs live

@@ -174,6 +174,20 @@ class TrialRun:
         if svg is not None:
             self.log_text(svg, "graph.svg")
 
+    def log_kernels(self, op: Operator, targets: Sequence[str], mapping: Any = 0) -> None:
+        """The code `op` runs on each of `targets` (syno_automl.kernels: ``cpu.eager``, ``cuda.compiled``,
+        ``tvm.llvm`` ...) as artifacts ``kernels/<target>/<file>``, so the run shows what it compiles to on each
+        device; a target whose code cannot be produced gets ``kernels/<target>/unavailable.txt`` saying why."""
+        from syno_automl.kernels import kernel_sources
+
+        for target in targets:
+            try:
+                files = kernel_sources(op, target, mapping)
+            except Exception as e:  # noqa: BLE001 -- never stops a search: the reason is the artifact
+                files = {f"{target}/unavailable.txt": f"{type(e).__name__}: {e}\n"}
+            for name, text in files.items():
+                self.log_text(text, f"kernels/{name}")
+
     def log_failure(self, reason: str, details: str | None = None) -> None:
         self.set_tags({V.FAILURE: reason})
         self.log_text(reason + ("\n\n" + details if details else "") + "\n", "failure.txt")

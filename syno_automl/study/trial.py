@@ -163,6 +163,10 @@ class Objective:
             from syno_automl.tracking import log_latency
 
             log_latency(run, result)
+            # what ran on each measured target: TVM's kernels (tvm.llvm, tvm.cuda), or the eager module (torch)
+            kernels = {"llvm": "tvm.llvm", "cuda": "tvm.cuda", "torch": "cpu.eager"}
+            run.log_kernels(op, [kernels[t.split()[0]] for t in config.latency_targets if t.split()[0] in kernels],
+                            mapping=0)
         self._log_baseline_latency(base, result)
         # every speedup says how both sides were scheduled: "(untuned)", "(tuned 64 trials)", "(eager)"
         parts = [f"{dev} {e['speedup']:.2f}x ({e.get('tag')})" if e["speedup"] is not None else f"{dev} missing"

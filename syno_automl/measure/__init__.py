@@ -12,8 +12,8 @@ One concept per module, in MetaSchedule's vocabulary:
 * :mod:`~syno_automl.measure.isolate`: one child process with a hard timeout;
 * :mod:`~syno_automl.measure.kernel` (one PrimFunc), :mod:`~syno_automl.measure.relax` and
   :mod:`~syno_automl.measure.model` (a whole model), :mod:`~syno_automl.measure.baseline` (the replaced layers),
-  :mod:`~syno_automl.measure.layers` (an operator in every layer it replaces),
-  :mod:`~syno_automl.measure.substitution` (a model with and without an operator).
+  :mod:`~syno_automl.measure.replaced_layers` (an operator in every layer it replaces),
+  :mod:`~syno_automl.measure.substituted_model` (a model with and without an operator).
 
 Never-raise contract: a measurement that fails gives ``median_ms=None`` and its reason in ``note``.
 Env knobs: ``SYNO_TVM_WORK_DIR``, ``SYNO_MS_RUNNER``, ``SYNO_TVM_FULL_INTRIN``, ``SYNO_LATENCY_RAISE``.
@@ -30,7 +30,7 @@ from __future__ import annotations
 from syno_automl.measure.baseline import baseline_kernel, baseline_module, conv2d_nchw_te, dense_te, infer_baseline
 from syno_automl.measure.database import DEFAULT_WORK_DIR
 from syno_automl.measure.kernel import apply_record, compare, tune_and_time
-from syno_automl.measure.layers import measure_layers, measure_operator
+from syno_automl.measure.replaced_layers import measure_layers, measure_operator
 from syno_automl.measure.model import compare_models, model_latency
 from syno_automl.measure.relax import export_relax, prepare_relax, relax_run
 from syno_automl.measure.result import (
@@ -47,7 +47,7 @@ from syno_automl.measure.result import (
                                         speedup,
                                         stored_entry,
 )
-from syno_automl.measure.substitution import measure_substitution, model_metrics, substituted_models
+from syno_automl.measure.substituted_model import measure_substitution, model_metrics, substituted_models
 from syno_automl.measure.target import TVM_HINT, device_name, needs_tvm, parse_target, resolve_target, torch_device
 from syno_automl.measure.timing import time_main, time_torch
 

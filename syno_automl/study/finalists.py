@@ -162,7 +162,7 @@ def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS, 
     import torch
 
     from syno_automl.measure.result import TimingProtocol
-    from syno_automl.measure.substitution import substituted_models
+    from syno_automl.measure.substituted_model import substituted_models
     from syno_automl.measure.timing import time_torch
 
     target = target or speed_target(context.config)

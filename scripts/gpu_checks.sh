@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# The checks that need a CUDA GPU, on a host whose python already has torch, lightning, pytest and
-# scikit-learn (TVM optional: the TVM parts skip without it). Builds the native module for that python in
-# place, then runs the CUDA tests and, with --bench, the CUDA benchmarks.
+# The checks that need a CUDA GPU (issue 24 part 5), in under 9 minutes on an H100/H200, on a host whose python
+# already has torch (lightning, scikit-learn, pytest and scipy are usual there too):
+#   1. installs what the host lacks (optuna, mlflow and their dependencies) from wheels in .whl/ beside the
+#      checkout, when present (fetch them on a machine with an index: bash scripts/fetch_gpu_wheels.sh);
+#   2. builds the native module for that python, in place;
+#   3. the CUDA tests (tests/test_cuda.py: generated modules and TVM kernels against the CPU, latency with TVM and
+#      TorchInductor, training on the GPU; TVM's parts skip cleanly without TVM);
+#   4. a short search end to end on the GPU: ResNet-18 on the digits upscaled to 32x32, --accelerator gpu, cost
+#      profile and speed target cuda.compiled; the verdict names its target;
+#   5. calibrate on cuda (a cuda.compiled profile of that space) and bench/gpu_cost.py (per target: Spearman of
+#      the predicted cost with the measured time, step-time ratios inside the budget).
 #
 #   bash scripts/gpu_checks.sh [--bench] [--latency-trials N] [--latency-layers 0,1,...]
 #
-# Output: the test summary, bench/codegen.py --device cuda, bench/latency.py --target cuda.
+# Figures land in $OUT (default ./gpu_checks_out). --bench adds bench/codegen.py and bench/latency.py on cuda.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+OUT=${OUT:-gpu_checks_out}
+mkdir -p "$OUT"
 bench=0
 trials=16
 layers=""
@@ -21,17 +31,44 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
+step() { echo "[gpu_checks $(date +%H:%M:%S)] $*"; }
 
 "$PY" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  step "installing $(ls .whl/*.whl | wc -l) wheels from .whl/ into /tmp/site"
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+if ! "$PY" -c "import optuna, mlflow" 2>/dev/null; then
+  echo "gpu_checks.sh: optuna and mlflow are missing on this host: fetch their wheels into .whl/ with" >&2
+  echo "  bash scripts/fetch_gpu_wheels.sh   (on a machine with a package index), then run this again" >&2
+  exit 2
+fi
+
+step "building the native module"
 cmake -S . -B build/gpu -G Ninja -DSKBUILD=ON -DCMAKE_BUILD_TYPE=Release \
   -DPython_EXECUTABLE="$(command -v "$PY")" -Dpybind11_DIR="$("$PY" -m pybind11 --cmakedir)" >/dev/null
 cmake --build build/gpu -j "$(nproc)" >/dev/null
 cp build/gpu/native/_native*.so syno_automl/
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
-(cd tests && "$PY" -m pytest -q -p no:cacheprovider test_cuda.py -rs)
+step "CUDA tests"
+(cd tests && "$PY" -m pytest -q -p no:cacheprovider test_cuda.py test_accelerator.py -rs) 2>&1 | tee "$OUT/tests.log"
+
+step "a short search on the GPU (ResNet-18, digits at 32x32, target cuda.compiled)"
+rm -rf "$OUT/search" && mkdir -p "$OUT/search"
+(cd "$OUT/search" && "$PY" -m syno_automl.cli search --model resnet18 --image-size 32 --accelerator gpu \
+   --precision bf16-mixed --cost-profile cuda.compiled --target cuda.compiled --trials 6 --epochs 2 \
+   --final-epochs 3 --finalists 2 --final-seeds 1 --timeout 0) 2>&1 | tee "$OUT/search.log"
+grep -q "cuda.compiled" "$OUT/search.log" && step "the verdict names its target"
+
+step "calibrate on cuda"
+"$PY" -m syno_automl.cli calibrate --target cuda.compiled --model resnet18 --image-size 32 --operators 6 \
+  --out "$OUT/cuda.compiled.json" 2>&1 | tee "$OUT/calibrate.log" || true
+OUT="$OUT" PYTHON="$PY" bash scripts/gpu_cost_checks.sh 2>&1 | tee "$OUT/gpu_cost.log"
 
 if [[ $bench -eq 1 ]]; then
   "$PY" bench/codegen.py --device cuda --batch 32
   "$PY" bench/latency.py --target cuda --trials "$trials" ${layers:+--layers "$layers"}
 fi
+step "done"

@@ -199,7 +199,23 @@ def cmd_export(args: argparse.Namespace) -> int:
         torch.save(state, args.weights)
         print(f"wrote {args.weights} (trained weights: SynoLayer().load_state_dict(torch.load({args.weights!r})))",
               file=sys.stderr if not args.output else sys.stdout)
+    print(_export_figures(study, trial), file=sys.stderr if not args.output else sys.stdout)
     return 0
+
+
+def _export_figures(study: Any, trial: Any) -> str:
+    """What is known of the exported operator beyond the search: its final-stage figures, or that it has none."""
+    from syno_automl.study.verdict import stored_final
+
+    final = stored_final(study)
+    if final is None:
+        return "no final stage: its accuracy is the search's one-seed figure (see `syno-automl show`)"
+    mine = final.of_trial(trial.number)
+    text = f"final stage: {final.summary(mine)}" if mine is not None else "final stage: not a finalist"
+    chosen = final.chosen
+    if chosen is not None and chosen is not mine:
+        text += f"; the final stage names {chosen.label} (`syno-automl export final`)"
+    return text
 
 
 def _download_weights(tracking: str, run_id: str, number: int) -> dict[str, Any]:

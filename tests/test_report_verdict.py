@@ -121,6 +121,8 @@ def test_show_and_list_print_the_retrained_figures_beside_the_search(searched, c
     assert _cli(folder, capsys, "show", "final").splitlines()[0] == shown.splitlines()[0]
     base = _cli(folder, capsys, "show", "baseline")
     assert f"final stage: accuracy {final.baseline.figure()}" in base
+    exported = _cli(folder, capsys, "export", "final", "-o", "op.py", "--tracking-uri", "none")
+    assert f"operator {named.label}" in exported and "named: the fastest within 100 pp" in exported
 
 
 def test_show_prints_the_primitives_once_with_rounded_figures(searched, capsys) -> None:
@@ -190,3 +192,62 @@ def test_a_reader_that_leaves_ends_the_command_quietly(searched) -> None:
     finally:
         os.close(write)
     assert done.returncode == 141 and done.stderr == "", done.stderr
+
+
+# -- without the studies: the stored verdict read back, the tables
+
+
+def _result(maximize: bool = True, unit: str = "epochs", candidates: bool = True):
+    from syno_automl.study.verdict import Finalist, FinalResult
+
+    base = Finalist("baseline", 0, "the original layers", 1.0, 0.81, [0.81, 0.71], speedup=1.0, latency_ms=15.7)
+    ops = [Finalist("ad6c0141110ce7ad", 1, "grouped conv2d", 0.59, 0.62, [0.58, 0.62], speedup=1.46),
+           Finalist("af58e7e4454535e6", 2, "SPLIT C_in", 0.73, 0.75, [0.53, 0.55], speedup=1.34,
+                    failures=["seed 2: ValueError: nan"])] if candidates else []
+    if not candidates:
+        base.values = []
+    return FinalResult(base, ops, seeds=2, epochs=1, margin=0.3 if maximize else 0.01, timing="torch eager",
+                       metric="accuracy" if maximize else "val_loss", maximize=maximize, unit=unit)
+
+
+@pytest.mark.parametrize("maximize, unit", [(True, "epochs"), (False, "steps")])
+def test_the_stored_verdict_reads_back_as_the_search_judged(maximize, unit) -> None:
+    from syno_automl.study.verdict import FinalResult
+
+    result = _result(maximize, unit)
+    stored = json.loads(json.dumps(result.to_dict()))   # as the study attribute keeps it
+    again = FinalResult.from_dict(stored)
+    assert again.verdict() == result.verdict() == stored["verdict"]
+    assert (again.chosen.label if again.chosen else None) == stored["chosen"]
+    assert again.to_dict() == stored and again.unit == unit
+
+
+def test_the_verdict_table_marks_the_named_operator_and_the_margin() -> None:
+    from syno_automl.report_final import final_table
+
+    result = _result()  # margin 30 pp: ad6c... (-16 pp, 1.46x) is named, af58... (-22 pp) within but slower
+    rows = final_table(result).splitlines()
+    assert rows[0].startswith("| model | trial | description | accuracy re-trained (mean ± sd) | vs baseline | "
+                              "within 30 pp | speedup |")
+    assert rows[3] == ("| **ad6c0141110ce7ad** (named) | 1 | grouped conv2d | 0.600 ± 0.028 | -16.0 pp | yes | 1.46× "
+                       "| 0.590x | 0.6200 |")
+    assert "0.540 ± 0.014 (1 seed(s) failed) | -22.0 pp | yes | 1.34×" in rows[4]
+
+
+def test_a_baseline_never_retrained_is_not_shown_as_failed() -> None:
+    from syno_automl.lookup import trial_line
+
+    result = _result(candidates=False)   # no operator qualified: the baseline was not re-trained either
+    assert result.of_trial(0) is None
+    trial = optuna.trial.create_trial(value=0.81, user_attrs={V.BASELINE: True, V.FLOPS_RATIO: 1.0})
+    trial.number = 0
+    line = trial_line(trial, "val_acc", result)
+    assert "failed" not in line and "  0.8100  -  " in line
+
+
+def test_the_canonical_rate_table_has_no_nan() -> None:
+    from syno_automl.report import canonical_rate_table
+
+    table = canonical_rate_table({"depths": [{"depth": 7, "candidates": 8, "canonical": 6},
+                                             {"depth": 8, "candidates": 0, "canonical": 0}]})
+    assert table.splitlines()[-2:] == ["| 7 | 8 | 6 | 0.750 |", "| 8 | 0 | 0 | - |"]

@@ -140,8 +140,10 @@ class FinalResult:
         return f.mean - self.baseline.mean
 
     def of_trial(self, number: int) -> Finalist | None:
-        """The re-trained model of search trial `number` (the baseline's too), or None: not a finalist."""
-        return next((f for f in [self.baseline, *self.candidates] if f.trial == number), None)
+        """The re-trained model of search trial `number` (the baseline's too), or None: not a finalist (nor a
+        baseline left untrained because no operator qualified)."""
+        return next((f for f in [self.baseline, *self.candidates] if f.trial == number and (f.values or f.failures)),
+                    None)
 
     def summary(self, f: Finalist) -> str:
         """One line on `f`'s re-trained figures, for ``syno-automl show``: ``accuracy 0.602 ± 0.032 (2 seeds × 1

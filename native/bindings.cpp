@@ -76,7 +76,7 @@ py::dict tensor_to_py(const ProgramTensor& t, bool with_fan_in) {
     return d;
 }
 
-py::dict program_to_py(const Program& p) {
+py::dict program_to_py(const Program& p, const CostProfile& profile) {
     py::dict out;
     out["input"] = tensor_to_py(p.input, false);
     out["output"] = tensor_to_py(p.output, false);
@@ -97,7 +97,16 @@ py::dict program_to_py(const Program& p) {
     cost["flops"] = p.cost.flops;
     cost["materialized"] = p.cost.materialized;
     cost["peak"] = p.cost.peak;
-    cost["total"] = p.cost.total();
+    cost["total"] = p.cost.total(profile);  // under the space's cost profile (cpu.eager: flops + 256 x materialized)
+    cost["kernels"] = p.cost.kernels;
+    cost["read"] = p.cost.read;
+    cost["copy_read"] = p.cost.copy_read;
+    cost["copied"] = p.cost.copied;
+    cost["copy_kernels"] = p.cost.copy_kernels;
+    cost["fused_copied"] = p.cost.fused_copied;
+    cost["fused_copy_kernels"] = p.cost.fused_copy_kernels;
+    cost["gradients"] = p.cost.gradients;
+    cost["gradient_kernels"] = p.cost.gradient_kernels;
     out["cost"] = cost;
     py::dict expr;
     expr["iterators"] = p.iterator_sizes;
@@ -139,7 +148,7 @@ int int_option(const std::string& name, py::handle v, int lo, int hi) {
     }
     if (x < lo || x > hi)
         throw std::invalid_argument(name + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
-                                    std::string(py::str(v)));
+                                    (x == hi + 1LL ? std::string("a larger integer") : std::to_string(x)));
     return static_cast<int>(x);
 }
 
@@ -155,7 +164,7 @@ double number_option(const std::string& name, py::handle v, bool allow_infinity)
     }
     if (std::isnan(x) || x < 0 || (std::isinf(x) && !allow_infinity))
         throw std::invalid_argument(name + " must be a " + (allow_infinity ? "" : "finite ") +
-                                    "non-negative number, got " + std::string(py::str(v)));
+                                    "non-negative number, got " + echo(py::str(py::repr(v))));
     return x;
 }
 
@@ -191,6 +200,18 @@ Options make_options(const py::dict& kw) {
         else if (k == "cost_pruning") o.cost_pruning = bool_option(k, value);
         else if (k == "canonical_rules") o.canonical_rules = bool_option(k, value);
         else if (k == "structural") o.structural = bool_option(k, value);
+        else if (k == "cost_profile") {  // {"flop", "element", "launch", "fuse_views"}: syno_automl/cost_profile.py
+            if (!py::isinstance<py::dict>(value)) throw std::invalid_argument("cost_profile must be a dict, got a " + type_name(value));
+            py::dict d = value.cast<py::dict>();
+            for (const char* f : {"flop", "element", "read", "launch", "fuse_views"})
+                if (!d.contains(f)) throw std::invalid_argument(std::string("cost_profile needs '") + f + "'");
+            o.cost_profile.flop = number_option("cost_profile['flop']", d["flop"], false);
+            o.cost_profile.element = number_option("cost_profile['element']", d["element"], false);
+            o.cost_profile.read = number_option("cost_profile['read']", d["read"], false);
+            o.cost_profile.launch = number_option("cost_profile['launch']", d["launch"], false);
+            o.cost_profile.fuse_views = bool_option("cost_profile['fuse_views']", d["fuse_views"]);
+            if (d.contains("inference")) o.cost_profile.inference = bool_option("cost_profile['inference']", d["inference"]);
+        }
         else if (k == "max_counts") {
             if (!py::isinstance<py::dict>(value)) throw std::invalid_argument("max_counts must be a dict, got a " + type_name(value));
             for (auto [pk, pv] : value.cast<py::dict>()) {
@@ -198,12 +219,12 @@ Options make_options(const py::dict& kw) {
                 bool found = false;
                 for (int p = 0; p < static_cast<int>(Prim::Count); ++p)
                     if (name == prim_name(static_cast<Prim>(p))) {
-                        o.max_count[p] = pv.is_none() ? -1 : int_option("max_counts['" + name + "']", pv, -1, 64);
+                        o.max_count[p] = pv.is_none() ? -1 : int_option("max_counts[" + echo(name) + "]", pv, -1, 64);
                         found = true;
                     }
-                if (!found) throw std::invalid_argument("max_counts: unknown primitive '" + name + "'");
+                if (!found) throw std::invalid_argument("max_counts: unknown primitive " + echo(name));
             }
-        } else throw std::invalid_argument("unknown option '" + k + "'");
+        } else throw std::invalid_argument("unknown option " + echo(k));
     }
     if (o.max_flops < o.min_flops) throw std::invalid_argument("max_flops is below min_flops: no operator can satisfy both");
     if (o.max_params < o.min_params) throw std::invalid_argument("max_params is below min_params: no operator can satisfy both");
@@ -227,6 +248,14 @@ py::dict options_to_py(const Options& o) {
     d["flops_pruning"] = o.flops_pruning;
     d["cost_pruning"] = o.cost_pruning;
     d["canonical_rules"] = o.canonical_rules;
+    py::dict profile;
+    profile["flop"] = o.cost_profile.flop;
+    profile["element"] = o.cost_profile.element;
+    profile["read"] = o.cost_profile.read;
+    profile["launch"] = o.cost_profile.launch;
+    profile["fuse_views"] = o.cost_profile.fuse_views;
+    profile["inference"] = o.cost_profile.inference;
+    d["cost_profile"] = profile;
     py::dict counts;
     for (int p = 0; p < static_cast<int>(Prim::Count); ++p)
         counts[prim_name(static_cast<Prim>(p))] = o.max_count[p] < 0 ? py::object(py::none()) : py::object(py::int_(o.max_count[p]));
@@ -340,6 +369,7 @@ PYBIND11_MODULE(_native, m) {
             d["min_params"] = b.min_params;
             d["max_params"] = b.max_params;
             d["min_memory"] = b.min_memory;
+            d["min_cost"] = b.min_cost;
             return d;
         }, "Bounds every operator's totals obey (bounds.hpp): a budget outside them empties the space.")
         .def("sample",
@@ -494,7 +524,7 @@ PYBIND11_MODULE(_native, m) {
             if (valuation < 0 || valuation >= static_cast<int>(n.space->ctx.valuations.size()))
                 throw std::invalid_argument("mapping index " + std::to_string(valuation) + " is out of range (the space has " +
                                             std::to_string(n.space->ctx.valuations.size()) + " mappings)");
-            return program_to_py(lower(*n.space, *n.node, valuation));
+            return program_to_py(lower(*n.space, *n.node, valuation), n.space->options.cost_profile);
         })
         .def("totals", [](const PyNode& n) {
             if (!n.node->is_final()) throw std::invalid_argument("totals are defined for final operators only");

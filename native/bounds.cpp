@@ -10,6 +10,15 @@
 //   A contraction's letters are data coordinates of the frontier above it, a weight is a subset of them, and
 //   each bare reduction is summed once over a data tensor: FLOPs <= (2 max_weights + max_reductions) B,
 //   params <= max_weights B.
+// * Planned cost (min_cost, cost.hpp's total) of an operator with at least one weight: (a) every weight writes
+//   its gradient and its contraction computes at least one FLOP per weight element (point 4 below), so cost >=
+//   (1 + kElementCost) x its elements; (b) going forward from the input, T's stored elements only shrink at a
+//   STRIDE (by its stride, a coefficient size whose exponents count against the allowances: the product of all
+//   strides is at most S = prod over coefficients c of value_c^max_occurrences_c), as SPLIT, MERGE, SHIFT keep
+//   them, UNFOLD grows them and EXPAND adds virtual dims only; the first step that sums stored elements (a
+//   contraction, whose letters include all of T's stored dims, or a reduce of a stored dim) computes at least
+//   numel(T) >= numel(input) / S FLOPs, and an operator with a weight has a contraction. Those FLOPs may be the
+//   ones of (a), so min_cost = max((a)'s FLOPs, numel(input) / S) + kElementCost x the weights' elements.
 //
 // Cost bound of a node that is not final (cost_bound). The search builds an operator from the output up, so a
 // node's path P is the forward tail of the program of every operator below it; a completion C adds steps in
@@ -46,7 +55,15 @@
 //    A P roll (shift) is fused, and free, iff a P stride takes its output (that stride becomes ready with it
 //    and has the least priority); else it writes numel(T at it) >= numel(T at b) / (prod of P's first-run
 //    windows x what C's unfolds placed after it may add). That factor is 1 when C can add no unfold (at the
-//    depth limit, or no UNFOLD left under max_count); otherwise the roll is not counted.
+//    depth limit, or no UNFOLD left under max_count); otherwise the roll is not counted (its kernel is).
+// 6. Under a cost profile (cost.hpp, CostProfile) the bound is the profile's total of the counts above: every
+//    coefficient is >= 0 and each count is at most the operator's -- FLOPs, elements and kernels are sums over
+//    writes the operator makes too; with fuse_views, a run's fused copy is the largest copy of the run (a max over
+//    a subset of the run's copies is at most the max over all of them), a run ending in a reduction counts none in
+//    both; the run ending at b is not counted (with a broadcast product at b, which a compiler fuses with the views
+//    around it, that run goes on past b; without fusion, first_run_bound counts its copies). Point 4 under a
+//    profile: each weight costs at least min(flop + element, 2 element) per element, and one kernel (its
+//    gradient); for an inference profile (no gradients) the bound is 0.
 #include "bounds.hpp"
 
 #include <algorithm>
@@ -86,6 +103,18 @@ BudgetBounds budget_bounds(const Space& space) {
         b.min_flops += 2 * weights_at_least * weight_min;
         b.max_params += weights_at_most * elements;
         b.max_flops += (2.0 * weights_at_most + reductions_at_most) * elements;
+        if (weights_at_least > 0) {  // min_cost, see above (log space: S may exceed a double)
+            double log_input = 0, log_strides = 0;
+            for (const InputDim& d : space.input)
+                log_input += std::log(std::max(ctx.approx(d.size, static_cast<int>(v)), 1.0));
+            for (int i = 0; i < ctx.count(); ++i)
+                if (!ctx.is_primary(i))
+                    log_strides +=
+                        ctx.variables[i].max_occurrences * std::log(std::max<double>(ctx.valuations[v][i], 1.0));
+            double read = std::exp(std::min(log_input - log_strides, 700.0)) * (1 - 1e-9);  // rounding stays below
+            double weight_elements = weights_at_least * weight_min;
+            b.min_cost += std::max(weight_elements, read) + kElementCost * weight_elements;
+        }
     }
     b.min_memory = weights_at_least > 0 ? 4 : 0;
     return b;
@@ -93,9 +122,11 @@ BudgetBounds budget_bounds(const Space& space) {
 
 namespace {
 
-// What the views of the run before the first barrier b cost at least (point 5 above); 0 without a barrier.
-double first_run_bound(const Program& p, size_t b, double unfold_growth) {
-    if (b >= p.steps.size()) return 0;
+// What the views of the run before the first barrier b write at least (point 5 above), as copies: elements and
+// kernels (an unfold's padding and windows are two, a roll one).
+Cost first_run_bound(const Program& p, size_t b, double unfold_growth) {
+    Cost c;
+    if (b >= p.steps.size()) return c;
     std::vector<int> dims = p.input.dims;  // T's dims at b: the run's views applied as sets
     double windows = 1;
     for (size_t i = 0; i < b; ++i) {
@@ -106,31 +137,60 @@ double first_run_bound(const Program& p, size_t b, double unfold_growth) {
     }
     double at_b = 1;
     for (int d : dims) at_b *= static_cast<double>(p.sizes.at(d));
-    double rolls = 0;
-    std::vector<double> unfolds;
+    std::vector<double> rolls;
+    std::vector<std::pair<double, double>> unfolds;  // (windows written, padding written)
     for (size_t i = 0; i < b; ++i) {
         const ProgramStep& s = p.steps[i];
         if (s.op == "unfold") {
             double k = static_cast<double>(s.window), after = at_b / (windows / k);
-            unfolds.push_back(after + after / k);
+            unfolds.emplace_back(after, after / k);
         } else if (s.op == "shift") {
             bool fused = false;
             for (size_t j = 0; j < b; ++j) fused |= p.steps[j].op == "stride" && p.steps[j].src[0] == s.dst[0];
-            if (!fused) rolls += at_b / (windows * unfold_growth);
+            if (!fused) rolls.push_back(at_b / (windows * unfold_growth));  // 0 when C may add unfolds: still a kernel
         }
     }
     std::sort(unfolds.begin(), unfolds.end());
     if (p.steps[b].op == "contract") unfolds.resize(unfolds.size() > 2 ? unfolds.size() - 2 : 0);
-    double written = rolls;
-    for (double u : unfolds) written += u;
-    return kElementCost * written;
+    auto copy = [&](double elements) {  // each of these copies reads at least what the bound says it writes
+        c.materialized += elements;
+        c.copied += elements;
+        c.read += elements;
+        c.copy_read += elements;
+        c.kernels += 1;
+        c.copy_kernels += 1;
+    };
+    for (double r : rolls) copy(r);
+    for (auto [window, padding] : unfolds) copy(window), copy(padding);
+    // fused, the run may go on past b (a broadcast product at b): its one fused copy is not claimed here
+    return c;
+}
+
+Cost& operator+=(Cost& a, const Cost& b) {
+    a.flops += b.flops;
+    a.materialized += b.materialized;
+    a.kernels += b.kernels;
+    a.read += b.read;
+    a.copy_read += b.copy_read;
+    a.copied += b.copied;
+    a.copy_kernels += b.copy_kernels;
+    a.fused_copied += b.fused_copied;
+    a.fused_copy_kernels += b.fused_copy_kernels;
+    a.gradients += b.gradients;
+    a.gradient_kernels += b.gradient_kernels;
+    return a;
 }
 
 }  // namespace
 
 double cost_bound(const Space& space, const NodeState& node) {
     const Options& o = space.options;
-    if (o.max_count[static_cast<int>(Prim::Expand)] != 0) return (1 + kElementCost) * node.params;
+    const CostProfile& q = o.cost_profile;
+    if (o.max_count[static_cast<int>(Prim::Expand)] != 0) {  // point 4 (a strided weight: its gradient twice)
+        if (q.inference) return 0;  // no gradient, and a weight's FLOPs alone may be fewer than its elements
+        return std::min(q.flop + q.element, 2 * q.element) * node.params +
+               q.launch * node.contractions * static_cast<double>(space.ctx.valuations.size());
+    }
     int unfold_cap = o.max_count[static_cast<int>(Prim::Unfold)];
     bool no_unfold_left = node.depth >= o.max_depth ||
                           (unfold_cap >= 0 && node.counts[static_cast<int>(Prim::Unfold)] >= unfold_cap);
@@ -140,7 +200,9 @@ double cost_bound(const Space& space, const NodeState& node) {
         Program p = lower_partial(space, node, static_cast<int>(v));
         size_t b = 0;
         while (b < p.steps.size() && p.steps[b].op != "reduce" && p.steps[b].op != "contract") ++b;
-        total += plan_cost_bound(p, b) + first_run_bound(p, b, unfold_growth);
+        Cost c = plan_cost_bound(p, b);
+        c += first_run_bound(p, b, unfold_growth);
+        total += c.total(q);
     }
     return total;
 }

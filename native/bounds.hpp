@@ -10,6 +10,7 @@ struct BudgetBounds {
     double min_flops = 0, max_flops = 0;
     double min_params = 0, max_params = 0;
     double min_memory = 0;  // bytes of the largest intermediate
+    double min_cost = 0;    // planned cost (cost.hpp, total): what max_cost is checked against up front
 };
 BudgetBounds budget_bounds(const Space& space);
 

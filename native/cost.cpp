@@ -43,7 +43,8 @@ public:
         // the output: broadcast dims stored and T permuted to the output order (a copy when the layout differs)
         std::vector<int> out = p_.output.dims;
         counting_ = !bound_;
-        if (!virtual_.empty() || layout_ != out || !contiguous_) write(numel(out));
+        if (!virtual_.empty() || layout_ != out || !contiguous_) copy(numel(out), numel(out));
+        end_run(false);
         return cost_;
     }
 
@@ -65,17 +66,46 @@ private:
         return out;
     }
     size_t at(int d) const { return static_cast<size_t>(std::find(dims_.begin(), dims_.end(), d) - dims_.begin()); }
-    void write(double elements) {
+    void write(double elements, double read) {  // one kernel writing `elements` and reading `read`
         if (!counting_) return;
         cost_.materialized += elements;
+        cost_.read += read;
+        cost_.kernels += 1;
         cost_.peak = std::max(cost_.peak, elements);
+    }
+    // A write that only materializes a view (a roll, padding, windows, a permute): a compiler fuses the copies of
+    // one run of views into the kernel that writes the largest of them (end_run).
+    void copy(double elements, double read) {
+        if (!counting_) return;
+        write(elements, read);
+        cost_.copied += elements;
+        cost_.copy_read += read;
+        cost_.copy_kernels += 1;
+        run_max_ = std::max(run_max_, elements);
+        run_copies_ = true;
+    }
+    // The run of views ends at a consumer: a reduction reads it through the views (nothing written); anything
+    // else reads the run's one fused copy.
+    void gradient(double elements) {  // a weight's gradient: written by a training step only
+        if (!counting_) return;
+        write(elements, 0);
+        cost_.gradients += elements;
+        cost_.gradient_kernels += 1;
+    }
+    void end_run(bool into_reduction) {
+        if (run_copies_ && !into_reduction) {
+            cost_.fused_copied += run_max_;
+            cost_.fused_copy_kernels += 1;
+        }
+        run_max_ = 0;
+        run_copies_ = false;
     }
     void compute(double flops) {
         if (counting_) cost_.flops += flops;
     }
     // A copy made because of T's memory layout (a permute, or a non-contiguous operand): not in a bound.
     void relayout(double elements) {
-        if (!bound_) write(elements);
+        if (!bound_) copy(elements, elements);
     }
     // A copy: the stored tensor is now contiguous in T's (logical) order.
     void copied() {
@@ -127,7 +157,7 @@ private:
             }
         } else if (s.op == "shift") {
             bool roll = !virtual_.count(s.src[0]);
-            if (roll) write(numel(phys()));  // torch.roll copies T
+            if (roll) copy(numel(phys()), numel(phys()));  // torch.roll copies T
             rename(s.src[0], s.dst[0]);
             if (roll) copied();
         } else if (s.op == "stride") {
@@ -136,21 +166,22 @@ private:
         } else if (s.op == "unfold") {
             store({s.src[0]});
             double before = numel(phys());
-            write(before / size(s.src[0]) * (size(s.src[0]) + static_cast<double>(s.window) - 1));  // F.pad
+            copy(before / size(s.src[0]) * (size(s.src[0]) + static_cast<double>(s.window) - 1), before);  // F.pad
             size_t i = at(s.src[0]);
             dims_[i] = s.dst[0];
             dims_.insert(dims_.begin() + static_cast<long>(i) + 1, s.dst[1]);
-            write(numel(phys()));  // the window view is copied by whatever reads it next
+            copy(numel(phys()), numel(phys()));  // the window view is copied by whatever reads it next
             copied();
         } else if (s.op == "expand") {
             dims_.push_back(s.dst[0]);
             virtual_.insert(s.dst[0]);
         } else if (s.op == "reduce") {
             int d = s.src[0];
+            end_run(true);
             if (!virtual_.count(d)) {
                 std::vector<int> ph = phys();
                 compute(numel(ph));
-                write(numel(ph) / size(d));
+                write(numel(ph) / size(d), numel(ph));
             }
             bool stored = !virtual_.erase(d);
             dims_.erase(dims_.begin() + static_cast<long>(at(d)));
@@ -169,16 +200,26 @@ private:
     // after a roll, an unfold or a product the viewed weight's gradient is a tensor of its own.
     // The counted terms depend on the weight's dims as a set (a partial node's weight order may differ).
     void weight_cost(const ProgramTensor& w) {
-        write(numel(w.dims));  // the parameter's gradient
+        double outer_max = run_max_;  // the weight's views are a run of their own
+        bool outer_copies = run_copies_;
+        run_max_ = 0;
+        run_copies_ = false;
+        weight_views_cost(w);
+        end_run(false);
+        run_max_ = outer_max;
+        run_copies_ = outer_copies;
+    }
+    void weight_views_cost(const ProgramTensor& w) {
+        gradient(numel(w.dims));  // the parameter's gradient
         std::vector<int> dims = w.dims;
         bool copied = false;
         for (size_t i = 0; i < w.views.size(); ++i) {
             const ProgramStep& v = w.views[i];
             bool fused = v.op == "shift" && i + 1 < w.views.size() && w.views[i + 1].op == "stride" &&
                          w.views[i + 1].src[0] == v.dst[0] && w.views[i + 1].stride >= 2;
-            if (v.op == "shift" && !fused) write(numel(dims)), copied = true;
+            if (v.op == "shift" && !fused) copy(numel(dims), numel(dims)), copied = true;
             if (v.op == "unfold") {
-                write(numel(dims) / size(v.src[0]) * (size(v.src[0]) + static_cast<double>(v.window) - 1));
+                copy(numel(dims) / size(v.src[0]) * (size(v.src[0]) + static_cast<double>(v.window) - 1), numel(dims));
                 copied = true;
             }
             if (v.op == "merge") {
@@ -195,18 +236,18 @@ private:
                 double l = 1;
                 for (int d : letters) l *= size(d);
                 compute(2 * l);  // the §2 rule (>= both weights' elements: bounds.cpp's EXPAND case)
-                write(numel(v.out));
+                write(numel(v.out), numel(mine) + numel(od));
                 copied = true;
             }
             apply_view(dims, v);
-            if (v.op == "unfold") write(numel(dims));
+            if (v.op == "unfold") copy(numel(dims), numel(dims));
         }
-        if (copied) write(numel(dims));
+        if (copied) gradient(numel(dims));
         // a strided weight's gradient is scattered into a zero-filled tensor of the parameter's size (so a weight
         // still writes at least twice its elements, which bounds.cpp's EXPAND case relies on)
         for (const ProgramStep& v : w.views)
             if (v.op == "stride") {
-                write(numel(w.dims));
+                gradient(numel(w.dims));
                 break;
             }
     }
@@ -253,7 +294,12 @@ private:
         for (int d : out_phys)
             if (wset.count(d) && std::find(tphys.begin(), tphys.end(), d) == tphys.end()) n.push_back(d);
         if (summed && !(as_is && contiguous_ && layout_ == tphys)) relayout(numel(tphys));
-        write(numel(out_phys));
+        if (summed) {
+            end_run(false);
+            write(numel(out_phys), numel(tphys) + numel(w));
+        } else {  // a broadcast product, elementwise: a compiler fuses it with the run's views around it
+            copy(numel(out_phys), numel(tphys) + numel(w));
+        }
         dims_ = s.out;
         virtual_ = still_virtual;
         contiguous_ = true;
@@ -318,13 +364,14 @@ private:
         order.insert(order.end(), kk.begin(), kk.end());
         order.insert(order.end(), sp.begin(), sp.end());
         if (!contiguous_ || layout_ != order) relayout(numel(pre));
+        end_run(false);
         std::vector<int> out_phys;
         std::set<int> still_virtual;
         for (int d : dims_)
             if (virtual_.count(d)) still_virtual.insert(r(d));
         for (int d : c.out)
             if (!still_virtual.count(d)) out_phys.push_back(d);
-        write(numel(out_phys));
+        write(numel(out_phys), numel(pre) + numel(w));
         std::vector<int> res;
         for (int d : mm) res.push_back(r(d));
         for (int d : bb) res.push_back(r(d));
@@ -347,12 +394,14 @@ private:
     bool bound_;
     bool counting_ = true;
     Cost cost_;
+    double run_max_ = 0;       // the largest copy of the current run of views
+    bool run_copies_ = false;  // whether it has one
 };
 
 }  // namespace
 
 Cost plan_cost(const Program& program) { return Walker(program, 0, false).run(); }
 
-double plan_cost_bound(const Program& program, size_t from) { return Walker(program, from, true).run().total(); }
+Cost plan_cost_bound(const Program& program, size_t from) { return Walker(program, from, true).run(); }
 
 }  // namespace syno

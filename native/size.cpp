@@ -1,5 +1,6 @@
 #include "size.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -35,9 +36,19 @@ int8_t checked_exponent(int a, int b, int sum) {
 
 }  // namespace
 
+std::string echo(const std::string& text, size_t around, char quote) {
+    std::string q(1, quote);
+    if (text.size() <= kEchoLimit) return q + quoted(text) + q;
+    size_t start = 0;
+    if (around != std::string::npos && around >= kEchoLimit - kEchoLimit / 4)
+        start = std::min(around - kEchoLimit / 2, text.size() - kEchoLimit);
+    bool more = start + kEchoLimit < text.size();
+    return std::string(start ? "..." : "") + q + quoted(text.substr(start, kEchoLimit)) + q + (more ? "..." : "") +
+           " (" + std::to_string(text.size()) + " characters)";
+}
+
 SpecError::SpecError(const std::string& text, size_t pos, const std::string& expected)
-    : std::invalid_argument("\"" + quoted(text) + "\": " + expected + " at position " + std::to_string(pos)),
-      position(pos) {}
+    : std::invalid_argument(echo(text, pos, '"') + ": " + expected + " at position " + std::to_string(pos)), position(pos) {}
 
 Size Size::operator*(const Size& other) const {
     Size r;
@@ -276,7 +287,7 @@ Size make_size(const SizeContext& ctx, const ShapeDim& dim, const std::string& t
     std::array<int, kMaxVariables> totals{};
     for (auto& [name, exponent] : dim.factors) {
         int i = ctx.index_of(name);
-        if (i < 0) throw SpecError(text, text.find(name), "unknown variable '" + name + "'");
+        if (i < 0) throw SpecError(text, text.find(name), "unknown variable " + echo(name));
         totals[i] += exponent;
     }
     Size s;

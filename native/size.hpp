@@ -16,6 +16,12 @@ constexpr int kMaxVariables = 16;
 constexpr int kMaxExponent = 127;
 constexpr int8_t kOverflow = -128;
 
+// `text` as an error message shows it: in quotes, control bytes escaped (a NUL neither cuts the message
+// short nor hides what follows), and at most kEchoLimit bytes of it: the start, or the part around `around` when
+// that lies beyond, then the text's length ("..."abc"... (100000 characters)").
+constexpr size_t kEchoLimit = 80;
+std::string echo(const std::string& text, size_t around = std::string::npos, char quote = '\'');
+
 // A malformed spec: says what text, at which position, and what was expected.
 class SpecError : public std::invalid_argument {
 public:

@@ -40,7 +40,7 @@ void add_variable(std::vector<Variable>& vars, const std::string& spec_text, boo
     ParsedSpec spec = parse_spec(spec_text);
     for (auto& v : vars)
         if (v.name == spec.name)
-            throw SpecError(spec_text, 0, "a variable named '" + spec.name + "' only once (it is declared twice)");
+            throw SpecError(spec_text, 0, "a variable named " + echo(spec.name) + " only once (it is declared twice)");
     Variable v;
     v.name = spec.name;
     v.primary = primary;
@@ -79,7 +79,7 @@ Space::Space(const std::string& input_shape, const std::string& output_shape, co
         bool found = false;
         for (auto& v : vars)
             if (v.name == name) v.fixed = found = true;
-        if (!found) throw std::invalid_argument("fixed variable '" + name + "' is not a variable of the shapes");
+        if (!found) throw std::invalid_argument("fixed variable " + echo(name) + " is not a variable of the shapes");
     }
     ctx.variables = vars;
 
@@ -89,10 +89,10 @@ Space::Space(const std::string& input_shape, const std::string& output_shape, co
     for (size_t m = 0; m < maps.size(); ++m) {
         for (auto& [key, value] : maps[m]) {
             if (ctx.index_of(key) < 0)
-                throw std::invalid_argument("mapping " + std::to_string(m) + " names '" + key +
-                                            "', which is not a variable of the space");
+                throw std::invalid_argument("mapping " + std::to_string(m) + " names " + echo(key) +
+                                            ", which is not a variable of the space");
             if (value < 1)
-                throw std::invalid_argument("mapping " + std::to_string(m) + " gives " + key + "=" +
+                throw std::invalid_argument("mapping " + std::to_string(m) + " gives " + echo(key) + "=" +
                                             std::to_string(value) + "; sizes must be positive");
         }
         std::vector<int64_t> values;
@@ -101,8 +101,8 @@ Space::Space(const std::string& input_shape, const std::string& output_shape, co
             if (it != maps[m].end()) values.push_back(it->second);
             else if (v.default_value) values.push_back(*v.default_value);
             else
-                throw std::invalid_argument("variable '" + v.name + "' has no value in mapping " + std::to_string(m) +
-                                            " and no default (write '" + v.name + "=<value>' in its spec)");
+                throw std::invalid_argument("variable " + echo(v.name) + " has no value in mapping " + std::to_string(m) +
+                                            " and no default (write its value in its spec: 'name=<value>')");
         }
         ctx.valuations.push_back(values);
     }
@@ -111,13 +111,13 @@ Space::Space(const std::string& input_shape, const std::string& output_shape, co
         output.push_back(make_size(ctx, out_dims[j], output_shape));
         output_unordered.push_back(out_dims[j].unordered);
         if (!ctx.is_valid_extent(output.back(), 1))
-            throw std::invalid_argument("output dimension " + std::to_string(j) + " of " + output_shape + " (" +
+            throw std::invalid_argument("output dimension " + std::to_string(j) + " of " + echo(output_shape) + " (" +
                                         ctx.to_string(output.back()) + ") is not a positive integer in every mapping");
     }
     for (size_t i = 0; i < in_dims.size(); ++i) {
         InputDim d{make_size(ctx, in_dims[i], input_shape), in_dims[i].unordered, -1};
         if (!ctx.is_valid_extent(d.size, 1))
-            throw std::invalid_argument("input dimension " + std::to_string(i) + " of " + input_shape + " (" +
+            throw std::invalid_argument("input dimension " + std::to_string(i) + " of " + echo(input_shape) + " (" +
                                         ctx.to_string(d.size) + ") is not a positive integer in every mapping");
         input.push_back(d);
     }

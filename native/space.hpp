@@ -9,6 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "cost.hpp"
 #include "dim.hpp"
 #include "hash_set.hpp"
 #include "node.hpp"
@@ -39,6 +40,7 @@ struct Options {
     bool distance_pruning = true;
     bool flops_pruning = true;
     bool cost_pruning = true;     // prune nodes whose cost bound (bounds.hpp) exceeds max_cost
+    CostProfile cost_profile;     // the coefficients of the planned cost (max_cost, cost bounds, finals' cost)
     bool canonical_rules = true;  // false only for ablations: heuristic rules off, canonical kept
     // A replay space: children are decided by structure alone (canonical rules, depth, counts, allowances,
     // legal exponents). The search-time filters on the space's own valuations (sizes >= 2, window limits,

@@ -11,6 +11,7 @@
     syno-automl enumerate                   # counts and canonical rates of the default space
     syno-automl reevaluate 3f2a --epochs 10 # retrain chosen operators, each an MLflow run linked to its trial
     syno-automl tune 3f2a --target llvm     # TVM latency vs the replaced layers
+    syno-automl calibrate --target cuda.compiled --out gpu.json   # a cost profile measured here (--cost-profile)
 
 Errors are one line (``syno-automl: error: ...``); ``--debug`` shows the traceback.
 """
@@ -23,10 +24,11 @@ import sys
 import traceback
 from typing import Sequence
 
+from syno_automl.cli_measure import cmd_calibrate, cmd_enumerate, cmd_reevaluate, cmd_tune
 from syno_automl.cli_options import add_setting_flags
-from syno_automl.cli_measure import cmd_enumerate, cmd_reevaluate, cmd_tune
 from syno_automl.cli_report import cmd_report
 from syno_automl.cli_search import cmd_export, cmd_search, cmd_show
+from syno_automl.cost_profile import TARGETS as COST_TARGETS
 
 __all__ = ["main", "build_parser"]
 
@@ -99,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("enumerate", help="counts and canonical rates of the (default) space")
     add_setting_flags(p, "enumerate")
-    p.add_argument("--time-limit", type=float, default=60.0, help="seconds (default: %(default)s)")
+    p.add_argument("--time-limit", type=float, default=60.0, help="seconds; 0: no limit (default: %(default)s)")
     p.add_argument("--debug", action="store_true")
     p.set_defaults(func=cmd_enumerate)
 
@@ -110,6 +112,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_setting_flags(p, "reevaluate")
     _debug(p)
     p.set_defaults(func=cmd_reevaluate)
+
+    p = sub.add_parser("calibrate", help="measure a cost profile on this machine (for --cost-profile)")
+    p.add_argument("--target", required=True, choices=COST_TARGETS,
+                   help="where and how the model will run: device (cpu, cuda) . execution (eager, compiled)")
+    p.add_argument("--out", required=True, metavar="FILE", help="the profile file to write (JSON)")
+    p.add_argument("--operators", type=int, default=24,
+                   help="operators sampled from the search's space and timed (default: %(default)s)")
+    p.add_argument("--repeats", type=int, default=3, help="timed steps per operator, the median kept "
+                                                           "(default: %(default)s)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_setting_flags(p, "calibrate")
+    _debug(p)
+    p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("tune", help="TVM latency of an operator vs the layers it replaces")
     p.add_argument("hash")

@@ -9,6 +9,7 @@ import warnings
 from typing import Sequence
 
 from syno_automl import vocabulary as V
+from syno_automl.errors import MissingDependencyError, NotFoundError
 from syno_automl.lookup import check_tracking_uri, existing_storage, find_operator
 
 __all__ = ["quiet_logs", "require_tvm", "tracking_of", "load_study", "space_of", "operator_of"]
@@ -46,7 +47,7 @@ def require_tvm(targets: Sequence[str], flag: str) -> None:
     try:
         import tvm  # noqa: F401
     except ImportError as e:
-        raise ImportError(f"{flag} {','.join(wanting)} needs TVM, which cannot be imported ({e}): {TVM_HINT} "
+        raise MissingDependencyError(f"{flag} {','.join(wanting)} needs TVM, which cannot be imported ({e}): {TVM_HINT} "
                           f"(or {flag} torch: eager PyTorch, no TVM)") from None
 
 
@@ -68,7 +69,7 @@ def load_study(args: argparse.Namespace):
     try:
         return optuna.load_study(study_name=args.study, storage=storage)
     except KeyError:
-        raise LookupError(f"no study {args.study!r} in {url}") from None
+        raise NotFoundError(f"no study {args.study!r} in {url}") from None
 
 
 def space_of(study):
@@ -76,7 +77,7 @@ def space_of(study):
 
     config = study.user_attrs.get(V.SPACE)
     if not isinstance(config, dict):
-        raise LookupError(f"study {study.study_name!r} was not made by syno-automl (no syno.space attribute)")
+        raise NotFoundError(f"study {study.study_name!r} was not made by syno-automl (no syno.space attribute)")
     return OperatorSpace(**config)
 
 

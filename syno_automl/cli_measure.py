@@ -7,8 +7,9 @@ import traceback
 from typing import Any
 
 from syno_automl import vocabulary as V
-from syno_automl.cli_options import config_of
 from syno_automl.cli_common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
+from syno_automl.cli_options import config_of
+from syno_automl.errors import LatencyError, OptionError
 from syno_automl.lookup import find_trial
 from syno_automl.tasks import task_of
 
@@ -26,7 +27,8 @@ def cmd_enumerate(args: argparse.Namespace) -> int:
     print(f"space: {space.input_shape} -> {space.output_shape}, primary {space.primary}, coefficients "
           f"{space.coefficients}, {space.num_mappings} mappings, max_depth {space.max_depth}, "
           f"budgets {space.budgets}")
-    e = space.enumerate(time_limit=args.time_limit)
+    limit = args.time_limit if args.time_limit > 0 else None   # 0: no limit
+    e = space.enumerate(time_limit=limit)
     print(f"enumeration: {e.operator_count} operators, stopped by {e.stop_reason} after {e.seconds:.1f} s")
     print("| depth | nodes | final |\n|---:|---:|---:|")
     for d, (n, f) in enumerate(zip(e.nodes_per_depth, e.finals_per_depth)):
@@ -96,7 +98,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from syno_automl.cli_text import layer_line, progress_printer, total_line
 
     if args.tune_trials < 0:
-        raise ValueError(f"--tune-trials must be >= 0, got {args.tune_trials}")
+        raise OptionError(f"--tune-trials must be >= 0, got {args.tune_trials}")
     device = measure.device_name(args.target)  # a malformed rpc:KEY@host:port fails here, before any work
     require_tvm([args.target], "--target")
     eager = not measure.needs_tvm(args.target)
@@ -120,7 +122,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if summary["latency_ms"] is None or summary["baseline_ms"] is None:
         notes = result["notes"]
         why = notes.get(V.latency_metric(device)) or notes.get(V.baseline_latency_metric(device)) or "no reason given"
-        raise RuntimeError(f"no latency on {device} ({schedules}): {why}")
+        raise LatencyError(f"no latency on {device} ({schedules}): {why}")
     print(total_line(summary, device))
     entry = measure.stored_entry(summary)
     latencies = dict(study.user_attrs.get(V.LATENCY, {}))  # read again: measuring took a while
@@ -144,4 +146,27 @@ def cmd_tune(args: argparse.Namespace) -> int:
     one = {"metrics": result["metrics"], "notes": result["notes"], "devices": {device: summary}}
     logged = log_latency(run, one, {"operator": op.hash, "trial": trial.number, "device": device})
     print(f"logged {', '.join(logged)} and latency/{measure.slug(device)}.json to MLflow run {run_id}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Times operators of the search's own space on this machine and writes the cost profile they fit."""
+    from syno_automl.calibrate import calibrate
+    from syno_automl.errors import OptionError
+    from syno_automl.export import check_output_path
+
+    if args.operators < 2 or args.repeats < 1:
+        raise OptionError(f"--operators must be >= 2 and --repeats >= 1, got {args.operators} and {args.repeats}")
+    check_output_path(args.out)
+    config = config_of(args, tracking_uri=None)
+    config.validate()
+    quiet_logs(training=True, verbose=args.verbose)
+    from syno_automl.study import prepare
+
+    context = prepare(config)
+    profile = calibrate(context.substitution, args.target, operators=args.operators, seed=config.seed,
+                        repeats=args.repeats, progress=not (args.no_progress or args.quiet), out=args.out)
+    coefficients = ", ".join(f"{k} {getattr(profile, k):.4g}" for k in ("flop", "element", "read", "launch"))
+    print(f"wrote {args.out}: {profile.target} on {profile.device} (torch {profile.torch}), ns per unit: "
+          f"{coefficients}; search with --cost-profile {args.out}")
     return 0

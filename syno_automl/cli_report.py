@@ -96,9 +96,8 @@ def _loss_curves(study, tracking: str, out: Path, top: int) -> list[Path]:
     import optuna
 
     from syno_automl.report import plot_loss_curves
-    from syno_automl.tracking import SearchTracker
-
     from syno_automl.search.objectives import primary_value
+    from syno_automl.tracking import SearchTracker
 
     done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
             if primary_value(t) is not None and V.RUN_ID in t.user_attrs]

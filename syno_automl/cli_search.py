@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from syno_automl import vocabulary as V
 from syno_automl.cli_common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
 from syno_automl.cli_options import config_of
+from syno_automl.errors import NotFoundError, OptionError
 from syno_automl.lookup import (check_tracking_uri, find_trial, local_run_summary, resume_defaults,
                                 trial_header, trial_line)
 
@@ -38,18 +38,29 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"syno-automl: {'resuming' if args.resume else 'starting'} study {config.study!r} "
               f"({config.model} on {config.dataset}); loading torch, Lightning, MLflow...", flush=True)
     quiet_logs(training=True, verbose=args.verbose)
-    from syno_automl.search.objectives import (baseline_trial, best_operator_trial, is_pareto, objective_name,
-                                               operator_front, primary_value)
+    from syno_automl.search.objectives import (
+        baseline_trial,
+        best_operator_trial,
+        is_pareto,
+        objective_name,
+        operator_front,
+        primary_value,
+    )
     from syno_automl.study import run_search
+    from syno_automl.study.run import SearchFailedError, failure_of
 
     result = run_search(config, resume=args.resume, out=None if args.quiet else sys.stdout)
     study = result.study
     name = objective_name(study)
     done = [t for t in study.trials if t.state.name == "COMPLETE"]
     pruned = [t for t in study.trials if t.state.name == "PRUNED"]
+    failed = [t for t in study.trials if t.state.name == "FAIL"]
     base = baseline_trial(study)
-    print(f"done in {result.seconds:.0f} s: {len(study.trials)} trials, {len(done)} complete, {len(pruned)} pruned"
-          + (f"; baseline {name} {primary_value(base):.4f}" if base else ""))
+    print(f"done in {result.seconds:.0f} s: {len(study.trials)} trials, {len(done)} complete, {len(pruned)} pruned, "
+          f"{len(failed)} failed" + (f"; baseline {name} {primary_value(base):.4f}" if base else ""))
+    failure = failure_of(study)
+    if failure is not None:  # nothing to compare: say why, and exit non-zero
+        raise SearchFailedError(f"the search found nothing to compare: {failure}")
     if is_pareto(study):
         front = operator_front(study)
         print(f"Pareto front ({name} vs planned cost ratio, study.best_trials): {len(front)} operators"
@@ -169,12 +180,15 @@ def _run_summary(tracking: str | None, run_id: str) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from syno_automl.export import layer_source, weights_for_mapping
+    from syno_automl.export import check_output_path, layer_source, weights_for_mapping, write_output
 
+    for path in (args.output, args.weights):  # a missing folder is said before anything is read
+        if path:
+            check_output_path(path)
     study = load_study(args)
     trial, op = operator_of(study, args.hash)
     if not 0 <= args.mapping < op.space.num_mappings:
-        raise ValueError(f"--mapping must be in [0, {op.space.num_mappings - 1}]")
+        raise OptionError(f"--mapping must be in [0, {op.space.num_mappings - 1}]")
     mapping = op.space.mapping(args.mapping)
     kind = study.user_attrs.get(V.SETTINGS, {}).get("layer", "conv2d")
     state = None
@@ -182,13 +196,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         tracking = tracking_of(args)
         run_id = trial.user_attrs.get(V.RUN_ID)
         if tracking is None or not run_id:
-            raise LookupError(f"--weights: trial {trial.number} has no MLflow run" if tracking else
+            raise NotFoundError(f"--weights: trial {trial.number} has no MLflow run" if tracking else
                               "--weights reads the trained weights from MLflow: --tracking-uri none was given")
         state = weights_for_mapping(_download_weights(tracking, run_id, trial.number), mapping)
     bias = not args.no_bias if state is None else "bias" in state
     source = layer_source(op, args.mapping, kind=kind, bias=bias)
     if args.output:
-        Path(args.output).write_text(source)
+        write_output(args.output, source)
         print(f"wrote {args.output} (operator {op.hash}, trial {trial.number}, sizes {mapping}; "
               f"`python {args.output}` smoke-tests it)")
     else:
@@ -230,6 +244,6 @@ def _download_weights(tracking: str, run_id: str, number: int) -> dict[str, Any]
         try:
             path = client.download_artifacts(run_id, V.ARTIFACT_WEIGHTS, folder)
         except Exception as e:  # noqa: BLE001 -- MLflow raises several types for a missing artifact
-            raise LookupError(f"trial {number}'s MLflow run {run_id} has no {V.ARTIFACT_WEIGHTS} (trials that "
+            raise NotFoundError(f"trial {number}'s MLflow run {run_id} has no {V.ARTIFACT_WEIGHTS} (trials that "
                               f"did not complete, or searched before weights were kept): {type(e).__name__}") from None
         return torch.load(path, weights_only=True)

@@ -17,8 +17,18 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from syno_automl.errors import SynoError
-from syno_automl.settings import (DATASET_NAMES, LAYER_NAMES, LOCAL_DATASETS, MODEL_NAMES, SETTINGS, TASK_OBJECTIVES,
-                                  TASKS, DataDirError, SettingError, SettingTaskError)
+from syno_automl.settings import (
+    DATASET_NAMES,
+    LAYER_NAMES,
+    LOCAL_DATASETS,
+    MODEL_NAMES,
+    SETTINGS,
+    TASK_OBJECTIVES,
+    TASKS,
+    DataDirError,
+    SettingError,
+    SettingTaskError,
+)
 
 __all__ = ["SearchConfig", "StudyExistsError", "StudyMismatchError", "TASKS", "LAYER_NAMES", "MODEL_NAMES",
            "DATASET_NAMES", "RESUMABLE", "LEGACY_SETTINGS", "with_legacy_settings", "settings_diff", "describe_diff"]

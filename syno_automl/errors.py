@@ -8,7 +8,11 @@ from __future__ import annotations
 
 __all__ = ["SynoError", "SpecError", "OptionError", "OptionTypeError", "EmptySpaceError", "OperatorFormatError",
            "SubstitutionError", "ResourceError", "InternalError",
-           "ValuationError"]
+           "ValuationError", "MappingIndexError", "NotAChildError", "NotFinalError", "ShapeError",
+           "KernelArgumentError", "NoOperatorError", "WeightsNotFoundError", "OutputPathError",
+           "DatasetNotFoundError", "DatasetFormatError", "MissingDependencyError", "NothingSampledWarning",
+           "CostProfileError", "NotFoundError", "TrackingUnreachableError", "StorageURLError", "TrialResultError",
+           "LatencyError", "MissingMetricError"]
 
 
 class SynoError(Exception):
@@ -53,3 +57,88 @@ class InternalError(SynoError, RuntimeError):
 class ValuationError(SynoError, ValueError):
     """Sizes under which an operator does not exist: one of its coordinates is not a positive integer there
     (or an UNFOLD window is even). Canonicity is structural; only this is re-checked at a new valuation."""
+
+
+class MappingIndexError(OptionError, IndexError):
+    """A mapping index outside the space's mappings (`op.program(5)` in a space with 2)."""
+
+
+class NotAChildError(SynoError, KeyError):
+    """`node.apply(key)` with a key that is not one of the node's children."""
+
+    def __str__(self) -> str:  # KeyError's own str() is the repr of its message, quotes and all
+        return str(self.args[0]) if self.args else ""
+
+
+class NotFinalError(SynoError, ValueError):
+    """An operator asked of a search node that is not final (not a complete operator yet)."""
+
+
+class ShapeError(SynoError, ValueError):
+    """An array or tensor of another shape than a generated kernel or module was built for."""
+
+
+class KernelArgumentError(SynoError, TypeError):
+    """A compiled kernel called with the wrong number of arrays (it takes x, then each weight)."""
+
+
+class NoOperatorError(SynoError, RuntimeError):
+    """A Placeholder run with no operator set and no original layer to fall back to."""
+
+
+class WeightsNotFoundError(SynoError, LookupError):
+    """Trained weights that hold no layer of the asked sizes."""
+
+
+class OutputPathError(SynoError, FileNotFoundError):
+    """A file to write whose folder does not exist (or is not a folder): the message names the folder."""
+
+
+class DatasetNotFoundError(SynoError, FileNotFoundError):
+    """A dataset's folder or files are not where they were said to be: the message lists where it looked."""
+
+
+class DatasetFormatError(SynoError, ValueError):
+    """A dataset file that is not what it should be (not an IDX or CIFAR batch, class folders that differ, a
+    corpus too small for the sequence length)."""
+
+
+class MissingDependencyError(SynoError, ImportError):
+    """An optional package a feature needs is not installed: the message says which and how to install it."""
+
+
+class NothingSampledWarning(UserWarning):
+    """`space.sample(n)` found no operator before its attempts or time ran out, though none is proven impossible:
+    the budgets may leave none (or very few). Not an error: a later call with more attempts may find some."""
+
+
+class CostProfileError(SynoError, ValueError):
+    """A cost profile file that cannot be used (not JSON, another format version, an unknown target, a missing,
+    negative or non-finite coefficient): the message names the file and the field."""
+
+
+class NotFoundError(SynoError, LookupError):
+    """A study, trial, operator or run that a command names is not there (the message says where it looked)."""
+
+
+class TrackingUnreachableError(SynoError, ConnectionError):
+    """An MLflow tracking server that does not answer."""
+
+
+class StorageURLError(SynoError, ValueError):
+    """An Optuna storage URL that names no usable database (not a URL, no driver, no journal path)."""
+
+
+class TrialResultError(SynoError, ValueError):
+    """A trial's training ended without a value that can be compared (no finite accuracy, loss or cost)."""
+
+
+class LatencyError(SynoError, RuntimeError):
+    """A latency that could not be measured (the reason is in the message)."""
+
+
+class MissingMetricError(SynoError, KeyError):
+    """A callback monitors a metric the module never logged."""
+
+    def __str__(self) -> str:  # KeyError's own str() is the repr of its message
+        return str(self.args[0]) if self.args else ""

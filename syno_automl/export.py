@@ -12,11 +12,15 @@ Example:
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
+from syno_automl.echo import shown
+from syno_automl.errors import OptionError, OutputPathError, WeightsNotFoundError
 from syno_automl.space import Operator
 
-__all__ = ["layer_source", "weights_for_mapping"]
+__all__ = ["layer_source", "weights_for_mapping", "check_output_path", "write_output"]
 
 _TEMPLATE = '''
 
@@ -101,7 +105,7 @@ def layer_source(op: Operator, mapping: int = 0, *, kind: str = "conv2d", bias: 
     `kind`: the replaced layer, ``conv2d`` (channels on dim 1) or ``linear`` (channels last; leading dims are
     flattened as the search did). `bias`: add the zero-initialised per-channel bias the search added."""
     if kind not in _FORWARD:
-        raise ValueError(f"kind must be 'conv2d' or 'linear', got {kind!r}")
+        raise OptionError(f"kind must be 'conv2d' or 'linear', got {shown(kind)}")
     program = op.program(mapping)
     free = {int(d) for d in program.get("free_dims", [])}
     inp, out = _shape(program["input"], free), _shape(program["output"], free)
@@ -121,5 +125,26 @@ def weights_for_mapping(saved: dict[str, Any], mapping: dict[str, int]) -> dict[
     for layer in saved.get("layers", []):
         if {k: int(v) for k, v in layer["mapping"].items()} == {k: int(v) for k, v in mapping.items()}:
             return layer["state"]
-    raise LookupError(f"no trained layer with sizes {mapping} in the weights (layers: "
-                      f"{[layer['name'] for layer in saved.get('layers', [])]})")
+    raise WeightsNotFoundError(f"no trained layer with sizes {mapping} in the weights (layers: "
+                               f"{[layer['name'] for layer in saved.get('layers', [])]})")
+
+
+def check_output_path(path: str | os.PathLike[str]) -> Path:
+    """`path` as a file to write, checked before any work is done: its folder must exist (an OutputPathError
+    naming the folder, not a raw ``[Errno 2]`` after the study was loaded) and it must not be a folder itself."""
+    target = Path(path)
+    folder = target.parent
+    if not folder.is_dir():
+        why = "is not a folder" if folder.exists() else "does not exist (create it first)"
+        raise OutputPathError(f"cannot write {shown(str(target))}: the folder {shown(str(folder))} {why}")
+    if target.is_dir():
+        raise OutputPathError(f"cannot write {shown(str(target))}: it is a folder (give a file name, e.g. "
+                              f"{shown(str(target / 'operator.py'))})")
+    return target
+
+
+def write_output(path: str | os.PathLike[str], text: str) -> Path:
+    """Writes `text` to `path` (check_output_path's checks first); returns the path written."""
+    target = check_output_path(path)
+    target.write_text(text)
+    return target

@@ -18,6 +18,7 @@ import re
 from typing import Any, Callable, Sequence
 
 from syno_automl import _native
+from syno_automl.echo import shown
 from syno_automl.errors import OperatorFormatError
 from syno_automl.ir.expr import evaluate_index as ir_evaluate_index
 from syno_automl.space import Node, Operator, OperatorSpace
@@ -68,7 +69,7 @@ def walk(space: OperatorSpace, steps: Sequence[str], check: Callable[[Operator],
 
     found = search(space.root(), 0)
     if found is None:
-        raise OperatorFormatError(f"no canonical path {list(steps)} reaches a final operator in this space")
+        raise OperatorFormatError(f"no canonical path {shown(list(steps))} reaches a final operator in this space")
     return found
 
 

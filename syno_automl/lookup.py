@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from syno_automl import vocabulary as V
+from syno_automl.errors import NotFoundError, OutputPathError, TrackingUnreachableError
 
 __all__ = ["check_tracking_uri", "resume_defaults", "find_trial", "find_operator", "trial_header", "trial_line",
            "local_run_summary"]
@@ -29,7 +30,7 @@ def check_tracking_uri(uri: str, seconds: float = 3.0) -> None:
         try:
             socket.create_connection((parsed.hostname or "localhost", port), timeout=seconds).close()
         except OSError as e:
-            raise ConnectionError(f"MLflow tracking server {uri} is unreachable ({e.strerror or e}): start it "
+            raise TrackingUnreachableError(f"MLflow tracking server {uri} is unreachable ({e.strerror or e}): start it "
                                   f"(mlflow server --host {parsed.hostname} --port {port}) or pass --tracking-uri "
                                   f"none") from None
         # once reachable, a server that goes away later fails a call in seconds, not after minutes of retries
@@ -38,7 +39,7 @@ def check_tracking_uri(uri: str, seconds: float = 3.0) -> None:
     elif parsed.scheme == "sqlite" and uri.startswith("sqlite:///"):
         folder = Path(uri[len("sqlite:///"):]).parent
         if not folder.is_dir():
-            raise FileNotFoundError(f"--tracking-uri {uri}: folder {folder} does not exist")
+            raise OutputPathError(f"--tracking-uri {uri}: folder {folder} does not exist")
 
 
 # CLI option -> the setting a study records (SearchConfig.settings()): what --resume takes from the study
@@ -64,7 +65,7 @@ def resume_defaults(args: argparse.Namespace) -> dict[str, Any]:
         recorded = optuna.load_study(study_name=args.study, storage=storage).user_attrs.get(V.SETTINGS, {})
     except KeyError:
         names = ", ".join(sorted(s.study_name for s in optuna.get_all_study_summaries(storage, False))) or "none"
-        raise LookupError(f"no study {args.study!r} to resume in {url} (studies there: {names}); drop --resume "
+        raise NotFoundError(f"no study {args.study!r} to resume in {url} (studies there: {names}); drop --resume "
                           f"to start it") from None
     from syno_automl.config import with_legacy_settings
 
@@ -89,7 +90,7 @@ def find_trial(study: Any, ref: str) -> Any:
     if key == "best":
         found = best_operator_trial(study)
         if found is None:
-            raise LookupError(f"study {study.study_name!r} has no completed operator trial yet")
+            raise NotFoundError(f"study {study.study_name!r} has no completed operator trial yet")
         return found
     if key == "final":
         from syno_automl.study.verdict import stored_final
@@ -97,20 +98,20 @@ def find_trial(study: Any, ref: str) -> Any:
         final = stored_final(study)
         chosen = final.chosen if final is not None else None
         if final is None:
-            raise LookupError(f"study {study.study_name!r} has no final stage (search --resume --finalists K runs it)")
+            raise NotFoundError(f"study {study.study_name!r} has no final stage (search --resume --finalists K runs it)")
         if chosen is None or chosen.trial is None:
-            raise LookupError(f"the final stage of study {study.study_name!r} names no operator: {final.verdict()}")
+            raise NotFoundError(f"the final stage of study {study.study_name!r} names no operator: {final.verdict()}")
         return next(t for t in trials if t.number == chosen.trial)
     if key == "baseline":
         found = baseline_trial(study) or next((t for t in trials if t.user_attrs.get(V.BASELINE)), None)
         if found is None:
-            raise LookupError(f"study {study.study_name!r} has no baseline trial")
+            raise NotFoundError(f"study {study.study_name!r} has no baseline trial")
         return found
     number = int(key[1:]) if key.startswith("#") and key[1:].isdigit() else (int(key) if key.isdigit() else None)
     by_number = next((t for t in trials if t.number == number), None) if number is not None else None
     if key.startswith("#") or (by_number is not None and len(key) < 4):
         if by_number is None:
-            raise LookupError(f"no trial {number} in study {study.study_name!r} ({len(trials)} trials)")
+            raise NotFoundError(f"no trial {number} in study {study.study_name!r} ({len(trials)} trials)")
         return by_number
     matches: dict[str, Any] = {}
     for t in trials:
@@ -120,14 +121,14 @@ def find_trial(study: Any, ref: str) -> Any:
             if best is None or (t.state.name == "COMPLETE" and best.state.name != "COMPLETE"):
                 matches[h] = t
     if by_number is not None and matches:
-        raise LookupError(f"{ref!r} is both trial {number} and a hash prefix of {', '.join(sorted(matches))}: "
+        raise NotFoundError(f"{ref!r} is both trial {number} and a hash prefix of {', '.join(sorted(matches))}: "
                           f"write #{number} for the trial, or more of the hash")
     if by_number is not None:
         return by_number
     if not matches:
-        raise LookupError(f"no trial or operator {ref!r} in study {study.study_name!r} (see `syno-automl show`)")
+        raise NotFoundError(f"no trial or operator {ref!r} in study {study.study_name!r} (see `syno-automl show`)")
     if len(matches) > 1:
-        raise LookupError(f"hash prefix {ref!r} is ambiguous: {', '.join(sorted(matches))}")
+        raise NotFoundError(f"hash prefix {ref!r} is ambiguous: {', '.join(sorted(matches))}")
     return next(iter(matches.values()))
 
 
@@ -139,7 +140,7 @@ def find_operator(study: Any, ref: str, space_of: Callable[[Any], Any]) -> tuple
     trial = find_trial(study, ref)
     text = operator_json_of(trial)
     if trial.user_attrs.get(V.BASELINE) or text is None:
-        raise LookupError(f"trial {trial.number} " + ("trains the baseline (the original layers): it has no operator"
+        raise NotFoundError(f"trial {trial.number} " + ("trains the baseline (the original layers): it has no operator"
                                                       if trial.user_attrs.get(V.BASELINE) else "has no operator"))
     return trial, Operator.from_json(space_of(study), text)
 

@@ -17,9 +17,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from syno_automl import _native
-from syno_automl.errors import OptionError, OptionTypeError, SpecError
+from syno_automl.echo import shown
+from syno_automl.errors import OperatorFormatError, OptionError, OptionTypeError, SpecError
 
-__all__ = ["check_space_arguments", "check_sample_arguments", "check_mappings", "check_built_space",
+__all__ = ["check_space_arguments", "check_sample_arguments", "check_enumerate_arguments", "check_replay_path",
+           "check_mappings", "check_built_space",
            "check_size_enumeration", "budget_conflict", "INT_OPTIONS", "NUMBER_OPTIONS", "BOOL_OPTIONS", "BUDGETS",
            "MAX_THREADS", "MAX_SIZE_CANDIDATES"]
 
@@ -54,32 +56,32 @@ def _is_number(value: Any) -> bool:
 
 def check_int(name: str, value: Any, lo: int, hi: int) -> int:
     if not _is_int(value):
-        raise OptionTypeError(f"{name} must be an integer in [{lo}, {hi}], got {value!r} (a {_type(value)})")
+        raise OptionTypeError(f"{name} must be an integer in [{lo}, {hi}], got {shown(value)} (a {_type(value)})")
     if not lo <= value <= hi:
-        raise OptionError(f"{name} must be in [{lo}, {hi}], got {value}")
+        raise OptionError(f"{name} must be in [{lo}, {hi}], got {shown(value)}")
     return int(value)
 
 
 def check_number(name: str, value: Any, *, allow_infinity: bool) -> float:
     kind = "a non-negative number" if allow_infinity else "a finite non-negative number"
     if not _is_number(value):
-        raise OptionTypeError(f"{name} must be {kind}, got {value!r} (a {_type(value)})")
+        raise OptionTypeError(f"{name} must be {kind}, got {shown(value)} (a {_type(value)})")
     try:
         x = float(value)
     except OverflowError:  # an int beyond a double: as good as infinity
         x = math.inf
     if math.isnan(x) or x < 0 or (math.isinf(x) and not allow_infinity):
-        raise OptionError(f"{name} must be {kind}, got {value!r}")
+        raise OptionError(f"{name} must be {kind}, got {shown(value)}")
     return x
 
 
 def check_spec_text(name: str, text: Any) -> str:
     """A spec string the core reads byte by byte: ASCII without control characters, or a SpecError there."""
     if not isinstance(text, str):
-        raise OptionTypeError(f"{name} must be a string, got {text!r} (a {_type(text)})")
+        raise OptionTypeError(f"{name} must be a string, got {shown(text)} (a {_type(text)})")
     for i, c in enumerate(text):
         if not (" " <= c <= "~" or c in "\t\n\r"):
-            error = SpecError(f"{ascii(text)}: expected ASCII without control characters (got {ascii(c)}) "
+            error = SpecError(f"{shown(text, around=i)}: expected ASCII without control characters (got {ascii(c)}) "
                               f"at position {i}")
             error.position = i
             raise error
@@ -88,7 +90,7 @@ def check_spec_text(name: str, text: Any) -> str:
 
 def check_spec_list(name: str, value: Any) -> list[str]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise OptionTypeError(f"{name} must be a list of spec strings, got {value!r} (a {_type(value)})")
+        raise OptionTypeError(f"{name} must be a list of spec strings, got {shown(value)} (a {_type(value)})")
     return [check_spec_text(f"{name}[{i}]", s) for i, s in enumerate(value)]
 
 
@@ -97,22 +99,24 @@ def check_mappings(value: Any) -> list[dict[str, int]]:
         return []
     if isinstance(value, Mapping):
         raise OptionTypeError(f"mappings must be a list of dicts (one per placeholder), got a dict: "
-                              f"wrap it as [{dict(value)!r}]")
+                              f"wrap it as [{shown(dict(value))}]")
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise OptionTypeError(f"mappings must be a list of dicts (one per placeholder), got {value!r}")
+        raise OptionTypeError(f"mappings must be a list of dicts (one per placeholder), got {shown(value)}")
     out = []
     for i, m in enumerate(value):
         if not isinstance(m, Mapping):
-            raise OptionTypeError(f"mappings[{i}] must be a dict of variable values, got {m!r} (a {_type(m)})")
+            raise OptionTypeError(f"mappings[{i}] must be a dict of variable values, got {shown(m)} (a {_type(m)})")
         checked = {}
         for key, v in m.items():
             if not isinstance(key, str):
-                raise OptionTypeError(f"mappings[{i}] keys must be variable names, got {key!r}")
-            check_spec_text(f"mappings[{i}] key {key!r}", key)
+                raise OptionTypeError(f"mappings[{i}] keys must be variable names, got {shown(key)}")
+            check_spec_text(f"mappings[{i}] key {shown(key)}", key)
             if not _is_int(v):
-                raise OptionTypeError(f"mappings[{i}][{key!r}] must be an integer size, got {v!r} (a {_type(v)})")
+                raise OptionTypeError(f"mappings[{i}][{shown(key)}] must be an integer size, got {shown(v)} "
+                                      f"(a {_type(v)})")
             if not 1 <= v <= _INT64_MAX:
-                raise OptionError(f"mappings[{i}] gives {key}={v}; sizes must be positive integers below 2**63")
+                raise OptionError(f"mappings[{i}] gives {shown(key)}={shown(v)}; sizes must be positive integers "
+                                  f"below 2**63")
             checked[key] = int(v)
         out.append(checked)
     return out
@@ -120,12 +124,12 @@ def check_mappings(value: Any) -> list[dict[str, int]]:
 
 def check_max_counts(value: Any) -> dict[str, int | None]:
     if not isinstance(value, Mapping):
-        raise OptionTypeError(f"max_counts must be a dict {{primitive: count}}, got {value!r} (a {_type(value)})")
+        raise OptionTypeError(f"max_counts must be a dict {{primitive: count}}, got {shown(value)} (a {_type(value)})")
     out: dict[str, int | None] = {}
     for key, v in value.items():
         if key not in PRIMITIVES:
-            raise OptionError(f"max_counts: unknown primitive {key!r} (one of {', '.join(PRIMITIVES)})")
-        out[key] = None if v is None else check_int(f"max_counts[{key!r}]", v, 0, 64)
+            raise OptionError(f"max_counts: unknown primitive {shown(key)} (one of {', '.join(PRIMITIVES)})")
+        out[key] = None if v is None else check_int(f"max_counts[{shown(key)}]", v, 0, 64)
     return out
 
 
@@ -139,7 +143,7 @@ def check_space_arguments(input_shape: Any, output_shape: Any, primary: Any, coe
     check_spec_list("coefficients", coefficients)
     check_spec_list("fixed", fixed)
     if not _is_int(seed):
-        raise OptionTypeError(f"seed must be an integer, got {seed!r} (a {_type(seed)})")
+        raise OptionTypeError(f"seed must be an integer, got {shown(seed)} (a {_type(seed)})")
     if threads is not None:
         check_int("threads", threads, 1, MAX_THREADS)
     native: dict[str, Any] = {}
@@ -153,13 +157,13 @@ def check_space_arguments(input_shape: Any, output_shape: Any, primary: Any, coe
             native[name] = check_number(name, value, allow_infinity=False)
         elif name in BOOL_OPTIONS:
             if not isinstance(value, bool):
-                raise OptionTypeError(f"{name} must be True or False, got {value!r} (a {_type(value)})")
+                raise OptionTypeError(f"{name} must be True or False, got {shown(value)} (a {_type(value)})")
             native[name] = value
         elif name == "max_counts":
             native[name] = check_max_counts(value)
         else:
             known = sorted([*INT_OPTIONS, *BUDGETS, *NUMBER_OPTIONS, *BOOL_OPTIONS, "max_counts"])
-            raise OptionError(f"unknown option '{name}' (known: {', '.join(known)})")
+            raise OptionError(f"unknown option {shown(name)} (known: {', '.join(known)})")
     defaults = _native.default_options()
     lo_w, hi_w = native.get("min_weights", defaults["min_weights"]), native.get("max_weights", defaults["max_weights"])
     if lo_w > hi_w:
@@ -172,13 +176,41 @@ def check_sample_arguments(count: Any, seed: Any, threads: Any, time_limit: Any,
     """Checks OperatorSpace.sample's arguments (the count and thread count most of all)."""
     check_int("count", count, 0, (1 << 31) - 1)
     if not _is_int(seed):
-        raise OptionTypeError(f"seed must be an integer, got {seed!r} (a {_type(seed)})")
+        raise OptionTypeError(f"seed must be an integer, got {shown(seed)} (a {_type(seed)})")
     if threads is not None:
         check_int("threads", threads, 1, MAX_THREADS)
     check_number("time_limit", time_limit, allow_infinity=True)
     if max_attempts is not None:
         check_int("max_attempts", max_attempts, 0, _INT64_MAX)
     check_int("budget", budget, 1, _INT64_MAX)
+
+
+def check_enumerate_arguments(max_depth: Any, space_max_depth: int, max_nodes: Any, time_limit: Any,
+                              max_operators: Any) -> None:
+    """Checks OperatorSpace.enumerate's arguments: a depth the space can reach, a time limit that is one (the core
+    reads <= 0 as "no limit": `time_limit=-1` once walked for minutes), counts the core can hold."""
+    if max_depth is not None:
+        check_int("max_depth", max_depth, 1, space_max_depth)
+    check_int("max_nodes", max_nodes, 0, _INT64_MAX)
+    check_int("max_operators", max_operators, 0, _INT64_MAX)
+    if time_limit is not None:
+        x = check_number("time_limit", time_limit, allow_infinity=True)
+        if x == 0 or math.isinf(x):
+            raise OptionError(f"time_limit must be a finite number of seconds > 0, or None for no limit, got "
+                              f"{shown(time_limit)}")
+
+
+def check_replay_path(path: Any) -> list[str]:
+    """A replay path as the core takes it: a list of child keys (strings). Keys read from a JSON file may be
+    anything; a wrong one is an OperatorFormatError naming the step, never pybind11's signature dump."""
+    if isinstance(path, (str, bytes)) or not isinstance(path, Sequence):
+        raise OperatorFormatError(f"a replay path is a list of child keys (16 hex digits each), got {shown(path)} "
+                                  f"(a {_type(path)})")
+    for i, key in enumerate(path):
+        if not isinstance(key, str):
+            raise OperatorFormatError(f"step {i} of the replay path: a child key is a string of 16 hex digits, got "
+                                      f"{shown(key)} (a {_type(key)})")
+    return list(path)
 
 
 def budget_conflict(budgets: Mapping[str, float], bounds: Mapping[str, float], mappings: int) -> str | None:
@@ -199,6 +231,9 @@ def budget_conflict(budgets: Mapping[str, float], bounds: Mapping[str, float], m
          f"no operator reaches it: at most {bounds['max_params']:.4g} weight elements ({summed})"),
         ("max_memory", budgets.get("max_memory", math.inf) < bounds["min_memory"],
          f"every operator stores an intermediate of at least {bounds['min_memory']:.4g} bytes (4 per element)"),
+        ("max_cost", budgets.get("max_cost", math.inf) < bounds.get("min_cost", 0.0),
+         f"every operator's planned cost is at least {bounds.get('min_cost', 0.0):.4g} ({summed}: the weights' "
+         f"gradients, and reading the input once; max_cost is an absolute cost, not a ratio)"),
     ]
     for name, empty, why in checks:
         if empty:

@@ -20,8 +20,14 @@ import optuna
 
 from syno_automl import vocabulary as V
 from syno_automl.report import Point, plot_pareto, points_of
-from syno_automl.search.objectives import (baseline_trial, cost_of, maximizes, objective_name, operator_front,
-                                           primary_value)
+from syno_automl.search.objectives import (
+    baseline_trial,
+    cost_of,
+    maximizes,
+    objective_name,
+    operator_front,
+    primary_value,
+)
 
 __all__ = ["front_points", "front_table", "plot_cost_front"]
 

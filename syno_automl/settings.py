@@ -21,7 +21,7 @@ from typing import Any, Callable
 from syno_automl.errors import SynoError
 
 __all__ = ["Setting", "SETTINGS", "SETTING", "TASKS", "TASK_OBJECTIVES", "MODEL_NAMES", "DATASET_NAMES",
-           "LOCAL_DATASETS", "LAYER_NAMES", "MODEL_COMMANDS", "STORE_COMMANDS", "SettingError", "SettingTypeError",
+           "LOCAL_DATASETS", "LAYER_NAMES", "SPEED_TARGETS", "MODEL_COMMANDS", "STORE_COMMANDS", "SettingError", "SettingTypeError",
            "SettingRangeError", "SettingChoiceError", "SettingTaskError", "DataDirError", "settings_markdown",
            "comma_list"]
 
@@ -29,6 +29,8 @@ TASKS = ("image", "lm")
 # what a trial of each task reports (the study's primary objective) and in which direction it is better
 TASK_OBJECTIVES: dict[str, tuple[str, str]] = {"image": ("val_acc", "maximize"), "lm": ("val_loss", "minimize")}
 LAYER_NAMES = ("conv2d", "linear")
+# where and how a model runs: device . execution (syno_automl.cost_profile prices each)
+SPEED_TARGETS = ("cpu.eager", "cpu.compiled", "cuda.eager", "cuda.compiled")
 # lightning_modules' registries (MODEL_NAMES, DATAMODULE_NAMES) import torch: their names are repeated here so
 # that a wrong name fails before the imports (tests/test_cli_workflow.py keeps the two lists equal)
 MODEL_NAMES = ("small_cnn", "resnet18", "resnet34", "resnext29_2x64d", "densenet121", "efficientnet_v2_s", "gpt",
@@ -36,7 +38,7 @@ MODEL_NAMES = ("small_cnn", "resnet18", "resnet34", "resnext29_2x64d", "densenet
 DATASET_NAMES = ("digits", "mnist", "cifar10", "cifar100", "imagenet-folder", "text")
 LOCAL_DATASETS = ("mnist", "cifar10", "cifar100", "imagenet-folder")   # read from --data-dir, never downloaded
 # the subcommands that take the model and store options (syno_automl.cli builds each from this table)
-MODEL_COMMANDS = ("search", "enumerate", "reevaluate")
+MODEL_COMMANDS = ("search", "enumerate", "reevaluate", "calibrate")
 STORE_COMMANDS = ("search", "show", "list", "export", "report", "reevaluate", "tune")
 _BOTH = ("image", "lm")
 _UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
@@ -206,6 +208,50 @@ def _tokenizer_check(value: str) -> str | None:
     return f"must be byte, char or tiktoken:NAME, got {_echo(value)}"
 
 
+# TVM's target kinds (tvm.target.Target's first word), so that a wrong --latency fails before TVM is imported
+_TVM_KINDS = ("llvm", "cuda", "c", "rocm", "metal", "vulkan", "opencl", "nvptx", "hexagon", "webgpu")
+
+
+def _latency_targets_check(value: tuple) -> str | None:
+    for target in value:
+        if target == "torch" or target.startswith("{"):
+            continue
+        if target.startswith("rpc:"):
+            key, _, address = target[4:].rpartition("@")
+            host, _, port = address.rpartition(":")
+            if key and host and port.isdigit():
+                continue
+            return f"has {_echo(target)}: an RPC target is rpc:KEY@host:port"
+        if target.split()[0] not in _TVM_KINDS:
+            return (f"has {_echo(target)}: a target is torch, rpc:KEY@host:port or a TVM target "
+                    f"({', '.join(_TVM_KINDS)}, with options)")
+    return None
+
+
+def _folder_check(url: str) -> str | None:
+    """A local SQLite or journal file must be in a folder that exists (else the database layer fails late, in its
+    own words)."""
+    for prefix in ("sqlite:///", "journal:"):
+        if url.startswith(prefix) and url[len(prefix):] not in ("", ":memory:"):
+            import os
+
+            folder = os.path.dirname(os.path.abspath(url[len(prefix):]))
+            if not os.path.isdir(folder):
+                return f"names a file in the folder {folder}, which does not exist"
+    return None
+
+
+def _profile_check(value: str) -> str | None:
+    """A shipped profile's name, or a profile file that loads (cost_profile reads JSON only: light)."""
+    from syno_automl.cost_profile import resolve
+
+    try:
+        resolve(value)
+    except SynoError as e:
+        return f"cannot be used: {e}"
+    return None
+
+
 def _milestones_check(value: dict) -> str | None:
     for epoch, floor in value.items():
         if not (isinstance(epoch, int) or (isinstance(epoch, str) and epoch.isdigit())) or \
@@ -241,6 +287,9 @@ def _rows() -> list[Setting]:
           above=0),
         S("cost_ratio", float, 1.0, "planned-cost budget (FLOPs + elements materialized, Operator.cost) relative "
           "to the replaced layers; 0 turns it off", "--cost-ratio", model, above=0, optional=True, off=0),
+        S("cost_profile", str, None, "the cost profile that prices --cost-ratio: cpu.eager (today's planned cost: "
+          "FLOPs + 256 per element written), cuda.eager, cuda.compiled, or a file from `syno-automl calibrate`; "
+          "none: cpu.eager", "--cost-profile", model, optional=True, legacy=None, check=_profile_check),
         S("max_depth", int, 8, "maximum primitives per operator", "--max-depth", model, minimum=1, maximum=30),
         S("seed", int, 0, "search seed", "--seed", model),
         # -- training a trial
@@ -296,14 +345,18 @@ def _rows() -> list[Setting]:
           "--devices", model, minimum=1, resumable=True),
         S("precision", str, "32", "training precision (Lightning's): 32, bf16-mixed or 16-mixed", "--precision",
           model, choices=("32", "bf16-mixed", "16-mixed"), legacy="32"),
+        S("speed_target", str, "auto", "where and how the model will run, what the final stage's speedup is measured "
+          "on: cpu.eager, cpu.compiled, cuda.eager or cuda.compiled (torch.compile); auto: cuda.compiled when trials "
+          "train on a GPU, else cpu.eager", "--target", choices=("auto",) + SPEED_TARGETS, resumable=True,
+          legacy="cpu.eager", metavar="TARGET"),
         S("threads", int, None, "torch threads (none: 1 for the embedded datasets, else torch's default)",
           "--threads", minimum=1, optional=True, recorded=False),
         # -- where the study and its runs live
         S("storage", str, "sqlite:///syno.db", "Optuna storage: sqlite:///syno.db, postgresql://..., or "
-          "journal:PATH", "--storage", store, recorded=False),
+          "journal:PATH", "--storage", store, recorded=False, check=_folder_check),
         S("study", str, "syno", "study name", "--study", store, recorded=False),
         S("tracking_uri", str, "sqlite:///mlflow.db", "MLflow tracking URI, or 'none' (artifacts under ./mlruns)",
-          "--tracking-uri", store, optional=True, recorded=False),
+          "--tracking-uri", store, optional=True, recorded=False, check=_folder_check),
         S("heartbeat", int, 10, "seconds between worker heartbeats (RDB storages); a trial silent for 3x this is "
           "failed and retried with its operator; 0: off", "--heartbeat", minimum=1, optional=True, off=0,
           recorded=False),
@@ -312,7 +365,7 @@ def _rows() -> list[Setting]:
         # -- latency measured beside training (paper Algorithm 1: only operators within the margin are tuned)
         S("latency_targets", tuple, (), "TVM latency of each trial's operator vs the replaced layers on these "
           "targets, e.g. llvm or llvm,cuda or rpc:KEY@host:port, or torch (eager PyTorch, no TVM needed)",
-          "--latency", resumable=True, parse=comma_list, metavar="TARGETS"),
+          "--latency", resumable=True, parse=comma_list, metavar="TARGETS", check=_latency_targets_check),
         S("latency_trials", int, 0, "MetaSchedule trials per kernel for --latency (0: untuned default schedules, "
           "labelled so)", "--latency-trials", minimum=0, resumable=True),
         S("latency_margin", float, 0.01, "measure only trials within this margin of the baseline's value (paper "

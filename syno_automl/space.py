@@ -15,12 +15,31 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from syno_automl import _native
-from syno_automl.errors import EmptySpaceError, OperatorFormatError, ValuationError
-from syno_automl.options import check_built_space, check_mappings, check_sample_arguments, check_space_arguments
+from syno_automl.cost_profile import resolve as resolve_profile
+from syno_automl.echo import shown
+from syno_automl.errors import (
+    EmptySpaceError,
+    MappingIndexError,
+    NotAChildError,
+    NotFinalError,
+    NothingSampledWarning,
+    OperatorFormatError,
+    OptionTypeError,
+    ValuationError,
+)
+from syno_automl.options import (
+    check_built_space,
+    check_enumerate_arguments,
+    check_mappings,
+    check_replay_path,
+    check_sample_arguments,
+    check_space_arguments,
+)
 
 FORMAT = "syno-operator/1"
 MappingLike = "int | Mapping[str, int] | None"
@@ -78,6 +97,7 @@ class OperatorSpace:
         min_params: float | None = None,
         max_memory: float | None = None,
         max_cost: float | None = None,
+        cost_profile: Any = None,
         fixed: Sequence[str] = (),
         seed: int = 0,
         threads: int | None = None,
@@ -90,6 +110,10 @@ class OperatorSpace:
         # every argument checked once, here, with a message naming it (syno_automl/options.py)
         native_options = check_space_arguments(input_shape, output_shape, primary, coefficients,
                                                {"max_depth": max_depth, **budgets, **options}, seed, threads, fixed)
+        # the target whose coefficients price the planned cost (max_cost, its pruning, total_cost); None: cpu.eager
+        self.cost_profile = resolve_profile(cost_profile)
+        if self.cost_profile is not None:
+            native_options["cost_profile"] = self.cost_profile.native()
         self.input_shape = input_shape
         self.output_shape = output_shape
         self.primary = list(primary)
@@ -114,6 +138,7 @@ class OperatorSpace:
             "input_shape": self.input_shape, "output_shape": self.output_shape, "primary": self.primary,
             "coefficients": self.coefficients, "mappings": self.mappings, "fixed": self.fixed,
             "max_depth": self.max_depth, **self.budgets, **self.options,
+            **({"cost_profile": self.cost_profile.to_dict()} if self.cost_profile is not None else {}),
         }
 
     def signature(self) -> dict[str, Any]:
@@ -178,18 +203,42 @@ class OperatorSpace:
                 f"no operator exists from {self.input_shape} to {self.output_shape} within max_depth="
                 f"{self.max_depth} and the budgets {self.budgets or '{}'}"
             )
+        if count > 0 and not nodes and prefix is None and "max_cost" in self.budgets:
+            # tiny layers: every operator's chain of steps may cost more than the one conv or matmul it replaces;
+            # not proven (the search stopped early), but a user asking for operators gets none: say why
+            profile = self.cost_profile.target if self.cost_profile is not None else "cpu.eager"
+            raise EmptySpaceError(
+                f"no operator found within max_cost={self.budgets['max_cost']:.6g} ({profile} cost) in "
+                f"{info['attempts']} descents (stopped by {info['stop_reason']}): the cost budget leaves this space "
+                f"empty or nearly so (typical of tiny layers, where any operator costs more than one convolution); "
+                f"raise cost_ratio / max_cost, or pass cost_ratio=None to turn the cost budget off")
+        # other budgets: a warning, not an error (none is proven impossible); below a prefix (an MCTS rollout) an
+        # empty draw is routine
+        if count > 0 and not nodes and prefix is None:
+            warnings.warn(
+                f"sample() found no operator in {info['attempts']} attempts ({info['seconds']:.1f} s, stopped by "
+                f"{info['stop_reason']}): the budgets {self.budgets or '{}'} may leave none or very few; raise "
+                f"them, max_attempts or time_limit", NothingSampledWarning, stacklevel=2)
         return [Operator(self, n) for n in nodes]
 
-    def enumerate(self, max_depth: int | None = None, *, max_nodes: int = 10_000_000, time_limit: float = 600.0,
-                  max_operators: int = 100_000, start: "Node | None" = None) -> Enumeration:
+    def enumerate(self, max_depth: int | None = None, *, max_nodes: int = 10_000_000,
+                  time_limit: float | None = 600.0, max_operators: int = 100_000,
+                  start: "Node | None" = None) -> Enumeration:
         """Walks every canonical node (memoized by hash) and collects the distinct final operators.
+
+        `max_depth` (1 to the space's max_depth; None: the space's) bounds the walk, `time_limit` (seconds > 0,
+        None for no limit) and `max_nodes` stop it early (see `stop_reason`).
 
         Only the first `max_operators` become Operator objects; `hashes` holds every operator found, so
         counting or comparing spaces needs no objects (max_operators=0 keeps memory flat). The walk frees the
         coordinates of the subtrees it has left; returned operators (and `start`) keep theirs.
         """
-        info = self._native.enumerate(max_depth or self.max_depth, max_nodes, float(time_limit), max_operators,
-                                      start._native if start is not None else None)
+        check_enumerate_arguments(max_depth, self.max_depth, max_nodes, time_limit, max_operators)
+        if start is not None and (not isinstance(start, Node) or start.space is not self):
+            raise OptionTypeError(f"start must be a Node of this space (from its root()), got {shown(start)}")
+        info = self._native.enumerate(max_depth or self.max_depth, int(max_nodes),
+                                      0.0 if time_limit is None else float(time_limit),  # the core's "no limit"
+                                      int(max_operators), start._native if start is not None else None)
         ops = [Operator(self, n) for n in info["operators"]]
         return Enumeration(ops, info["operator_count"], info["nodes_per_depth"], info["finals_per_depth"],
                            info["stop_reason"], info["seconds"], set(info["operator_hashes"]))
@@ -209,12 +258,13 @@ class OperatorSpace:
         """Follows child keys from the root. Every step must be a canonical child by structure (the same at
         every valuation); its sizes must be positive integers under this space's mappings (ValuationError).
         Search-time filters (budgets, sizes >= 2, window limits) do not apply: they chose what to propose."""
-        node, info = self._structural().replay(list(path))
+        path = check_replay_path(path)
+        node, info = self._structural().replay(path)
         if node is None:
             i = info["failed_step"]
             if info["invalid_size"]:
                 raise ValuationError(f"step {i} {info['reason']}: the operator does not exist at these sizes")
-            raise OperatorFormatError(f"step {i} (key {path[i]}) {info['reason']}")
+            raise OperatorFormatError(f"step {i} (key {shown(path[i])}) {info['reason']}")
         return Node(self, node)
 
     def _structural(self) -> Any:
@@ -254,11 +304,11 @@ class Node:
         for c in self._native.children():
             if c.key == key:
                 return Node(self.space, c)
-        raise KeyError(f"{key} is not a child of node {self.key}")
+        raise NotAChildError(f"{shown(key)} is not a child of node {self.key}")
 
     def to_operator(self) -> "Operator":
         if not self.is_final:
-            raise ValueError("only a final node is an operator")
+            raise NotFinalError(f"only a final node is an operator (node {self.key} at depth {self.depth} is not)")
         return Operator(self.space, self._native)
 
     def __repr__(self) -> str:
@@ -270,7 +320,7 @@ class Operator:
 
     def __init__(self, space: OperatorSpace, native: Any) -> None:
         if not native.is_final:
-            raise ValueError("an Operator needs a final node")
+            raise NotFinalError("an Operator needs a final node")
         self.space = space
         self._native = native
 
@@ -313,7 +363,7 @@ class Operator:
             return self, 0
         if isinstance(mapping, int):
             if not 0 <= mapping < self.space.num_mappings:
-                raise IndexError(f"mapping index {mapping} out of range ({self.space.num_mappings} mappings)")
+                raise MappingIndexError(f"mapping index {mapping} out of range ({self.space.num_mappings} mappings)")
             return self, mapping
         wanted = dict(mapping)
         for i in range(self.space.num_mappings):
@@ -342,14 +392,21 @@ class Operator:
     def total_params(self) -> float:
         return self._native.totals()["params"]
 
-    def cost(self, mapping: "int | Mapping[str, int] | None" = None) -> dict[str, float]:
+    def cost(self, mapping: "int | Mapping[str, int] | None" = None, target: Any = None) -> dict[str, float]:
         """Cost of the planned program for one valuation (docs/architecture.md §2, "Cost"): ``flops`` computed,
-        elements ``materialized``, ``peak`` (largest tensor, elements) and ``total`` = flops + ELEMENT_COST x
-        materialized (what ``max_cost`` limits). ``flops()`` stays the paper's metric."""
-        return dict(self.program(mapping)["cost"])
+        elements ``materialized`` and ``read``, ``kernels`` launched, ``peak`` (largest tensor, elements), the
+        view copies among them, and ``total``: their price on ``target`` (syno_automl.cost_profile: a shipped
+        target's name such as ``"cuda.compiled"``, a profile file's path or a CostProfile). Without a target, the
+        space's profile prices them (what ``max_cost`` limits): for a space built without one, today's cost,
+        flops + ELEMENT_COST x materialized. ``flops()`` stays the paper's metric."""
+        counts = dict(self.program(mapping)["cost"])
+        profile = resolve_profile(target)
+        if profile is not None:
+            counts["total"] = profile.total(counts)
+        return counts
 
     def total_cost(self) -> float:
-        """Cost summed over all the space's mappings (what ``max_cost`` limits)."""
+        """Cost summed over all the space's mappings, under the space's cost profile (what ``max_cost`` limits)."""
         return self._native.totals()["cost"]
 
     # -- artifacts -------------------------------------------------------------------------------------
@@ -394,7 +451,7 @@ class Operator:
             raise OperatorFormatError("operator JSON needs a 'path' (list of keys) and a 'hash' (string)")
         if data.get("space") != space.signature():
             raise OperatorFormatError(
-                f"operator was made in space {data.get('space')}, not in {space.signature()}")
+                f"operator was made in space {shown(data.get('space'))}, not in {space.signature()}")
         node = space.replay(path)
         if not node.is_final or node.key != expected:
             raise OperatorFormatError(f"path does not end at operator {expected} (got {node.key})")

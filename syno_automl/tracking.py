@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-import warnings
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from syno_automl import vocabulary as V
+from syno_automl.graph_render import render_svg
 from syno_automl.interrupt import Deferring
 from syno_automl.measure.result import latency_metrics
 from syno_automl.space import Operator
@@ -82,27 +82,6 @@ def relocate_artifacts(tracking_uri: str) -> int:
                               (new, len(location) + 1, experiment_id, len(location), location))
             updated += cur.rowcount
     return updated
-
-
-def render_svg(dot_text: str) -> str | None:
-    """SVG text of a DOT graph, drawn by ``graphviz.Source(...).pipe``; None (and a warning) when the graphviz
-    package or Graphviz's ``dot`` binary is missing, or ``dot`` rejects the graph."""
-    try:
-        import graphviz
-    except ImportError:
-        warnings.warn("the graphviz package is not installed (pip install graphviz): graph.svg is skipped",
-                      RuntimeWarning, stacklevel=2)
-        return None
-    try:
-        return graphviz.Source(dot_text).pipe(format="svg", encoding="utf-8", quiet=True)
-    except graphviz.ExecutableNotFound:
-        warnings.warn("Graphviz's `dot` binary is not installed (apt-get install graphviz): graph.svg is skipped",
-                      RuntimeWarning, stacklevel=2)
-    except graphviz.CalledProcessError as e:
-        stderr = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else str(e.stderr or e)
-        message = stderr.strip()[:200]
-        warnings.warn(f"graphviz's dot failed ({message}): graph.svg is skipped", RuntimeWarning, stacklevel=2)
-    return None
 
 
 def _clean(value: Any) -> str:
@@ -194,6 +173,20 @@ class TrialRun:
         svg = render_svg(dot)
         if svg is not None:
             self.log_text(svg, "graph.svg")
+
+    def log_kernels(self, op: Operator, targets: Sequence[str], mapping: Any = 0) -> None:
+        """The code `op` runs on each of `targets` (syno_automl.kernels: ``cpu.eager``, ``cuda.compiled``,
+        ``tvm.llvm`` ...) as artifacts ``kernels/<target>/<file>``, so the run shows what it compiles to on each
+        device; a target whose code cannot be produced gets ``kernels/<target>/unavailable.txt`` saying why."""
+        from syno_automl.kernels import kernel_sources
+
+        for target in targets:
+            try:
+                files = kernel_sources(op, target, mapping)
+            except Exception as e:  # noqa: BLE001 -- never stops a search: the reason is the artifact
+                files = {f"{target}/unavailable.txt": f"{type(e).__name__}: {e}\n"}
+            for name, text in files.items():
+                self.log_text(text, f"kernels/{name}")
 
     def log_failure(self, reason: str, details: str | None = None) -> None:
         self.set_tags({V.FAILURE: reason})
@@ -297,6 +290,12 @@ class SearchTracker:
         if op is not None:
             trial_run.log_operator(op)
         return trial_run
+
+    def final_runs(self, study: str, running: bool = False) -> list[Any]:
+        """The final stage's runs of `study` (tag syno.role = final), oldest first; `running`: those still RUNNING."""
+        status = " and attributes.status = 'RUNNING'" if running else ""
+        return self._search(f"tags.`{V.TAG_STUDY}` = '{study}' and tags.`{V.TAG_ROLE}` = '{V.ROLE_FINAL}'{status}",
+                            max_results=50000)
 
     def reevaluation_runs(self, study: str) -> list[Any]:
         """The runs of ``syno-automl reevaluate`` for `study`, oldest first (read by ``syno-automl report``)."""

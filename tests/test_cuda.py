@@ -165,7 +165,7 @@ def _digits_cnn():
     dm.setup("fit")
     model = build_model("small_cnn", 10, 1)
     x = next(iter(dm.train_dataloader()))[0]
-    sub = substitute(model, nn.Conv2d, x, where=lambda n, m: m.in_channels != 1, flops_ratio=1.0, max_depth=8)
+    sub = substitute(model, nn.Conv2d, x, where=lambda n, m: m.in_channels != 1, flops_ratio=1.0, max_depth=8, cost_ratio=None)
     return dm, model, sub
 
 

@@ -161,6 +161,8 @@ BUDGETS = [
     ({"min_flops": 1e30}, "min_flops=1e+30 empties the space: no operator reaches it"),
     ({"min_params": 1e30}, "min_params=1e+30 empties the space: no operator reaches it"),
     ({"max_memory": 1}, "max_memory=1 empties the space: every operator stores an intermediate"),
+    ({"max_cost": 1.0}, "max_cost=1 empties the space: every operator's planned cost is at least"),  # a ratio typed
+    ({"max_cost": 0, "coefficients": ["k=3: 2", "s=2: 2"]}, "max_cost=0 empties"),  # once sampled [] for 5 s
 ]
 
 
@@ -191,6 +193,7 @@ def test_budget_bounds_hold_for_every_operator_found(kwargs: dict) -> None:
         assert bounds["min_flops"] <= totals["flops"] <= bounds["max_flops"]
         assert bounds["min_params"] <= totals["params"] <= bounds["max_params"]
         assert bounds["min_memory"] <= totals["memory"]
+        assert bounds["min_cost"] <= totals["cost"]
 
 
 def test_budgets_the_bounds_allow_are_not_refused() -> None:
@@ -320,7 +323,7 @@ def test_substituted_grouped_convs_are_reachable() -> None:
     from syno_automl import substitute
 
     model, x = _conv_model(nn.Conv2d(8, 8, 3, padding=1, groups=2), nn.Conv2d(8, 8, 3, padding=1, groups=2))
-    sub = substitute(model, nn.Conv2d, x, groups=True, max_depth=8)
+    sub = substitute(model, nn.Conv2d, x, groups=True, max_depth=8, cost_ratio=None)
     assert "g=2: 2" in sub.space.coefficients
     op = known.grouped_conv2d(sub.space)
     assert op.total_flops() == sub.baseline_flops
@@ -332,7 +335,7 @@ def test_a_dense_layer_beside_grouped_ones_keeps_the_grouped_conv_reachable() ->
     from syno_automl import substitute
 
     model, x = _conv_model(nn.Conv2d(8, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1, groups=2))
-    sub = substitute(model, nn.Conv2d, x, groups=True, max_depth=8)
+    sub = substitute(model, nn.Conv2d, x, groups=True, max_depth=8, cost_ratio=None)
     assert [m["g"] for m in sub.mappings] == [2, 2]
     known.grouped_conv2d(sub.space)
 
@@ -343,12 +346,12 @@ def test_depthwise_convs_are_not_replaced_by_dearer_operators_unless_asked() -> 
     from syno_automl import substitute
 
     model, x = _conv_model(nn.Conv2d(8, 8, 3, padding=1, groups=8))
-    sub = substitute(model, nn.Conv2d, x, groups=True, max_depth=6)
+    sub = substitute(model, nn.Conv2d, x, groups=True, max_depth=6, cost_ratio=None)
     assert sub.space.budgets["max_flops"] == sub.baseline_flops
     for op in sub.space.sample(5, seed=0, time_limit=30):
         assert op.total_flops() <= sub.baseline_flops
     sub.restore()
-    free = substitute(model, nn.Conv2d, x, groups=True, max_depth=6, flops_ratio=25.0)
+    free = substitute(model, nn.Conv2d, x, groups=True, max_depth=6, flops_ratio=25.0, cost_ratio=None)
     assert free.space.budgets["max_flops"] == 25.0 * free.baseline_flops
 
 
@@ -360,8 +363,9 @@ def test_unfold_ratio_is_lowered_from_the_cores_default_never_raised() -> None:
     assert _native.default_options()["min_unfold_ratio"] == 1.0
     import torch
 
-    big = substitute(nn.Sequential(nn.Conv2d(4, 4, 3, padding=1)), nn.Conv2d, torch.randn(1, 4, 8, 8))
+    big = substitute(nn.Sequential(nn.Conv2d(4, 4, 3, padding=1)), nn.Conv2d, torch.randn(1, 4, 8, 8), cost_ratio=None)
     assert "min_unfold_ratio" not in big.space.options  # 8 / 3 > 1.0: the default stands
-    small = substitute(nn.Sequential(nn.Conv2d(4, 4, 3, padding=1)), nn.Conv2d, torch.randn(1, 4, 2, 2))
+    small = substitute(nn.Sequential(nn.Conv2d(4, 4, 3, padding=1)), nn.Conv2d, torch.randn(1, 4, 2, 2),
+                       cost_ratio=None)
     assert small.space.options["min_unfold_ratio"] == pytest.approx(2 / 3)
     known.conv2d(small.space)

@@ -31,7 +31,7 @@ def digits():
 def search_space(digits):
     """The space the search side builds from a probe model (as study.prepare does)."""
     x = next(iter(digits.train_dataloader()))[0]
-    return substitute(build_model("small_cnn", 10, 1), nn.Conv2d, x, flops_ratio=0.5, **WHERE).space
+    return substitute(build_model("small_cnn", 10, 1), nn.Conv2d, x, flops_ratio=0.5, **WHERE, cost_ratio=None).space
 
 
 def _cheap_operator(space):
@@ -116,7 +116,7 @@ def test_operator_starts_at_the_scale_of_the_layer_it_replaces(digits, search_sp
     torch.manual_seed(0)
     model = build_model("small_cnn", 10, 1)
     x = next(iter(digits.train_dataloader()))[0]
-    sub = substitute(model, nn.Conv2d, x, **WHERE)
+    sub = substitute(model, nn.Conv2d, x, **WHERE, cost_ratio=None)
     inputs = _placeholder_inputs(sub, model, x)
     modules = sub.apply(_cheap_operator(search_space))
     match_output_scale(sub, modules, inputs)

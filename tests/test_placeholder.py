@@ -91,7 +91,7 @@ COUNTS = [
                          ids=[f"{c[0]}{'-' + '-'.join(c[1]) if c[1] else ''}" for c in COUNTS])
 def test_conv_counts(name, kwargs, substituted, skipped):
     model, x, _ = model_and_batch(name)
-    sub = substitute(model, nn.Conv2d, x, **kwargs)
+    sub = substitute(model, nn.Conv2d, x, **kwargs, cost_ratio=None)
     assert len(sub.placeholders) == substituted
     assert dict(reasons(sub)) == skipped
     total = sum(isinstance(m, nn.Conv2d) for m in model.modules())  # placeholders hold their original layer
@@ -108,21 +108,21 @@ def test_conv_counts(name, kwargs, substituted, skipped):
 
 def test_conv_counts_efficientnet():
     model, x, _ = model_and_batch("efficientnet_v2_s")
-    sub = substitute(model, nn.Conv2d, x)
+    sub = substitute(model, nn.Conv2d, x, cost_ratio=None)
     r = reasons(sub)
     assert len(sub.placeholders) == 9
     assert r[ONE_BY_ONE] == 129 and r[STRIDE] == 4
     depthwise = [reason for reason in r if "depthwise" in reason]
     assert sum(r[k] for k in depthwise) == 28
     sub.restore()
-    sub = substitute(model, nn.Conv2d, x, groups=True)
+    sub = substitute(model, nn.Conv2d, x, groups=True, cost_ratio=None)
     assert len(sub.placeholders) == 9 + 28
     assert dict(reasons(sub)) == {ONE_BY_ONE: 129, STRIDE: 4}
 
 
 def test_gpt_qkv_and_all_linears():
     model, x, _ = model_and_batch("gpt")
-    sub = substitute(model, nn.Linear, x, where="*.qkv")
+    sub = substitute(model, nn.Linear, x, where="*.qkv", cost_ratio=None)
     assert [n for n, _ in sub.placeholders] == ["blocks.0.attn.qkv", "blocks.1.attn.qkv"]
     assert dict(reasons(sub)) == {"excluded by where": 7}
     # [B, T, d] -> [B, T, 3d] as [N, C_in] -> [N, C_out] with N = B * T
@@ -130,11 +130,11 @@ def test_gpt_qkv_and_all_linears():
     assert sub.baseline_flops == 2 * (2 * 2 * 8 * 64 * 192)
     sub.restore()
 
-    sub = substitute(model, nn.Linear, x)
+    sub = substitute(model, nn.Linear, x, cost_ratio=None)
     assert len(sub.placeholders) == 8  # qkv, attn.proj, mlp.fc, mlp.proj per block
     assert sub.skipped == [("lm_head", "weight shared with token_embedding (tied weights)")]
     sub.restore()
-    sub = substitute(model, nn.Linear, x, where=lambda name, m: m.out_features == 4 * m.in_features)
+    sub = substitute(model, nn.Linear, x, where=lambda name, m: m.out_features == 4 * m.in_features, cost_ratio=None)
     assert [n for n, _ in sub.placeholders] == ["blocks.0.mlp.fc", "blocks.1.mlp.fc"]
 
 
@@ -157,7 +157,7 @@ def test_other_skip_reasons():
             y = y + F.pad(self.valid(x), (1, 1, 1, 1)) + self.even(x)[:, :, :-1, :-1]
             return self.twice(y) + self.twice(y[:, :, :4, :4]).sum()
 
-    sub = substitute(Net(), nn.Conv2d, torch.randn(2, 4, 8, 8), kernel_sizes=None)
+    sub = substitute(Net(), nn.Conv2d, torch.randn(2, 4, 8, 8), kernel_sizes=None, cost_ratio=None)
     assert [n for n, _ in sub.placeholders] == ["ok", "same"]
     assert sub.mappings[1]["k"] == 5 and sub.mappings[0]["k"] == 3  # each mapping holds its own k
     got = dict(sub.skipped)
@@ -181,7 +181,7 @@ def check_sampled_operator(name: str, seed: int = 0, **kwargs) -> None:
         reference = model(x)
     state = copy.deepcopy(model.state_dict())
     types = nn.Linear if name == "gpt" else nn.Conv2d
-    sub = substitute(model, types, x, flops_ratio=1.0, **kwargs)
+    sub = substitute(model, types, x, flops_ratio=1.0, **kwargs, cost_ratio=None)
     with torch.no_grad():
         assert torch.equal(model(x), reference)  # placeholders run the original layers
 
@@ -244,7 +244,7 @@ def test_restore_gives_identical_outputs():
     with torch.no_grad():
         reference = model(x)
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    sub = substitute(model, nn.Conv2d, x)
+    sub = substitute(model, nn.Conv2d, x, cost_ratio=None)
     op = sub.space.sample(1, seed=3)[0]
     sub.apply(op)
     with torch.no_grad():
@@ -266,7 +266,7 @@ def test_substituted_model_exports_and_compiles():
     """torch.export (dynamic batch) and torch.compile of a whole model with operators installed (the
     generated forward is inlined into the model's graph)."""
     model, x, _ = model_and_batch("small_cnn")
-    sub = substitute(model, nn.Conv2d, x)
+    sub = substitute(model, nn.Conv2d, x, cost_ratio=None)
     sub.apply(sub.space.sample(1, seed=2)[0])
     model.eval()
     x3 = torch.randn(3, *x.shape[1:])
@@ -309,7 +309,7 @@ def test_conv2d_equivalent_in_model_reproduces_model():
     model.eval()
     with torch.no_grad():
         reference = model(x)
-    sub = substitute(model, nn.Conv2d, x)
+    sub = substitute(model, nn.Conv2d, x, cost_ratio=None)
     op = known.conv2d(sub.space)
     assert sub.operator_flops(op) == sub.baseline_flops
     with FlopCounterMode(display=False) as counter, torch.no_grad():
@@ -329,7 +329,7 @@ def test_linear_equivalent_reproduces_gpt():
     model.eval()
     with torch.no_grad():
         reference = model(x)
-    sub = substitute(model, nn.Linear, x, where="*.qkv")
+    sub = substitute(model, nn.Linear, x, where="*.qkv", cost_ratio=None)
     op = known.linear(sub.space)
     modules = sub.apply(op)
     with torch.no_grad():
@@ -352,7 +352,7 @@ def test_linear_equivalent_reproduces_gpt():
 
 def test_flops_ratio_budget():
     model, x, _ = model_and_batch("small_cnn")
-    sub = substitute(model, nn.Conv2d, x, flops_ratio=0.5, min_flops_ratio=0.05)
+    sub = substitute(model, nn.Conv2d, x, flops_ratio=0.5, min_flops_ratio=0.05, cost_ratio=None)
     assert sub.space.budgets["max_flops"] == 0.5 * sub.baseline_flops
     ops = sub.space.sample(5, seed=1)
     assert ops
@@ -432,20 +432,20 @@ def test_placeholder_state():
 def test_errors():
     model, x, _ = model_and_batch("small_cnn")
     with pytest.raises(SubstitutionError, match="unsupported layer type .*Conv1d"):
-        substitute(model, nn.Conv1d, x)
+        substitute(model, nn.Conv1d, x, cost_ratio=None)
     with pytest.raises(SubstitutionError, match="unsupported layer type .*LSTM"):
-        substitute(model, (nn.Conv2d, nn.LSTM), x)
+        substitute(model, (nn.Conv2d, nn.LSTM), x, cost_ratio=None)
     with pytest.raises(SubstitutionError, match="not an nn.Module class"):
-        substitute(model, "conv", x)
+        substitute(model, "conv", x, cost_ratio=None)
     with pytest.raises(SubstitutionError, match="example_input"):
-        substitute(model, nn.Conv2d, None)
+        substitute(model, nn.Conv2d, None, cost_ratio=None)
     with pytest.raises(SubstitutionError, match="no layer can be substituted"):
-        substitute(model, nn.Conv2d, x, where="nothing*")
+        substitute(model, nn.Conv2d, x, where="nothing*", cost_ratio=None)
     with pytest.raises(SubstitutionError, match="once per layer type"):
-        substitute(model, (nn.Conv2d, nn.Linear), x)
+        substitute(model, (nn.Conv2d, nn.Linear), x, cost_ratio=None)
     gpt, tokens, _ = model_and_batch("gpt")
     with pytest.raises(SubstitutionError, match="no Conv2d layer"):
-        substitute(gpt, nn.Conv2d, tokens)
+        substitute(gpt, nn.Conv2d, tokens, cost_ratio=None)
     # a failed substitute leaves the model untouched
     assert not any(isinstance(m, Placeholder) for m in model.modules())
     with pytest.raises(SubstitutionError, match="no Placeholder"):

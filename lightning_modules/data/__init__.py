@@ -10,6 +10,8 @@ from typing import Any
 
 import lightning as L
 
+from syno_automl.errors import OptionError
+
 from .digits import DigitsDataModule
 from .folder_datasets import CIFAR10DataModule, CIFAR100DataModule, ImageFolderDataModule, MNISTDataModule
 from .text import TextDataModule
@@ -26,15 +28,15 @@ def build_datamodule(name: str, data_dir: str | Path | None = None, **kw: Any) -
     if key in _EMBEDDED:
         if key == "digits":
             if data_dir is not None:
-                raise ValueError("the digits dataset is bundled with scikit-learn and takes no data_dir")
+                raise OptionError("the digits dataset is bundled with scikit-learn and takes no data_dir")
             return DigitsDataModule(**kw)
         return TextDataModule(data_dir, **kw)
     if key in _LOCAL:
         if data_dir is None:
-            raise ValueError(f"dataset {name!r} is read from a local folder: pass data_dir (datasets are not "
-                             f"downloaded)")
+            raise OptionError(f"dataset {name!r} is read from a local folder: pass data_dir (datasets are not "
+                              f"downloaded)")
         return _LOCAL[key](data_dir, **kw)
-    raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(DATAMODULE_NAMES)}")
+    raise OptionError(f"unknown dataset {name!r}; known datasets: {', '.join(DATAMODULE_NAMES)}")
 
 
 __all__ = ["CIFAR100DataModule", "CIFAR10DataModule", "DATAMODULE_NAMES", "DigitsDataModule",

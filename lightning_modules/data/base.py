@@ -7,6 +7,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset, random_split
 
+from syno_automl.errors import DatasetFormatError, OptionError
+
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
 
@@ -16,7 +18,7 @@ class TensorImageDataset(Dataset):
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, mean: Sequence[float], std: Sequence[float],
                  transform: Transform | None = None) -> None:
         if len(images) != len(labels):
-            raise ValueError(f"{len(images)} images but {len(labels)} labels")
+            raise DatasetFormatError(f"{len(images)} images but {len(labels)} labels")
         self.images = images
         self.labels = labels.long()
         self.mean = torch.tensor(mean, dtype=torch.float32).view(-1, 1, 1)
@@ -69,7 +71,7 @@ class ClassificationDataModule(L.LightningDataModule):
 def seeded_split(count: int, val_fraction: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Deterministic permutation of ``range(count)`` cut into (train indices, val indices)."""
     if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+        raise OptionError(f"val_fraction must be in (0, 1), got {val_fraction}")
     n_val = max(1, int(round(count * val_fraction)))
     # validation first: the same randperm cut as before random_split, so a seed keeps its split
     val, train = random_split(range(count), [n_val, count - n_val], generator=torch.Generator().manual_seed(seed))

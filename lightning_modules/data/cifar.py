@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from syno_automl.errors import DatasetFormatError
+
 from .base import ClassificationDataModule, TensorImageDataset
 from .files import find_dataset_dir
 from .transforms import RandomCropFlip
@@ -25,7 +27,7 @@ def read_cifar_batch(path: str | Path, label_key: str) -> tuple[np.ndarray, np.n
         batch = pickle.load(handle, encoding="bytes")
     key = label_key.encode()
     if b"data" not in batch or key not in batch:
-        raise ValueError(f"{path}: not a CIFAR batch (keys {sorted(batch)}; expected b'data' and {key!r})")
+        raise DatasetFormatError(f"{path}: not a CIFAR batch (keys {sorted(batch)}; expected b'data' and {key!r})")
     images = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
     return images, np.asarray(batch[key], dtype=np.int64)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from syno_automl.errors import OptionError
+
 from .base import ClassificationDataModule, TensorImageDataset, seeded_split
 
 
@@ -34,7 +36,7 @@ class DigitsDataModule(ClassificationDataModule):
                  num_workers: int = 0) -> None:
         super().__init__(batch_size, num_workers)
         if image_size < 8:
-            raise ValueError(f"image_size must be at least 8 (the digits are 8x8), got {image_size}")
+            raise OptionError(f"image_size must be at least 8 (the digits are 8x8), got {image_size}")
         self.image_size = image_size
         self.val_fraction = val_fraction
         self.seed = seed

@@ -4,6 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from syno_automl.errors import DatasetNotFoundError
+
 
 def find_dataset_dir(data_dir: str | Path, candidates: Sequence[str], required: Sequence[str],
                      dataset: str, gz_ok: bool = False) -> Path:
@@ -18,7 +20,7 @@ def find_dataset_dir(data_dir: str | Path, candidates: Sequence[str], required: 
             return folder
     folders = [str(root / sub) if sub else str(root) for sub in candidates]
     suffix = " (optionally gzip-compressed, ending in .gz)" if gz_ok else ""
-    raise FileNotFoundError(
+    raise DatasetNotFoundError(
         f"{dataset}: expected files {', '.join(required)}{suffix} in one of: {'; '.join(folders)}; "
         f"none of these folders holds them all. Datasets are not downloaded: place the files there.")
 
@@ -27,7 +29,7 @@ def resolve_file(path: Path, gz_ok: bool = False) -> Path:
     """``path`` itself, or ``path.gz`` when allowed; FileNotFoundError naming it otherwise."""
     found = _existing(path, gz_ok)
     if found is None:
-        raise FileNotFoundError(f"expected file {path}{' (or .gz)' if gz_ok else ''}")
+        raise DatasetNotFoundError(f"expected file {path}{' (or .gz)' if gz_ok else ''}")
     return found
 
 

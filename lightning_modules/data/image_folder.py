@@ -7,6 +7,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from syno_automl.errors import DatasetFormatError, DatasetNotFoundError, MissingDependencyError
+
 from .base import ClassificationDataModule, seeded_split
 from .transforms import RandomFlip
 
@@ -18,20 +20,21 @@ def _require_pillow():  # noqa: ANN202 - returns the PIL.Image module
     try:
         from PIL import Image
     except ImportError as error:
-        raise ImportError("the imagenet-folder dataset reads images with Pillow: pip install pillow") from error
+        raise MissingDependencyError("the imagenet-folder dataset reads images with Pillow: "
+                                     "pip install pillow") from error
     return Image
 
 
 def list_image_folder(split_dir: Path) -> tuple[list[tuple[Path, int]], list[str]]:
     """Sorted ``(image path, class index)`` pairs and the sorted class names of ``split_dir/<class>/``."""
     if not split_dir.is_dir():
-        raise FileNotFoundError(f"imagenet-folder: expected a folder {split_dir} with one sub-folder per class "
-                                f"holding {'/'.join(IMAGE_SUFFIXES)} images, e.g. {split_dir}/<class>/0001.jpg")
+        raise DatasetNotFoundError(f"imagenet-folder: expected a folder {split_dir} with one sub-folder per class "
+                                   f"holding {'/'.join(IMAGE_SUFFIXES)} images, e.g. {split_dir}/<class>/0001.jpg")
     classes = sorted(p.name for p in split_dir.iterdir() if p.is_dir())
     samples = [(path, index) for index, name in enumerate(classes)
                for path in sorted((split_dir / name).iterdir()) if path.suffix.lower() in IMAGE_SUFFIXES]
     if not samples:
-        raise FileNotFoundError(f"imagenet-folder: no {'/'.join(IMAGE_SUFFIXES)} images under {split_dir}/<class>/")
+        raise DatasetNotFoundError(f"imagenet-folder: no {'/'.join(IMAGE_SUFFIXES)} images under {split_dir}/<class>/")
     return samples, classes
 
 
@@ -92,8 +95,8 @@ class ImageFolderDataModule(ClassificationDataModule):
         if (self.data_dir / "val").is_dir():
             val, val_classes = list_image_folder(self.data_dir / "val")
             if val_classes != self.classes:
-                raise ValueError(f"imagenet-folder: class folders differ between {self.data_dir / 'train'} and "
-                                 f"{self.data_dir / 'val'}: {sorted(set(self.classes) ^ set(val_classes))}")
+                raise DatasetFormatError(f"imagenet-folder: class folders differ between {self.data_dir / 'train'} and "
+                                         f"{self.data_dir / 'val'}: {sorted(set(self.classes) ^ set(val_classes))}")
         else:
             train_idx, val_idx = seeded_split(len(train), self.val_fraction, self.seed)
             train, val = [train[i] for i in train_idx.tolist()], [train[i] for i in val_idx.tolist()]

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from syno_automl.errors import DatasetFormatError
+
 from .base import ClassificationDataModule, TensorImageDataset
 from .files import find_dataset_dir, resolve_file
 
@@ -24,14 +26,15 @@ def read_idx(path: str | Path) -> np.ndarray:
     with opener(path, "rb") as handle:
         data = handle.read()
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_DTYPES:
-        raise ValueError(f"{path}: not an IDX file (bad magic number {data[:4].hex()})")
+        raise DatasetFormatError(f"{path}: not an IDX file (bad magic number {data[:4].hex()})")
     ndim = data[3]
     shape = tuple(int(v) for v in np.frombuffer(data, dtype=">i4", count=ndim, offset=4))
     dtype = np.dtype(_IDX_DTYPES[data[2]])
     offset = 4 + 4 * ndim
     expected = int(np.prod(shape)) * dtype.itemsize
     if len(data) - offset != expected:
-        raise ValueError(f"{path}: header says shape {shape} ({expected} bytes) but {len(data) - offset} follow")
+        raise DatasetFormatError(f"{path}: header says shape {shape} ({expected} bytes) but "
+                                 f"{len(data) - offset} follow")
     return np.frombuffer(data, dtype=dtype, offset=offset).reshape(shape)
 
 

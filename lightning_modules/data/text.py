@@ -10,6 +10,8 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from syno_automl.errors import DatasetFormatError, DatasetNotFoundError, OptionError
+
 TEXT_SUFFIXES = (".txt", ".md", ".py")
 DEFAULT_CORPUS_BYTES = 1_000_000
 BYTE_VOCAB_SIZE = 256
@@ -24,13 +26,13 @@ def stdlib_dir() -> Path:
 def list_text_files(folder: Path, suffixes: tuple[str, ...] = TEXT_SUFFIXES) -> list[Path]:
     """Text files under ``folder`` (recursive), sorted by relative path; skips site/dist-packages, caches, dotfiles."""
     if not folder.is_dir():
-        raise FileNotFoundError(f"text corpus: folder {folder} does not exist")
+        raise DatasetNotFoundError(f"text corpus: folder {folder} does not exist")
     files: list[Path] = []
     for parent, dirs, names in os.walk(folder):
         dirs[:] = [d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith(".")]
         files.extend(Path(parent, name) for name in names if name.endswith(suffixes) and not name.startswith("."))
     if not files:
-        raise FileNotFoundError(f"text corpus: no {'/'.join(suffixes)} files under {folder}")
+        raise DatasetNotFoundError(f"text corpus: no {'/'.join(suffixes)} files under {folder}")
     return sorted(files, key=lambda p: p.relative_to(folder).as_posix())
 
 
@@ -52,7 +54,7 @@ class TokenChunkDataset(Dataset):
 
     def __init__(self, tokens: torch.Tensor, seq_len: int) -> None:
         if len(tokens) < seq_len + 1:
-            raise ValueError(f"{len(tokens)} tokens are fewer than seq_len + 1 = {seq_len + 1}")
+            raise DatasetFormatError(f"{len(tokens)} tokens are fewer than seq_len + 1 = {seq_len + 1}")
         self.tokens = tokens
         self.seq_len = seq_len
 
@@ -83,10 +85,10 @@ def encode(corpus: bytes, tokenizer: str) -> tuple[torch.Tensor, int, list[str] 
 
             enc = tiktoken.get_encoding(name)
         except Exception as e:  # not installed, unknown name, or its BPE files cannot be fetched offline
-            raise ValueError(f"tokenizer {tokenizer!r} is not available here ({type(e).__name__}: {e}); "
-                             f"use 'byte' or 'char'") from None
+            raise OptionError(f"tokenizer {tokenizer!r} is not available here ({type(e).__name__}: {e}); "
+                              f"use 'byte' or 'char'") from None
         return torch.tensor(enc.encode_ordinary(text), dtype=torch.long), int(enc.n_vocab), None
-    raise ValueError(f"tokenizer must be 'byte', 'char' or 'tiktoken:NAME', got {tokenizer!r}")
+    raise OptionError(f"tokenizer must be 'byte', 'char' or 'tiktoken:NAME', got {tokenizer!r}")
 
 
 class TextDataModule(L.LightningDataModule):
@@ -106,13 +108,13 @@ class TextDataModule(L.LightningDataModule):
                  tokenizer: str = "byte") -> None:
         super().__init__()
         if tokenizer not in ("byte", "char") and not tokenizer.startswith("tiktoken:"):
-            raise ValueError(f"tokenizer must be 'byte', 'char' or 'tiktoken:NAME', got {tokenizer!r}")
+            raise OptionError(f"tokenizer must be 'byte', 'char' or 'tiktoken:NAME', got {tokenizer!r}")
         self.tokenizer = tokenizer
         # known before setup for bytes; char and tiktoken vocabularies are read from the corpus / encoding
         self.vocab_size = BYTE_VOCAB_SIZE
         self.chars: list[str] | None = None
         if not 0.0 < val_fraction < 1.0:
-            raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+            raise OptionError(f"val_fraction must be in (0, 1), got {val_fraction}")
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.seq_len = seq_len
         self.batch_size = batch_size
@@ -136,8 +138,9 @@ class TextDataModule(L.LightningDataModule):
         tokens, self.vocab_size, self.chars = encode(corpus, self.tokenizer)
         n_val = int(len(tokens) * self.val_fraction)
         if n_val < self.seq_len + 1:
-            raise ValueError(f"text corpus of {len(tokens)} {self.tokenizer} tokens is too small: the held-out "
-                             f"{self.val_fraction:.0%} ({n_val} tokens) needs at least seq_len + 1 = {self.seq_len + 1}")
+            raise DatasetFormatError(f"text corpus of {len(tokens)} {self.tokenizer} tokens is too small: the "
+                                     f"held-out {self.val_fraction:.0%} ({n_val} tokens) needs at least seq_len + 1 "
+                                     f"= {self.seq_len + 1}")
         self.train_set = TokenChunkDataset(tokens[:-n_val], self.seq_len)
         self.val_set = TokenChunkDataset(tokens[-n_val:], self.seq_len)
 

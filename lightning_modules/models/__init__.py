@@ -9,6 +9,8 @@ from typing import Any, Callable
 
 from torch import nn
 
+from syno_automl.errors import OptionError
+
 from .densenet import densenet121
 from .efficientnet import efficientnet_v2_s
 from .gpt import GPT, GPTConfig, gpt, gpt2
@@ -45,7 +47,7 @@ def build_model(name: str, num_classes: int = 10, in_channels: int = 3, **kw: An
     """Build a model by name; for ``gpt``/``gpt2`` ``num_classes`` is the vocabulary size."""
     key = name.lower().replace("-", "_")
     if key not in _REGISTRY:
-        raise ValueError(f"unknown model {name!r}; known models: {', '.join(MODEL_NAMES)}")
+        raise OptionError(f"unknown model {name!r}; known models: {', '.join(MODEL_NAMES)}")
     return _REGISTRY[key](num_classes, in_channels, **kw)
 
 

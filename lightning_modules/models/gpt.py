@@ -12,6 +12,8 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from syno_automl.errors import OptionError, ShapeError
+
 
 @dataclass(frozen=True)
 class GPTConfig:
@@ -31,7 +33,7 @@ class GPTConfig:
 
     def __post_init__(self) -> None:
         if self.d_model % self.n_head != 0:
-            raise ValueError(f"d_model={self.d_model} must be divisible by n_head={self.n_head}")
+            raise OptionError(f"d_model={self.d_model} must be divisible by n_head={self.n_head}")
 
 
 class CausalSelfAttention(nn.Module):
@@ -114,7 +116,7 @@ class GPT(nn.Module):
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         steps = idx.shape[1]
         if steps > self.config.block_size:
-            raise ValueError(f"sequence length {steps} exceeds block_size={self.config.block_size}")
+            raise ShapeError(f"sequence length {steps} exceeds block_size={self.config.block_size}")
         positions = torch.arange(steps, device=idx.device)
         x = self.drop(self.token_embedding(idx) + self.position_embedding(positions))
         for block in self.blocks:

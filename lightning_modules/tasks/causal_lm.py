@@ -10,6 +10,8 @@ import torch.nn.functional as F
 from torchmetrics import MeanMetric
 from torchmetrics.text import Perplexity
 
+from syno_automl.errors import OptionError
+
 from ..models.gpt import GPT, GPTConfig
 from .errors import check_finite_loss
 from .schedules import cosine_with_warmup, lightning_scheduler
@@ -30,7 +32,7 @@ class CausalLM(L.LightningModule):
                  betas: tuple[float, float] = (0.9, 0.95), warmup_steps: int = 0, scheduler: str = "cosine") -> None:
         super().__init__()
         if scheduler not in ("cosine", "none"):
-            raise ValueError(f"scheduler must be 'cosine' or 'none', got {scheduler!r}")
+            raise OptionError(f"scheduler must be 'cosine' or 'none', got {scheduler!r}")
         self.save_hyperparameters(ignore=["model"])
         self.model = model if model is not None else GPT(GPTConfig())
         self.val_loss_mean = MeanMetric()

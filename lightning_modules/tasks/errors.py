@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import torch
 
+from syno_automl.errors import SynoError
 
-class NonFiniteLossError(ValueError):
+
+class NonFiniteLossError(SynoError, ValueError):
     """The training loss became NaN or infinite; the message names the step."""
 
 

@@ -7,6 +7,8 @@ from torch import nn
 import torch.nn.functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
+from syno_automl.errors import OptionError
+
 from .errors import check_finite_loss
 from .schedules import cosine_with_warmup, lightning_scheduler
 
@@ -25,9 +27,9 @@ class ImageClassifier(L.LightningModule):
                  optimizer: str = "sgd", scheduler: str = "cosine", warmup_steps: int = 0) -> None:
         super().__init__()
         if optimizer not in ("sgd", "adamw"):
-            raise ValueError(f"optimizer must be 'sgd' or 'adamw', got {optimizer!r}")
+            raise OptionError(f"optimizer must be 'sgd' or 'adamw', got {optimizer!r}")
         if scheduler not in ("cosine", "none"):
-            raise ValueError(f"scheduler must be 'cosine' or 'none', got {scheduler!r}")
+            raise OptionError(f"scheduler must be 'cosine' or 'none', got {scheduler!r}")
         self.save_hyperparameters(ignore=["backbone"])
         self.backbone = backbone
         self.val_acc = MulticlassAccuracy(num_classes=num_classes, average="micro")

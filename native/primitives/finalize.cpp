@@ -55,7 +55,7 @@ void assign(const Space& space, const NodePtr& node, const std::vector<const Dim
             info->flops += p.flops;
             info->params += p.params;
             info->memory = std::max(info->memory, 4 * p.peak_elements);
-            info->cost += p.cost.total();
+            info->cost += p.cost.total(space.options.cost_profile);
             info->cost_flops += p.cost.flops;
             info->materialized += p.cost.materialized;
             info->peak = std::max(info->peak, p.cost.peak);

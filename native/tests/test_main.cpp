@@ -215,6 +215,7 @@ static void test_budget_bounds_hold() {
         CHECK(op->final_info->flops >= b.min_flops && op->final_info->flops <= b.max_flops);
         CHECK(op->final_info->params >= b.min_params && op->final_info->params <= b.max_params);
         CHECK(op->final_info->memory >= b.min_memory);
+        CHECK(op->final_info->cost >= b.min_cost);
     }
 }
 

@@ -42,6 +42,8 @@ from typing import Any
 
 from syno_automl.codegen.loader import load_class
 from syno_automl.codegen.torch_steps import TorchGen
+from syno_automl.echo import shown
+from syno_automl.errors import OptionError
 from syno_automl.ir import Program, count_flops, parse, walk, weight_stds
 
 __all__ = ["program_to_source", "build_module", "count_flops"]
@@ -56,7 +58,7 @@ def program_to_source(program: Mapping[str, Any] | Program, class_name: str = "S
     ``forward(self, x)`` runs the steps. ``header`` (e.g. a description of the operator) is placed at the top
     as ``#`` comment lines."""
     if not class_name.isidentifier():
-        raise ValueError(f"class name {class_name!r} is not an identifier")
+        raise OptionError(f"class name {shown(class_name)} is not an identifier")
     p = parse(program)
     gen = TorchGen(p)
     walk(p, gen)

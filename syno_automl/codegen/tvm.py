@@ -23,6 +23,7 @@ import tvm
 from tvm import te, tirx
 
 from syno_automl.codegen.tvm_te import fused_te, program_to_te
+from syno_automl.errors import KernelArgumentError, OptionTypeError, ShapeError
 from syno_automl.ir import Program
 
 __all__ = [
@@ -64,7 +65,7 @@ def program_to_irmodule(program_or_func) -> tvm.IRModule:
     elif isinstance(program_or_func, (Mapping, Program)):
         func = program_to_primfunc(program_or_func)
     else:
-        raise TypeError(f"expected a program dict, PrimFunc or IRModule, got {type(program_or_func)}")
+        raise OptionTypeError(f"expected a program dict, PrimFunc or IRModule, got a {type(program_or_func).__name__}")
     if func.attrs is None or "global_symbol" not in func.attrs:
         func = func.with_attr("global_symbol", "main")
     return tvm.IRModule({"main": func})
@@ -165,12 +166,12 @@ class Kernel:
     def __call__(self, x, *weights) -> np.ndarray:
         ins = [x, *weights]
         if len(ins) != len(self.args) - 1:
-            raise TypeError(f"kernel takes {len(self.args) - 1} arrays (x and weights), got {len(ins)}")
+            raise KernelArgumentError(f"kernel takes {len(self.args) - 1} arrays (x and weights), got {len(ins)}")
         tins = []
         for a, (shape, dtype) in zip(ins, self.args[:-1]):
             a = np.ascontiguousarray(np.asarray(a, dtype=dtype))
             if list(a.shape) != shape:
-                raise ValueError(f"argument shape {list(a.shape)} != expected {shape}")
+                raise ShapeError(f"argument shape {list(a.shape)} != expected {shape}")
             tins.append(tvm.runtime.tensor(a, self.dev))
         shape, dtype = self.args[-1]
         out = tvm.runtime.empty(shape, dtype, self.dev)

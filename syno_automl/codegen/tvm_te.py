@@ -19,7 +19,18 @@ from typing import Any
 import tvm
 from tvm import te, tirx
 
-from syno_automl.ir import Program, State, StepBackend, Transition, fold, oracle, parse, walk, weight_order, weight_program
+from syno_automl.ir import (
+    Program,
+    State,
+    StepBackend,
+    Transition,
+    fold,
+    oracle,
+    parse,
+    walk,
+    weight_order,
+    weight_program,
+)
 from syno_automl.ir.errors import IRError
 
 __all__ = ["TEGen", "program_to_te", "fused_te", "expr_table"]

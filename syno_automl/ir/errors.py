@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from syno_automl.errors import SynoError
+
 __all__ = ["IRError"]
 
 
-class IRError(ValueError):
+class IRError(SynoError, ValueError):
     """A program dict (docs/architecture.md §2) that is malformed or inconsistent; the message names the key,
     the step or the dim at fault."""

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from syno_automl.echo import shown
 from syno_automl.ir.errors import IRError
 
 __all__ = ["EXPR_OPS", "LEAF_OPS", "Expr", "parse_expr", "fold", "iter_nodes", "index_table", "evaluate_index"]
@@ -60,7 +61,7 @@ class Expr:
 
 def _int(v: Any, where: str) -> int:
     if isinstance(v, bool) or not hasattr(v, "__index__"):  # ints and numpy ints, not floats
-        raise IRError(f"{where}: expected an integer, got {v!r}")
+        raise IRError(f"{where}: expected an integer, got {shown(v)}")
     return int(v)
 
 
@@ -69,11 +70,11 @@ def parse_expr(e: Any, where: str = "expression", *, iterators: int | None = Non
     """JSON s-expression -> :class:`Expr`, strictly: unknown ops, wrong arity, non-integer constants and
     (when the counts are given) leaf indices out of range raise :class:`IRError` naming ``where``."""
     if not isinstance(e, (list, tuple)) or not e or not isinstance(e[0], str):
-        raise IRError(f"{where}: expected an s-expression [op, ...], got {e!r}")
+        raise IRError(f"{where}: expected an s-expression [op, ...], got {shown(e)}")
     op = e[0]
     if op in LEAF_OPS:
         if len(e) != 2:
-            raise IRError(f"{where}: {op!r} takes one integer, got {e!r}")
+            raise IRError(f"{where}: {shown(op)} takes one integer, got {shown(e)}")
         v = _int(e[1], where)
         bound = iterators if op == "it" else reductions if op == "red" else None
         if bound is not None and not 0 <= v < bound:
@@ -82,16 +83,16 @@ def parse_expr(e: Any, where: str = "expression", *, iterators: int | None = Non
     kw = {"iterators": iterators, "reductions": reductions}
     if op in BINARY_OPS:
         if len(e) != 3:
-            raise IRError(f"{where}: {op!r} takes two expressions, got {e!r}")
+            raise IRError(f"{where}: {shown(op)} takes two expressions, got {shown(e)}")
         return Expr(op, (parse_expr(e[1], where, **kw), parse_expr(e[2], where, **kw)))
     if op in SCALED_OPS:
         if len(e) != 3:
-            raise IRError(f"{where}: {op!r} takes an expression and an integer, got {e!r}")
+            raise IRError(f"{where}: {shown(op)} takes an expression and an integer, got {shown(e)}")
         c = _int(e[2], where)
         if op in ("div", "mod", "pad") and c <= 0:
             raise IRError(f"{where}: {op} by {c} (must be positive)")
         return Expr(op, (parse_expr(e[1], where, **kw),), c)
-    raise IRError(f"{where}: unknown expression op {op!r} (known: {', '.join(EXPR_OPS)})")
+    raise IRError(f"{where}: unknown expression op {shown(op)} (known: {', '.join(EXPR_OPS)})")
 
 
 def fold(e: Expr, table: Mapping[str, Callable[..., V]]) -> V:
@@ -99,7 +100,7 @@ def fold(e: Expr, table: Mapping[str, Callable[..., V]]) -> V:
     try:
         handler = table[e.op]
     except KeyError:
-        raise IRError(f"no handler for expression op {e.op!r} in this backend") from None
+        raise IRError(f"no handler for expression op {shown(e.op)} in this backend") from None
     return handler(e, *(fold(a, table) for a in e.args))
 
 

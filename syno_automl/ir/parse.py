@@ -10,10 +10,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from syno_automl.echo import shown
 from syno_automl.ir.errors import IRError
 from syno_automl.ir.expr import parse_expr
-from syno_automl.ir.program import (STEP_OPS, WEIGHT_VIEW_OPS, Contract, Expand, Merge, Oracle, Program, Reduce, Shift, Split, Step,
-                                    Stride, Tensor, Unfold)
+from syno_automl.ir.program import (
+    STEP_OPS,
+    WEIGHT_VIEW_OPS,
+    Contract,
+    Expand,
+    Merge,
+    Oracle,
+    Program,
+    Reduce,
+    Shift,
+    Split,
+    Step,
+    Stride,
+    Tensor,
+    Unfold,
+)
 from syno_automl.ir.walk import walk, weight_order
 
 __all__ = ["parse", "oracle", "KNOWN_KEYS"]
@@ -25,15 +40,15 @@ def _int(v: Any, where: str) -> int:
     if isinstance(v, bool) or not hasattr(v, "__index__"):
         if isinstance(v, str) and v.lstrip("-").isdigit():  # a JSON object key
             return int(v)
-        raise IRError(f"{where}: expected an integer, got {v!r}")
+        raise IRError(f"{where}: expected an integer, got {shown(v)}")
     return int(v)
 
 
 def _ints(v: Any, where: str, length: int | None = None) -> tuple[int, ...]:
     if not isinstance(v, (list, tuple)):
-        raise IRError(f"{where}: expected a list of integers, got {v!r}")
+        raise IRError(f"{where}: expected a list of integers, got {shown(v)}")
     if length is not None and len(v) != length:
-        raise IRError(f"{where}: expected {length} integers, got {v!r}")
+        raise IRError(f"{where}: expected {length} integers, got {shown(v)}")
     return tuple(_int(x, where) for x in v)
 
 
@@ -41,7 +56,7 @@ def _get(d: Mapping, key: str, where: str) -> Any:
     if not isinstance(d, Mapping):
         raise IRError(f"{where}: expected a dict, got {type(d).__name__}")
     if key not in d:
-        raise IRError(f"{where}: missing key {key!r}")
+        raise IRError(f"{where}: missing key {shown(key)}")
     return d[key]
 
 
@@ -54,23 +69,23 @@ def _int_map(v: Any, where: str) -> dict[int, int]:
     except (TypeError, ValueError) as e:
         if isinstance(e, IRError):
             raise
-        raise IRError(f"{where}: expected a dict of integers, got {v!r}") from None
+        raise IRError(f"{where}: expected a dict of integers, got {shown(v)}") from None
 
 
 def _tensor(d: Any, where: str, weight: bool = False) -> Tensor:
     dims = _ints(_get(d, "dims", where), f"{where}.dims")
     shape = _ints(_get(d, "shape", where), f"{where}.shape")
     if len(dims) != len(shape):
-        raise IRError(f"{where}: dims {list(dims)} and shape {list(shape)} differ in length")
+        raise IRError(f"{where}: dims {shown(list(dims))} and shape {shown(list(shape))} differ in length")
     if len(set(dims)) != len(dims):
-        raise IRError(f"{where}: duplicate dims {list(dims)}")
+        raise IRError(f"{where}: duplicate dims {shown(list(dims))}")
     if any(s < 1 for s in shape):
-        raise IRError(f"{where}: sizes must be positive, got {list(shape)}")
+        raise IRError(f"{where}: sizes must be positive, got {shown(list(shape))}")
     fan_in = None
     if weight and d.get("fan_in") is not None:
         f = d["fan_in"]
         if isinstance(f, bool) or not isinstance(f, (int, float)) and not hasattr(f, "__float__"):
-            raise IRError(f"{where}.fan_in: expected a number, got {f!r}")
+            raise IRError(f"{where}.fan_in: expected a number, got {shown(f)}")
         fan_in = float(f)
     views: tuple[Step, ...] = ()
     if weight and d.get("views") is not None:
@@ -80,14 +95,15 @@ def _tensor(d: Any, where: str, weight: bool = False) -> Tensor:
         views = tuple(_step(v, f"{where}.views[{i}]") for i, v in enumerate(vs))
         for i, v in enumerate(views):
             if v.op not in WEIGHT_VIEW_OPS:
-                raise IRError(f"{where}.views[{i}]: {v.op!r} is not a view of a weight ({', '.join(WEIGHT_VIEW_OPS)})")
+                raise IRError(f"{where}.views[{i}]: {shown(v.op)} is not a view of a weight "
+                              f"({', '.join(WEIGHT_VIEW_OPS)})")
     return Tensor(dims, shape, fan_in, views)
 
 
 def _step(d: Any, where: str) -> Step:
     op = _get(d, "op", where)
     if op not in STEP_OPS:
-        raise IRError(f"{where}: unknown step op {op!r} (known: {', '.join(STEP_OPS)})")
+        raise IRError(f"{where}: unknown step op {shown(op)} (known: {', '.join(STEP_OPS)})")
     w = f"{where} ({op})"
     if op == "split":
         return Split(_int(_get(d, "src", w), w), _ints(_get(d, "dst", w), w, 2))
@@ -104,7 +120,7 @@ def _step(d: Any, where: str) -> Step:
     if op == "reduce":
         mean = d.get("mean", False)
         if not isinstance(mean, (bool, int)):
-            raise IRError(f"{w}.mean: expected a bool, got {mean!r}")
+            raise IRError(f"{w}.mean: expected a bool, got {shown(mean)}")
         return Reduce(_int(_get(d, "src", w), w), bool(mean))
     rename = tuple(_int_map(d.get("rename"), f"{w}.rename").items())
     return Contract(_int(_get(d, "weight", w), w), rename, _ints(_get(d, "out", w), f"{w}.out"))
@@ -117,7 +133,7 @@ def _oracle(d: Any) -> Oracle:
     reds = _ints(_get(d, "reductions", "expr"), "expr.reductions")
     mean = d.get("mean", [False] * len(reds))
     if not isinstance(mean, (list, tuple)) or len(mean) != len(reds):
-        raise IRError(f"expr.mean: expected {len(reds)} bools (one per reduction), got {mean!r}")
+        raise IRError(f"expr.mean: expected {len(reds)} bools (one per reduction), got {shown(mean)}")
     kw = {"iterators": len(its), "reductions": len(reds)}
     ins = _get(d, "input", "expr")
     ws = _get(d, "weights", "expr")
@@ -143,7 +159,8 @@ def oracle(program: Program) -> Oracle:
         if len(es) != len(t.dims):
             raise IRError(f"expr.weights[{k}]: {len(es)} expressions for the {len(t.dims)}-d weight w{k}")
     if tuple(ex.iterators) != tuple(program.output.shape):
-        raise IRError(f"expr.iterators {list(ex.iterators)} differ from the output shape {list(program.output.shape)}")
+        raise IRError(f"expr.iterators {shown(list(ex.iterators))} differ from the output shape "
+                      f"{shown(list(program.output.shape))}")
     return ex
 
 
@@ -188,7 +205,7 @@ def parse(program: Mapping[str, Any] | Program) -> Program:
     oracle_ = None if expr is None else _oracle(expr)
     dtype = program.get("dtype", "float32")
     if not isinstance(dtype, str):
-        raise IRError(f"dtype: expected a string, got {dtype!r}")
+        raise IRError(f"dtype: expected a string, got {shown(dtype)}")
     extra = {k: v for k, v in program.items() if k not in KNOWN_KEYS}
     p = Program(inp, weights, out, sizes, steps, free, counts["flops"], counts["params"], oracle_, dtype, extra)
     weight_order(p)  # products of weights: no cycle, no unknown weight

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from syno_automl.ir.errors import IRError
-from syno_automl.ir.program import (Contract, Expand, Merge, Program, Reduce, Shift, Split, Step, Stride, Tensor,
-                                    Unfold)
+from syno_automl.ir.program import Contract, Expand, Merge, Program, Reduce, Shift, Split, Step, Stride, Tensor, Unfold
 
 __all__ = ["State", "ContractInfo", "Transition", "StepBackend", "advance", "walk", "initial_state", "viewed_weight",
            "weight_program", "weight_order"]

@@ -33,11 +33,22 @@ from syno_automl.measure.kernel import apply_record, compare, tune_and_time
 from syno_automl.measure.layers import measure_layers, measure_operator
 from syno_automl.measure.model import compare_models, model_latency
 from syno_automl.measure.relax import export_relax, prepare_relax, relax_run
-from syno_automl.measure.result import (EAGER, PROTOCOL, UNTUNED, Latency, TimingProtocol, error_note, failed_at,
-                                        schedules_label, schedules_tag, slug, speedup, stored_entry)
+from syno_automl.measure.result import (
+                                        EAGER,
+                                        PROTOCOL,
+                                        UNTUNED,
+                                        Latency,
+                                        TimingProtocol,
+                                        error_note,
+                                        failed_at,
+                                        schedules_label,
+                                        schedules_tag,
+                                        slug,
+                                        speedup,
+                                        stored_entry,
+)
 from syno_automl.measure.substitution import measure_substitution, model_metrics, substituted_models
-from syno_automl.measure.target import (TVM_HINT, device_name, needs_tvm, parse_target, resolve_target,
-                                        torch_device)
+from syno_automl.measure.target import TVM_HINT, device_name, needs_tvm, parse_target, resolve_target, torch_device
 from syno_automl.measure.timing import time_main, time_torch
 
 __all__ = [

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from syno_automl.errors import OptionError
+
 __all__ = ["conv2d_nchw_te", "dense_te", "infer_baseline", "baseline_kernel", "baseline_module", "describe",
            "is_kernel"]
 
@@ -19,7 +21,7 @@ def conv2d_nchw_te(N, C_in, C_out, H, W, k, stride=1, groups=1, dtype="float32")
     from tvm import te, tirx
 
     if C_in % groups or C_out % groups:
-        raise ValueError(f"groups={groups} must divide C_in={C_in} and C_out={C_out}")
+        raise OptionError(f"groups={groups} must divide C_in={C_in} and C_out={C_out}")
     cig, cog = C_in // groups, C_out // groups
     pad = k // 2
     Ho, Wo = (H + 2 * pad - k) // stride + 1, (W + 2 * pad - k) // stride + 1

@@ -14,10 +14,19 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from syno_automl import vocabulary as V
+from syno_automl.echo import shown
+from syno_automl.errors import OptionError
 from syno_automl.measure.baseline import baseline_kernel, baseline_module, describe, infer_baseline, is_kernel
 from syno_automl.measure.kernel import tune_and_time
-from syno_automl.measure.result import (PROTOCOL, Latency, TimingProtocol, latency_metrics, schedules_label,
-                                        schedules_tag, speedup)
+from syno_automl.measure.result import (
+    PROTOCOL,
+    Latency,
+    TimingProtocol,
+    latency_metrics,
+    schedules_label,
+    schedules_tag,
+    speedup,
+)
 from syno_automl.measure.target import needs_tvm, safe_device_name, torch_device
 from syno_automl.measure.timing import time_torch
 
@@ -107,10 +116,11 @@ def measure_operator(
         elif isinstance(baseline, str):
             desc = infer_baseline(program, kernel_size)
             if baseline not in ("auto", "conv2d", "dense"):
-                raise ValueError(f"unknown baseline {baseline!r} (auto, conv2d, dense, None, a kernel or a callable)")
+                raise OptionError(f"unknown baseline {shown(baseline)} (auto, conv2d, dense, None, a kernel or a "
+                                  f"callable)")
             if desc is None or (baseline != "auto" and desc["kind"] != baseline):
-                raise ValueError(f"no {'' if baseline == 'auto' else baseline + ' '}baseline for "
-                                 f"{program['input']['shape']} -> {program['output']['shape']}")
+                raise OptionError(f"no {'' if baseline == 'auto' else baseline + ' '}baseline for "
+                                  f"{program['input']['shape']} -> {program['output']['shape']}")
             info["baseline"] = describe(desc)
             base_kernel = baseline_kernel(desc) if any(needs_tvm(t) for t in targets) else None
         elif callable(baseline) and not is_kernel(baseline):

@@ -38,6 +38,8 @@ from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, PyRunner
 from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture, default_alloc_argument
 from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
 
+from syno_automl.echo import shown
+from syno_automl.errors import InternalError, OptionError
 from syno_automl.measure.compile_worker import BUILD_TIMEOUT_S, BuildFn, compile_candidate, shared_worker
 from syno_automl.measure.target import TargetSpec
 
@@ -134,7 +136,7 @@ class InProcessRunner(PyRunner):
             rt_mod = _ARTIFACTS.pop(str(ri.artifact_path), None)
             try:
                 if rt_mod is None:
-                    raise RuntimeError(f"no in-process artifact {ri.artifact_path!r}")
+                    raise InternalError(f"no in-process artifact {shown(ri.artifact_path)}")
                 dev = tvm.runtime.device(str(ri.device_type), 0)
                 args = default_alloc_argument(dev, tuple(a.as_json() for a in ri.args_info), self.alloc_repeat)
                 costs = run_evaluator_common(rt_mod, dev, self.evaluator_config, args)
@@ -285,7 +287,7 @@ def make_runner(spec: TargetSpec, kind: str | None = None, rpc_session_timeout: 
         return InProcessRunner(evaluator), True
     if kind == "local":
         return ms.runner.LocalRunner(timeout_sec=60, evaluator_config=evaluator), False
-    raise ValueError(f"unknown runner {kind!r}: 'inprocess' or 'local'")
+    raise OptionError(f"unknown runner {shown(kind)}: 'inprocess' or 'local'")
 
 
 def close_runner(runner) -> None:

@@ -28,11 +28,24 @@ from typing import Any
 
 import numpy as np
 
-from syno_automl.measure.database import (DEFAULT_WORK_DIR, budget_key, load_budgets, open_database, records_for,
-                                          save_budgets)
+from syno_automl.measure.database import (
+    DEFAULT_WORK_DIR,
+    budget_key,
+    load_budgets,
+    open_database,
+    records_for,
+    save_budgets,
+)
 from syno_automl.measure.isolate import run_child
-from syno_automl.measure.relax import (as_tuple, build_untuned, export_program, export_relax, first_output,
-                                       float_inputs_only, prepare_relax)
+from syno_automl.measure.relax import (
+    as_tuple,
+    build_untuned,
+    export_program,
+    export_relax,
+    first_output,
+    float_inputs_only,
+    prepare_relax,
+)
 from syno_automl.measure.result import PROTOCOL, Latency, TimingProtocol, error_note, failed_at, slug, speedup
 from syno_automl.measure.target import TargetSpec, device_name, parse_target, resolve_target
 
@@ -45,8 +58,13 @@ def tune_model(mod, tgt, trials: int, work_dir: str, seconds: float | None, runn
     database."""
     from tvm.s_tir import meta_schedule as ms
 
-    from syno_automl.measure.metaschedule import TuningInfo, ensure_tensor_intrin, ms_logging, run_tuning, \
-        search_strategy
+    from syno_automl.measure.metaschedule import (
+        TuningInfo,
+        ensure_tensor_intrin,
+        ms_logging,
+        run_tuning,
+        search_strategy,
+    )
 
     ensure_tensor_intrin(tgt.kind.name)
     db = open_database(work_dir)

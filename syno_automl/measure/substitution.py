@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from syno_automl import vocabulary as V
+from syno_automl.errors import OptionError
 from syno_automl.measure.model import compare_models
 from syno_automl.measure.result import Latency
 from syno_automl.measure.target import safe_device_name
@@ -28,7 +29,7 @@ def substituted_models(sub, op=None, *, bias: bool | None = None):
     from syno_automl.placeholder import Placeholder, install, placeholders
 
     if op is None and sub.operator is None:
-        raise ValueError("no operator: pass op, or call sub.apply(op) first")
+        raise OptionError("no operator: pass op, or call sub.apply(op) first")
     baseline, substituted = sub.copy_model(), sub.copy_model()
     for _, p in placeholders(baseline):
         p.reset()
@@ -43,7 +44,7 @@ def measure_substitution(sub, op=None, example_inputs=None, target: Any = "llvm"
     """Model-level speedup of ``op`` over the layers it replaces, exported at the shapes of ``example_inputs``
     (batch 1 in the paper), same budget and protocol. See :func:`~syno_automl.measure.model.compare_models`."""
     if example_inputs is None:
-        raise ValueError("example_inputs is required (e.g. torch.randn(1, 3, 32, 32))")
+        raise OptionError("example_inputs is required (e.g. torch.randn(1, 3, 32, 32))")
     try:
         baseline, substituted = substituted_models(sub, op)
     except Exception as exc:

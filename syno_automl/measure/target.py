@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from syno_automl.echo import shown
+from syno_automl.errors import OptionError
 from syno_automl.measure.result import slug
 
 __all__ = ["TargetSpec", "parse_target", "tracker_unreachable", "device_name", "safe_device_name", "resolve_target",
@@ -38,7 +40,7 @@ def parse_target(spec: Any) -> TargetSpec:
         key, sep, addr = body.rpartition("@")
         host, sep2, port = addr.rpartition(":")
         if not (sep and sep2 and key and host and port.isdigit()):
-            raise ValueError(f"bad RPC target {spec!r}: expected rpc:KEY@host:port")
+            raise OptionError(f"bad RPC target {shown(spec)}: expected rpc:KEY@host:port")
         return TargetSpec(spec, "rpc", key, host, int(port))
     if isinstance(spec, Mapping):
         return TargetSpec(json.dumps(dict(spec), sort_keys=True), "local")

@@ -4,12 +4,16 @@ FLOPs and cost, and the reasons a layer of a supported type is left alone.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from torch import nn
 
 from syno_automl import _native
+from syno_automl.echo import shown
 from syno_automl.errors import SubstitutionError
+
+if TYPE_CHECKING:
+    from syno_automl.cost_profile import CostProfile
 
 __all__ = ["DEFAULTS", "GROUPED_FLOPS_RATIO", "layer_flops", "layer_cost", "supported_types", "conv_reason"]
 
@@ -35,10 +39,16 @@ def layer_flops(layer: nn.Module, input_shape: Sequence[int], output_shape: Sequ
     raise SubstitutionError(f"no FLOPs formula for {type(layer).__name__}")
 
 
-def layer_cost(flops: float, output_shape: Sequence[int], weight_elements: int) -> float:
+def layer_cost(flops: float, output_shape: Sequence[int], weight_elements: int, *,
+               input_shape: Sequence[int] | None = None, profile: "CostProfile | None" = None) -> float:
     """A Conv2d / Linear layer's cost in the units of ``Operator.cost``: what the conv-equivalent operator's
-    plan costs (one convolution or matmul: its FLOPs, its output and its weight's gradient written)."""
-    return float(flops) + _native.ELEMENT_COST * (math.prod(output_shape) + weight_elements)
+    plan costs (one convolution or matmul: its FLOPs, its output and its weight's gradient written; under a
+    profile also its input and weight read, and its kernels: see CostProfile.layer_cost)."""
+    if profile is None:  # today's cost (the cpu.eager profile), exactly as before
+        return float(flops) + _native.ELEMENT_COST * (math.prod(output_shape) + weight_elements)
+    if input_shape is None:
+        raise SubstitutionError("layer_cost under a cost profile needs the layer's input_shape (what it reads)")
+    return profile.layer_cost(float(flops), math.prod(input_shape), math.prod(output_shape), weight_elements)
 
 
 def supported_types(layer_types: Any) -> tuple[type, ...]:
@@ -48,13 +58,13 @@ def supported_types(layer_types: Any) -> tuple[type, ...]:
     try:
         types = tuple(layer_types)
     except TypeError:
-        raise SubstitutionError(f"layer_types must be a layer class or a tuple of them, got {layer_types!r}") \
+        raise SubstitutionError(f"layer_types must be a layer class or a tuple of them, got {shown(layer_types)}") \
             from None
     if not types:
         raise SubstitutionError("no layer type given")
     for t in types:
         if not isinstance(t, type) or not issubclass(t, nn.Module):
-            raise SubstitutionError(f"{t!r} is not an nn.Module class")
+            raise SubstitutionError(f"{shown(t)} is not an nn.Module class")
         if t not in _SUPPORTED:
             raise SubstitutionError(f"unsupported layer type {t.__module__}.{t.__qualname__}: substitute() "
                                     f"supports {', '.join('nn.' + s.__name__ for s in _SUPPORTED)}")

@@ -11,6 +11,9 @@ from typing import Mapping
 import torch
 from torch import nn
 
+from syno_automl.echo import shown
+from syno_automl.errors import NoOperatorError, OptionError, SubstitutionError
+
 __all__ = ["Placeholder"]
 
 
@@ -36,7 +39,7 @@ class Placeholder(nn.Module):
                  kind: str | None = None) -> None:
         super().__init__()
         if kind not in (None, "conv2d", "linear"):
-            raise ValueError(f"kind must be None, 'conv2d' or 'linear', got {kind!r}")
+            raise OptionError(f"kind must be None, 'conv2d' or 'linear', got {shown(kind)}")
         self.mapping: dict[str, int] = {str(k): int(v) for k, v in (mapping or {}).items()}
         self.kind = kind
         self.input_shape: tuple[int, ...] | None = None
@@ -75,7 +78,7 @@ class Placeholder(nn.Module):
         if bias is None:
             bias = ref is not None and getattr(ref, "bias", None) is not None
         if bias and self.kind is None:
-            raise ValueError("a bias needs kind='conv2d' or 'linear' (to know the channel dim)")
+            raise SubstitutionError("a bias needs kind='conv2d' or 'linear' (to know the channel dim)")
         self._unregister_original()  # the original weights are no longer part of the model
         self.operator = module
         if bias:
@@ -114,14 +117,14 @@ class Placeholder(nn.Module):
         for attr in ("out_channels", "out_features"):
             if ref is not None and hasattr(ref, attr):
                 return int(getattr(ref, attr))
-        raise ValueError("cannot tell the number of output channels for the bias")
+        raise SubstitutionError("cannot tell the number of output channels for the bias")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.operator is None:
             ref = self.referred_layer
             if ref is None:
-                raise RuntimeError(f"Placeholder({self.mapping}) has no operator set and no original layer: "
-                                   f"call set_operator() (or install()/Substitution.apply()) first")
+                raise NoOperatorError(f"Placeholder({self.mapping}) has no operator set and no original layer: "
+                                      f"call set_operator() (or install()/Substitution.apply()) first")
             out = ref(x)
         elif self.kind == "linear":
             lead = x.shape[:-1]

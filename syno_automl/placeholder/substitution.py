@@ -55,9 +55,17 @@ import torch
 from torch import nn
 
 from syno_automl import _native
+from syno_automl.cost_profile import resolve as resolve_profile
+from syno_automl.echo import shown
 from syno_automl.errors import SubstitutionError
-from syno_automl.placeholder.layers import DEFAULTS, GROUPED_FLOPS_RATIO, conv_reason, layer_cost, layer_flops, \
-    supported_types
+from syno_automl.placeholder.layers import (
+    DEFAULTS,
+    GROUPED_FLOPS_RATIO,
+    conv_reason,
+    layer_cost,
+    layer_flops,
+    supported_types,
+)
 from syno_automl.placeholder.slot import Placeholder
 from syno_automl.space import Operator, OperatorSpace
 
@@ -221,7 +229,8 @@ def substitute(
     max_depth: int = 8,
     flops_ratio: float | None = None,
     min_flops_ratio: float | None = None,
-    cost_ratio: float | None = None,
+    cost_ratio: float | None = 1.0,
+    target: Any = None,
     kernel_sizes: Sequence[int] | None = (3,),
     groups: bool = False,
     seed: int = 0,
@@ -244,7 +253,11 @@ def substitute(
             to the replaced layers' FLOPs summed (the space's ``max_flops`` / ``min_flops``).
         cost_ratio: bound on the operator's planned cost (``Operator.cost``: FLOPs computed plus elements
             materialized) summed over all placeholders, relative to the replaced layers' cost (the space's
-            ``max_cost``): operators that cannot run about as fast as the layers are not in the space.
+            ``max_cost``): operators that cannot run about as fast as the layers are not in the space. 1.0 by
+            default (as the CLI's ``--cost-ratio``): no slower than the replaced layers; ``None`` turns it off.
+        target: the speed target whose cost profile prices that cost and the space's cost pruning
+            (syno_automl.cost_profile: ``"cpu.eager"``, ``"cuda.eager"``, ``"cuda.compiled"``, a profile file
+            written by ``calibrate``, or a CostProfile); None: today's cost (the cpu.eager profile).
         kernel_sizes: Conv2d kernel sizes to substitute (None: every odd square kernel; each mapping then
             holds its layer's ``k``).
         groups: also substitute grouped/depthwise convolutions (each mapping holds its layer's ``g`` if
@@ -255,7 +268,9 @@ def substitute(
     Raises:
         SubstitutionError: unsupported layer type, no layer of the types found, nothing substitutable, or
             layers of two kinds to substitute.
+        CostProfileError: ``target`` names no shipped profile or a file that is not a valid one.
     """
+    profile = resolve_profile(target)
     types = supported_types(layer_types)
     select = _where(where)
     if example_input is None:
@@ -368,7 +383,7 @@ def substitute(
             full = {"N": math.prod(in_shape[:-1]), "C_in": in_shape[-1], "C_out": out_shape[-1]}
         mappings.append({k: v for k, v in full.items() if k in names})
         flops.append(layer_flops(layer, in_shape, out_shape))
-        costs.append(layer_cost(flops[-1], out_shape, layer.weight.numel()))
+        costs.append(layer_cost(flops[-1], out_shape, layer.weight.numel(), input_shape=in_shape, profile=profile))
     baseline = sum(flops)
     budgets: dict[str, float] = {}
     if (kind == "conv2d" and flops_ratio is None and "max_flops" not in space_options
@@ -382,7 +397,7 @@ def substitute(
         budgets["min_flops"] = float(min_flops_ratio) * baseline
     if cost_ratio is not None:
         if not (cost_ratio > 0 and math.isfinite(cost_ratio)):
-            raise SubstitutionError(f"cost_ratio must be a positive number, got {cost_ratio!r}")
+            raise SubstitutionError(f"cost_ratio must be a positive number, got {shown(cost_ratio)}")
         budgets["max_cost"] = float(cost_ratio) * sum(costs)
     if kind == "conv2d" and "min_unfold_ratio" not in space_options:
         # the core's default (an unfold's main dim at least `ratio` times its window, in every mapping) may shut the
@@ -396,7 +411,7 @@ def substitute(
         if k in space_options:
             raise SubstitutionError(f"give either {k} or the ratio, not both")
     space = OperatorSpace(input_shape, output_shape, primary, coefficients, mappings, max_depth=max_depth,
-                          seed=seed, **budgets, **space_options)
+                          seed=seed, cost_profile=profile, **budgets, **space_options)
 
     # wrap the layers (only now: a failure above leaves the model untouched)
     phs: list[tuple[str, Placeholder]] = []

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from syno_automl import vocabulary as V
-from syno_automl.errors import SynoError
+from syno_automl.errors import MissingMetricError, OptionError, OptionTypeError, SynoError
 from syno_automl.placeholder import Substitution, call_with, substitute
 from syno_automl.search.sampler import suggest_operator
 from syno_automl.space import Operator
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from syno_automl.tracking import TrialRun
 
 __all__ = ["SynoSubstitution", "SynoPruning", "EpochMetricsLogger", "OperatorBuildError", "BudgetExceededError",
-           "TrainingTooSlowError", "example_batch", "match_output_scale"]
+           "TrainingTooSlowError", "NoExampleInputError", "example_batch", "match_output_scale"]
 
 
 class OperatorBuildError(SynoError, RuntimeError):
@@ -42,18 +42,32 @@ class TrainingTooSlowError(SynoError, TimeoutError):
     """Training would take (or took) longer than the trial's time limit."""
 
 
+class NoExampleInputError(SynoError, ValueError):
+    """SynoSubstitution found no batch to record the replaced layers' sizes with."""
+
+
 def example_batch(trainer: L.Trainer, pl_module: L.LightningModule) -> Any:
-    """One input batch for a forward pass: the datamodule's first training batch (its first element when the
-    batch is an (inputs, targets) pair), else ``pl_module.example_input_array``."""
+    """One input batch for a forward pass: the first training batch of what ``fit`` was given (a datamodule, or
+    ``train_dataloaders``; its first element when the batch is an (inputs, targets) pair), else
+    ``pl_module.example_input_array``."""
+    loader = None
     datamodule = getattr(trainer, "datamodule", None)
     if datamodule is not None:
-        batch = next(iter(datamodule.train_dataloader()))
+        loader = datamodule.train_dataloader()
+    else:
+        # fit(model, train_dl, val_dl): Lightning keeps the loaders it was given in the fit loop's data source (no
+        # public accessor before the loop starts, and the substitution must happen before the optimizer exists)
+        source = getattr(getattr(trainer, "fit_loop", None), "_data_source", None)
+        if source is not None and getattr(source, "instance", None) is not None and source.is_defined():
+            loader = source.dataloader()
+    if loader is not None:
+        batch = next(iter(loader))
         return batch[0] if isinstance(batch, (tuple, list)) else batch
     example = getattr(pl_module, "example_input_array", None)
     if example is not None:
         return example
-    raise ValueError("SynoSubstitution needs example_input=..., a datamodule passed to fit(), or "
-                     "pl_module.example_input_array to record the layers' sizes")
+    raise NoExampleInputError("SynoSubstitution needs example_input=..., data passed to fit() (a datamodule or "
+                              "train_dataloaders), or pl_module.example_input_array to record the layers' sizes")
 
 
 def _placeholder_inputs(sub: Substitution, module: nn.Module, example: Any) -> list[torch.Tensor | None]:
@@ -125,7 +139,7 @@ class SynoSubstitution(L.Callback):
         self.trial = trial_or_operator if isinstance(trial_or_operator, optuna.trial.Trial) else None
         self.operator: Operator | None = trial_or_operator if isinstance(trial_or_operator, Operator) else None
         if trial_or_operator is not None and self.trial is None and self.operator is None:
-            raise TypeError(f"SynoSubstitution needs an optuna Trial, an Operator or None, got "
+            raise OptionTypeError(f"SynoSubstitution needs an optuna Trial, an Operator or None, got "
                             f"{type(trial_or_operator).__name__}")
         self.layer = layer
         self.example_input = example_input
@@ -225,12 +239,12 @@ class SynoPruning(L.Callback):
                  use_pruner: bool = True) -> None:
         super().__init__()
         if mode not in ("max", "min"):
-            raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
+            raise OptionError(f"mode must be 'max' or 'min', got {mode!r}")
         self.trial = trial
         self.monitor = monitor
         self.milestones = {int(k): float(v) for k, v in (milestones or {}).items()}
         if any(k < 1 for k in self.milestones):
-            raise ValueError(f"milestone epochs count from 1, got {sorted(self.milestones)}")
+            raise OptionError(f"milestone epochs count from 1, got {sorted(self.milestones)}")
         self.mode = mode
         self.use_pruner = use_pruner
         self.history: list[float] = []
@@ -253,7 +267,7 @@ class SynoPruning(L.Callback):
             return None
         value = trainer.callback_metrics.get(self.monitor)
         if value is None:
-            raise KeyError(f"{type(self).__name__} monitors {self.monitor!r} but the module logged only "
+            raise MissingMetricError(f"{type(self).__name__} monitors {self.monitor!r} but the module logged only "
                            f"{sorted(trainer.callback_metrics)}")
         self.history.append(float(value))
         return float(value), trainer.current_epoch + 1

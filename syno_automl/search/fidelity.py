@@ -33,6 +33,7 @@ import optuna
 from optuna.trial import Trial, TrialState
 
 from syno_automl import vocabulary as V
+from syno_automl.errors import OptionError
 from syno_automl.search.callbacks import SynoPruning
 
 __all__ = ["make_pruner", "fidelity_study_name", "open_fidelity_study", "FidelityPruning", "REDUCTION_FACTOR"]
@@ -50,7 +51,7 @@ def make_pruner(name: str, epochs: int) -> optuna.pruners.BasePruner:
     if name == "hyperband":
         return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=max(int(epochs), 1),
                                               reduction_factor=REDUCTION_FACTOR)
-    raise ValueError(f"pruner must be one of hyperband, halving, none; got {name!r}")
+    raise OptionError(f"pruner must be one of hyperband, halving, none; got {name!r}")
 
 
 def fidelity_study_name(study_name: str) -> str:
@@ -86,7 +87,7 @@ class FidelityPruning(SynoPruning):
                  max_epochs: int | None = None, milestones: Mapping[int, float] | None = None,
                  mode: str = "max") -> None:
         if trial is not None and companion is None and len(trial.study.directions) > 1:
-            raise ValueError("a multi-objective trial cannot report intermediate values: pass companion=")
+            raise OptionError("a multi-objective trial cannot report intermediate values: pass companion=")
         super().__init__(trial, monitor=monitor, milestones=milestones, mode=mode, use_pruner=False)
         self.companion, self.max_epochs = companion, max_epochs
         self.target: Trial | None = None   # where values are reported: the trial, or its companion trial

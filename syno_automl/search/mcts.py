@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from syno_automl.errors import EmptySpaceError
+from syno_automl.errors import EmptySpaceError, OptionError
 from syno_automl.space import Node, Operator, OperatorSpace
 
 __all__ = ["MCTS", "Observation", "Proposal", "SearchExhaustedError", "derive_seed"]
@@ -98,12 +98,12 @@ class MCTS:
                  max_rollout: int = 16, max_sample_calls: int = 128, rollout_attempts: int = 48,
                  max_sample_seconds: float = 60.0) -> None:
         if exploration < 0 or not math.isfinite(exploration):
-            raise ValueError(f"exploration must be a finite number >= 0, got {exploration}")
+            raise OptionError(f"exploration must be a finite number >= 0, got {exploration}")
         if widening <= 0 or not 0 < widening_power <= 1:
-            raise ValueError(f"progressive widening needs widening > 0 and 0 < widening_power <= 1, got "
+            raise OptionError(f"progressive widening needs widening > 0 and 0 < widening_power <= 1, got "
                              f"{widening}, {widening_power}")
         if virtual_loss < 0:
-            raise ValueError(f"virtual_loss must be >= 0 visits, got {virtual_loss}")
+            raise OptionError(f"virtual_loss must be >= 0 visits, got {virtual_loss}")
         self.space = space
         self.seed = seed
         self.exploration = exploration
@@ -136,16 +136,16 @@ class MCTS:
 
     def _update(self, observation: Observation, sign: int) -> None:
         if observation.reward is None:
-            raise ValueError("a running evaluation is not an observation: pass it to propose(running=...)")
+            raise OptionError("a running evaluation is not an observation: pass it to propose(running=...)")
         reward = float(observation.reward)
         if not 0.0 <= reward <= 1.0:
-            raise ValueError(f"rewards must be in [0, 1], got {reward}")
+            raise OptionError(f"rewards must be in [0, 1], got {reward}")
         fixed, fixed_sq = round(reward * _SCALE), round(reward * reward * _SCALE)
         keys = (_ROOT, *observation.tree_path)
         for key in keys:
             n = self._n.get(key, 0) + sign
             if n < 0:
-                raise ValueError(f"removing an observation that was never added (node {key or 'root'})")
+                raise OptionError(f"removing an observation that was never added (node {key or 'root'})")
             self._n[key] = n
             self._sum[key] = self._sum.get(key, 0) + sign * fixed
             self._sq[key] = self._sq.get(key, 0) + sign * fixed_sq

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from syno_automl.errors import OptionError, OptionTypeError
 from syno_automl.search.reward import Reward
 
 __all__ = ["ParetoReward", "speed_credit"]
@@ -55,9 +56,9 @@ class ParetoReward:
 
     def __post_init__(self) -> None:
         if not isinstance(self.accuracy, Reward):
-            raise TypeError(f"ParetoReward.accuracy must be a Reward, got {type(self.accuracy).__name__}")
+            raise OptionTypeError(f"ParetoReward.accuracy must be a Reward, got {type(self.accuracy).__name__}")
         if not (self.speedup > 1 and math.isfinite(self.speedup)):
-            raise ValueError(f"ParetoReward.speedup must be a number > 1, got {self.speedup}")
+            raise OptionError(f"ParetoReward.speedup must be a number > 1, got {self.speedup}")
 
     @property
     def failed(self) -> float:

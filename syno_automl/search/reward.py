@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
+from syno_automl.errors import OptionError
+
 __all__ = ["Reward"]
 
 
@@ -39,17 +41,17 @@ class Reward:
 
     def __post_init__(self) -> None:
         if self.kind not in ("accuracy", "loss"):
-            raise ValueError(f"Reward kind must be 'accuracy' or 'loss', got {self.kind!r}")
+            raise OptionError(f"Reward kind must be 'accuracy' or 'loss', got {self.kind!r}")
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)) or self.upper <= self.lower:
-            raise ValueError(f"Reward bounds must be finite with lower < upper, got [{self.lower}, {self.upper}]")
+            raise OptionError(f"Reward bounds must be finite with lower < upper, got [{self.lower}, {self.upper}]")
         if not (math.isfinite(self.power) and self.power > 0):
-            raise ValueError(f"Reward power must be a positive number, got {self.power}")
+            raise OptionError(f"Reward power must be a positive number, got {self.power}")
         for name in ("failed", "pruned"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
-                raise ValueError(f"Reward.{name} must be in [0, 1], got {value}")
+                raise OptionError(f"Reward.{name} must be in [0, 1], got {value}")
         if self.objective < 0:
-            raise ValueError(f"Reward.objective must be a non-negative index, got {self.objective}")
+            raise OptionError(f"Reward.objective must be a non-negative index, got {self.objective}")
 
     @classmethod
     def for_loss(cls, upper: float, lower: float = 0.0, power: float = 2.0, **kw: float) -> "Reward":

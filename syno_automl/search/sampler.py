@@ -34,7 +34,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from syno_automl import vocabulary as V
-from syno_automl.errors import EmptySpaceError, OperatorFormatError
+from syno_automl.errors import EmptySpaceError, NoOperatorError, OperatorFormatError, OptionError, OptionTypeError
 from syno_automl.search.mcts import MCTS, Observation, SearchExhaustedError
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
@@ -101,9 +101,9 @@ class SynoSampler(BaseSampler):
                  reward: Reward | ParetoReward | None = None, independent_sampler: BaseSampler | None = None,
                  widening: float = 1.0, widening_power: float = 0.5, virtual_loss: int = 1) -> None:
         if not isinstance(space, OperatorSpace):
-            raise TypeError(f"SynoSampler needs an OperatorSpace, got {type(space).__name__}")
+            raise OptionTypeError(f"SynoSampler needs an OperatorSpace, got {type(space).__name__}")
         if reward is not None and not isinstance(reward, (Reward, ParetoReward)):
-            raise TypeError(f"reward must be a syno_automl Reward or ParetoReward, got {type(reward).__name__}")
+            raise OptionTypeError(f"reward must be a syno_automl Reward or ParetoReward, got {type(reward).__name__}")
         self.space = space
         self.seed = secrets.randbits(32) if seed is None else int(seed)
         self.reward = reward
@@ -116,6 +116,8 @@ class SynoSampler(BaseSampler):
         self._operators: dict[str, Operator] = {}
         self._reset(None)
         MCTS(space, seed=self.seed, **self._tree_options)  # validates the options now, not at the first trial
+
+    current_trial_id: int | None = None   # the trial this sampler last assigned (before_trial)
 
     def _reset(self, key: Any) -> None:
         self._study_key = key
@@ -155,6 +157,9 @@ class SynoSampler(BaseSampler):
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
         """Assigns the trial's operator. Never raises for a search problem: suggest_operator reports it."""
+        # remembered (in memory: no write a Ctrl-C could land in) so that an interrupted worker can fail the trial
+        # it was creating (syno_automl.study.lost_trials)
+        self.current_trial_id = trial._trial_id
         if trial.user_attrs.get(V.BASELINE) or V.SYS_SOURCE in trial.system_attrs or \
                 V.SYS_OPERATOR in trial.system_attrs:
             return  # the baseline, or a retried trial (its attrs were copied from the failed one)
@@ -290,7 +295,7 @@ class SynoSampler(BaseSampler):
         else:
             system, user = trial.system_attrs, trial.user_attrs
         if user.get(V.BASELINE):
-            raise ValueError(f"trial {trial.number} evaluates the baseline (the original layers): no operator")
+            raise OptionError(f"trial {trial.number} evaluates the baseline (the original layers): no operator")
         error = system.get(V.SYS_ERROR)
         if isinstance(error, dict):
             cls = SearchExhaustedError if error.get("type") == "SearchExhaustedError" else (
@@ -298,7 +303,7 @@ class SynoSampler(BaseSampler):
             raise cls(f"trial {trial.number}: {error.get('message')}")
         text = _operator_text(system, user) if V.SYS_SOURCE in system or V.SYS_OPERATOR in system else None
         if text is None:
-            raise RuntimeError(f"trial {trial.number} has no operator: was it created by a SynoSampler's study?")
+            raise NoOperatorError(f"trial {trial.number} has no operator: was it created by a SynoSampler's study?")
         return self._load(text)
 
 
@@ -311,11 +316,11 @@ def suggest_operator(trial: Trial, space: OperatorSpace | None = None) -> Operat
     sampler = trial.study.sampler
     if not isinstance(sampler, SynoSampler):
         if space is None:
-            raise TypeError("suggest_operator needs the study's sampler to be a SynoSampler "
+            raise OptionTypeError("suggest_operator needs the study's sampler to be a SynoSampler "
                             f"(got {type(sampler).__name__}), or an explicit space=")
         text = _operator_text(trial.storage.get_trial_system_attrs(trial._trial_id), trial.user_attrs)
         if text is None:
-            raise RuntimeError(f"trial {trial.number} has no operator")
+            raise NoOperatorError(f"trial {trial.number} has no operator")
         op = Operator.from_json(space, text)
     else:
         op = sampler.operator_of(trial)

@@ -12,6 +12,7 @@ import torch
 from lightning.pytorch.callbacks import Timer
 from torch import nn
 
+from syno_automl.errors import OptionError, OptionTypeError
 from syno_automl.search.callbacks import TrainingTooSlowError
 
 __all__ = ["SlowTrialGuard", "TrainingTimeBudget", "relative_step_time"]
@@ -40,11 +41,11 @@ class SlowTrialGuard(L.Callback):
                  overrun: float = 3.0, repeats: int = 3) -> None:
         super().__init__()
         if seconds is None and baseline is None:
-            raise ValueError("SlowTrialGuard needs seconds=..., baseline=..., or both")
+            raise OptionError("SlowTrialGuard needs seconds=..., baseline=..., or both")
         if seconds is not None and not seconds > 0:
-            raise ValueError(f"the time limit must be positive, got {seconds}")
+            raise OptionError(f"the time limit must be positive, got {seconds}")
         if not max_slowdown > 1 or not overrun >= 1 or probe_steps < 2 or repeats < 1:
-            raise ValueError("need max_slowdown > 1, overrun >= 1, probe_steps >= 2, repeats >= 1")
+            raise OptionError("need max_slowdown > 1, overrun >= 1, probe_steps >= 2, repeats >= 1")
         self.seconds = None if seconds is None else float(seconds)
         self.probe_steps, self.max_slowdown, self.overrun, self.repeats = probe_steps, max_slowdown, overrun, repeats
         self._baseline = baseline
@@ -116,7 +117,7 @@ def relative_step_time(module: nn.Module, baseline: "nn.Module | Callable[[], nn
 
     x = batch[0] if isinstance(batch, (tuple, list)) else batch
     if not isinstance(x, torch.Tensor):
-        raise TypeError("relative_step_time needs a tensor batch (or an (inputs, targets) pair), "
+        raise OptionTypeError("relative_step_time needs a tensor batch (or an (inputs, targets) pair), "
                         f"got {type(x).__name__}")
     x = x.detach()
     times: dict[str, list[float]] = {"module": [], "baseline": []}
@@ -151,7 +152,7 @@ class TrainingTimeBudget(Timer):
 
     def __init__(self, seconds: float) -> None:
         if not seconds > 0:
-            raise ValueError(f"the time budget must be positive, got {seconds}")
+            raise OptionError(f"the time budget must be positive, got {seconds}")
         super().__init__(duration=timedelta(seconds=float(seconds)), interval="step", verbose=False)
         self.seconds = float(seconds)
         self.stopped = False

@@ -77,8 +77,9 @@ def prepare(config: SearchConfig) -> SearchContext:
     layer = LAYERS[config.layer]
     options: dict[str, Any] = {"max_depth": config.max_depth, "flops_ratio": config.flops_ratio,
                                "seed": config.seed}
-    if config.cost_ratio is not None:
-        options["cost_ratio"] = config.cost_ratio
+    options["cost_ratio"] = config.cost_ratio   # None: no cost budget (substitute's own default is 1.0)
+    if config.cost_profile is not None:
+        options["target"] = config.cost_profile
     if config.where is not None:
         options["where"] = config.where
     elif layer is nn.Conv2d:  # keep the stem (it reads the image channels), as the original did

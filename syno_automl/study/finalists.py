@@ -40,8 +40,10 @@ import optuna
 
 from syno_automl import vocabulary as V
 from syno_automl.search.objectives import baseline_trial, is_pareto, maximizes, operator_front, primary_value
+from syno_automl.study.trial import INTERRUPTED
 from syno_automl.study.verdict import Finalist, FinalResult, short_description
 from syno_automl.tasks import task_of
+from syno_automl.tasks.base import speed_target
 
 __all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage",
            "final_budget", "timing_batch", "TIMING_ROUNDS"]
@@ -96,6 +98,15 @@ def _final_run(tracker: Any, parent: str | None, study: str, label: str, op: Any
     return run
 
 
+def _end_abandoned_final_runs(tracker: Any, study: str) -> None:
+    """Final-stage runs of `study` still RUNNING belong to a final stage that was killed (a Ctrl-C ends its own
+    runs): a new final stage marks them KILLED, so that the study's runs show one live final stage at most."""
+    for found in tracker.final_runs(study, running=True):
+        run = tracker.run(found.info.run_id)
+        run.log_failure("abandoned: its final stage was stopped; a later final stage re-trained it")
+        run.finish("KILLED")
+
+
 def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, run: Any | None = None,
             out: TextIO | None = None) -> Finalist:
     """Trains the task with `op` (None: the baseline) substituted once per seed ``config.seed + s`` for `budget`
@@ -139,24 +150,31 @@ def timing_batch(context: Any) -> Any:
     return task_of(context.config).timing_batch(context)
 
 
-def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS,
-                     threads: int | None = None) -> tuple[float | None, list[tuple[float | None, float | None]], str]:
-    """Times the original model and the model with each of `ops` substituted (torch eager, eval mode, inference
-    on :func:`timing_batch`, `threads` torch threads, default the search's), interleaved: every round
+def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS, threads: int | None = None,
+                     target: str | None = None) -> tuple[float | None, list[tuple[float | None, float | None]], str]:
+    """Times the original model and the model with each of `ops` substituted on the speed `target` (default the
+    config's: tasks.base.speed_target; cpu/cuda, eager or torch.compile'd once per model), eval mode, inference
+    on :func:`timing_batch`, `threads` torch threads (default the search's), interleaved: every round
     times each model once with the measurement protocol; a model's latency is the median over all its samples,
     its speedup the median over rounds of (baseline's round median / its round median).
-    Returns (baseline ms, [(latency ms, speedup) per op], how it was measured). Never raises: a model that
-    cannot be built or timed gets (None, None)."""
+    Returns (baseline ms, [(latency ms, speedup) per op], how it was measured, beginning with the target).
+    Never raises: a model that cannot be built or timed gets (None, None)."""
     import torch
 
     from syno_automl.measure.result import TimingProtocol
     from syno_automl.measure.substitution import substituted_models
     from syno_automl.measure.timing import time_torch
 
+    target = target or speed_target(context.config)
+    device, execution = target.split(".")
+    compiled = execution == "compiled"
+    if device == "cuda" and not torch.cuda.is_available():
+        return None, [(None, None) for _ in ops], f"{target}: not timed (no CUDA device here)"
     threads = threads or torch.get_num_threads()
-    example = timing_batch(context)
+    example = timing_batch(context).to(device)
     batch = task_of(context.config).timing_label(example)
-    label = f"torch eager inference, {batch}, {threads} thread{'s' if threads > 1 else ''}"
+    where = f"{threads} thread{'s' if threads > 1 else ''}" if device == "cpu" else torch.cuda.get_device_name()
+    label = f"{target}: torch {'compiled' if compiled else 'eager'} inference, {batch}, {where}"
     protocol = TimingProtocol(**_ROUND)
     models: list[Any] = []
     baseline = None
@@ -174,11 +192,15 @@ def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS,
 
         for _, p in placeholders(baseline):
             p.reset()
+    # on the target's device; compiled once per model (the first round's warm-up compiles, never timed)
+    runnable = [m if m is None else m.to(device) for m in [baseline, *models]]
+    if compiled:
+        runnable = [m if m is None else torch.compile(m, dynamic=False) for m in runnable]
     samples: list[list[float]] = [[] for _ in range(len(ops) + 1)]
     per_round: list[list[float]] = [[] for _ in range(len(ops) + 1)]   # each model's median of each round
     failed: set[int] = {i + 1 for i, m in enumerate(models) if m is None}
     for _ in range(max(1, rounds)):
-        for i, model in enumerate([baseline, *models]):
+        for i, model in enumerate(runnable):
             if i in failed:
                 continue
             lat = time_torch(model, (example,), compile=False, protocol=protocol, threads=threads)
@@ -219,18 +241,33 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     candidates = [Finalist(op.hash, t.number, t.user_attrs.get(V.OPENING) or short_description(op.primitives),
                            t.user_attrs.get(V.COST_RATIO), primary_value(t)) for t, op in zip(trials, ops)]
     # no finalist: nothing to compare the baseline with, so it is not re-trained either
+    if tracker is not None:
+        _end_abandoned_final_runs(tracker, config.study)
     for finalist, op in zip([baseline, *candidates] if candidates else [], [None, *ops]):
         run = None
         if tracker is not None:
             run = _final_run(tracker, parent, config.study, finalist.label, op, finalist.trial)
             finalist.run_id = run.run_id
-        retrain(context, finalist, op, seeds, budget, run, out)
+            if op is not None:   # what the operator runs as on the speed target the stage measures
+                run.log_kernels(op, [speed_target(config)])
+        try:
+            retrain(context, finalist, op, seeds, budget, run, out)
+        except KeyboardInterrupt:  # the run says so, rather than staying RUNNING for ever
+            if run is not None:
+                run.log_failure(INTERRUPTED)
+                run.finish("KILLED")
+            raise
         if run is not None:
             run.finish("FINISHED" if finalist.values else "FAILED")
     base_ms, measured, timing = measure_speedups(context, ops) if ops else (None, [], "not timed")
     baseline.latency_ms, baseline.speedup = base_ms, (1.0 if base_ms else None)
     for finalist, (ms, speedup) in zip(candidates, measured):
         finalist.latency_ms, finalist.speedup = ms, speedup
+    target = speed_target(config)
+    if tracker is not None:  # the speedup named by its target too: speedup.cpu.eager, speedup.cuda.compiled ...
+        for finalist in [baseline, *candidates]:
+            if finalist.run_id is not None and finalist.speedup is not None:
+                tracker.run(finalist.run_id).log_metrics({V.speedup_metric(target): finalist.speedup})
     task = task_of(config)
     if task.counts_tokens and base_ms:  # the baseline's tokens over its median latency; an operator's: that times its speedup, the
         # paired per-round ratio (not its own median's), so that the tokens/s ratio is the speedup the verdict gives

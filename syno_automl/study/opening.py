@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
 
 from syno_automl import known
 from syno_automl import vocabulary as V
@@ -19,12 +20,15 @@ from syno_automl.config import (
     settings_diff,
     with_legacy_settings,
 )
+from syno_automl.errors import NotFoundError
 from syno_automl.search.fidelity import make_pruner
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
 from syno_automl.search.sampler import SynoSampler
 from syno_automl.study.context import SearchContext
+from syno_automl.study.lost_trials import LOST_IN_CREATION, fail_lost_in_creation
 from syno_automl.study.storage import make_storage
+from syno_automl.study.trial import INTERRUPTED
 from syno_automl.tasks import task_of
 
 __all__ = ["check_study", "check_resumed", "open_study", "remaining_trials", "sampler_reward"]
@@ -50,7 +54,7 @@ def check_study(config: SearchConfig, resume: bool, storage: optuna.storages.Bas
     LookupError when it does not, StudyMismatchError when it was made for another task or training settings."""
     path = config.storage[len("sqlite:///"):] if config.storage.startswith("sqlite:///") else None
     if resume and path is not None and not Path(path).exists():  # never create a database to resume
-        raise LookupError(f"no study {config.study!r} to resume: {path} does not exist (drop --resume to start one)")
+        raise NotFoundError(f"no study {config.study!r} to resume: {path} does not exist (drop --resume to start one)")
     storage = storage or make_storage(config.storage, heartbeat_interval=None)
     names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     if config.study in names and not resume:
@@ -58,7 +62,7 @@ def check_study(config: SearchConfig, resume: bool, storage: optuna.storages.Bas
                                f"continue it, or --study NAME for a new one")
     if resume and config.study not in names:
         known = ", ".join(sorted(names)) or "none"
-        raise LookupError(f"no study {config.study!r} to resume in {config.storage} (studies there: {known}); "
+        raise NotFoundError(f"no study {config.study!r} to resume in {config.storage} (studies there: {known}); "
                           f"drop --resume to start it")
     if resume:
         check_resumed(optuna.load_study(study_name=config.study, storage=storage), config)
@@ -96,6 +100,7 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
         study = optuna.load_study(study_name=config.study, storage=storage, sampler=sampler,
                                   pruner=_study_pruner(config))
         check_resumed(study, config, space_config)
+        _ensure_baseline(study)
         return study
     # no median pruning: most operators start below the baseline; Hyperband / successive halving compare the
     # operators with each other (FidelityPruning)
@@ -108,10 +113,18 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(config.objective_names)  # the dashboard's and trials_dataframe's column name
         study.enqueue_trial({}, user_attrs={V.BASELINE: True})
-        if config.opening == "known":
-            for label, op in known.opening(context.space):
+        if config.opening == "known":  # at most --trials of them: none is left WAITING
+            for label, op in known.opening(context.space)[:config.trials]:
                 study.enqueue_trial({}, user_attrs={V.OPERATOR: op.to_json(), V.OPENING: label})
     return study
+
+
+def _ensure_baseline(study: optuna.Study) -> None:
+    """A resumed study whose baseline never finished (Ctrl-C during trial 0) trains it again: enqueued, so it runs
+    before any new operator trial (only the opening's trials still waiting from the start go first)."""
+    states = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
+    if not any(t.user_attrs.get(V.BASELINE) for t in study.get_trials(deepcopy=False, states=states)):
+        study.enqueue_trial({}, user_attrs={V.BASELINE: True})
 
 
 def remaining_trials(study: optuna.Study, trials: int) -> int:
@@ -128,9 +141,13 @@ def remaining_trials(study: optuna.Study, trials: int) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             fail_stale_trials(study)
+        fail_lost_in_creation(study)   # RUNNING without a heartbeat: a worker stopped inside study.ask()
     all_trials = study.get_trials(deepcopy=False)
     retried = {n for t in all_trials for n in t.system_attrs.get("retry_history", ())}
-    ops = [t for t in all_trials if not t.user_attrs.get(V.BASELINE) and t.number not in retried]
+    # a trial stopped by Ctrl-C (or lost before it started) evaluated nothing: a --resume runs another instead
+    unrun = (INTERRUPTED, LOST_IN_CREATION)
+    ops = [t for t in all_trials if not t.user_attrs.get(V.BASELINE) and t.number not in retried
+           and not (t.state == TrialState.FAIL and t.user_attrs.get(V.FAILURE) in unrun)]
     done_or_running = [t for t in ops if t.state.is_finished() or t.state == optuna.trial.TrialState.RUNNING]
     baseline_waiting = any(t.user_attrs.get(V.BASELINE) and t.state == optuna.trial.TrialState.WAITING
                            for t in all_trials)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -27,6 +28,7 @@ import optuna
 
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
+from syno_automl.errors import SynoError
 from syno_automl.search.objectives import (
     baseline_trial,
     best_operator_trial,
@@ -35,10 +37,15 @@ from syno_automl.search.objectives import (
     primary_value,
 )
 from syno_automl.study.context import SearchContext, prepare
+from syno_automl.study.lost_trials import fail_unstarted
 from syno_automl.study.opening import check_study, open_study, remaining_trials
-from syno_automl.study.trial import Objective
+from syno_automl.study.trial import INTERRUPTED, Objective
 
-__all__ = ["SearchResult", "run_search"]
+__all__ = ["SearchResult", "run_search", "SearchFailedError", "failure_of"]
+
+
+class SearchFailedError(SynoError, RuntimeError):
+    """The search produced nothing to compare: its baseline failed, or every operator trial did."""
 
 
 @dataclass
@@ -64,7 +71,7 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
 
         tracker = SearchTracker(config.tracking_uri)
         parent = tracker.study_run(config.study, config.settings())
-        study.set_user_attr(V.RUN_ID, parent)
+        study.set_user_attr(V.STUDY_RUN_ID, parent)
     if n_trials is None:
         n_trials = remaining_trials(study, config.trials)
     if out is not None:
@@ -85,6 +92,8 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
         status = "FINISHED"
     except KeyboardInterrupt:
         status = "KILLED"
+        # stopped inside study.ask(): the trial being created is RUNNING and Optuna never ends it
+        fail_unstarted(study, getattr(study.sampler, "current_trial_id", None), INTERRUPTED)
         raise
     finally:
         if tracker is not None and parent is not None:
@@ -112,3 +121,24 @@ def _summarize_parent(tracker: Any, parent: str, study: optuna.Study) -> None:
     if len(study.directions) > 1:
         metrics["front_size"] = len(operator_front(study))
     run.log_metrics(metrics)
+
+
+def failure_of(study: optuna.Study) -> str | None:
+    """Why the search produced nothing to compare, or None: the baseline did not finish, or every operator trial
+    that ended failed (none completed or was pruned); the most frequent failure reason is named."""
+    trials = study.get_trials(deepcopy=False)
+    ended = [t for t in trials if t.state.is_finished()]
+    base = [t for t in ended if t.user_attrs.get(V.BASELINE)]
+    ops = [t for t in ended if not t.user_attrs.get(V.BASELINE)]
+
+    def reason(group: list[optuna.trial.FrozenTrial]) -> str:
+        reasons = Counter(str(t.user_attrs.get(V.FAILURE, "no reason recorded")) for t in group)
+        text, count = reasons.most_common(1)[0]
+        return f"{text}" + (f" ({count} of {len(group)})" if len(group) > 1 else "")
+
+    if base and not any(t.state == optuna.trial.TrialState.COMPLETE for t in base):
+        return f"the baseline trial failed: {reason([t for t in base if t.state == optuna.trial.TrialState.FAIL])}"
+    op_failed = [t for t in ops if t.state == optuna.trial.TrialState.FAIL]
+    if ops and len(op_failed) == len(ops):
+        return f"every operator trial failed: {reason(op_failed)}"
+    return None

@@ -35,6 +35,7 @@ import optuna
 import torch
 from torch import nn
 
+from syno_automl.errors import OptionError
 from syno_automl.settings import SETTING
 
 if TYPE_CHECKING:
@@ -87,11 +88,11 @@ class Screen:
     def __init__(self, context: SearchContext, kind: str, threshold: float | None = None,
                  steps: int = DEFAULT_STEPS) -> None:
         if kind not in SCREENS:
-            raise ValueError(f"screen must be one of {', '.join(SCREENS)}, got {kind!r}")
+            raise OptionError(f"screen must be one of {', '.join(SCREENS)}, got {kind!r}")
         if context.config.task != "image":
-            raise ValueError("the screen applies to the image task only")
+            raise OptionError("the screen applies to the image task only")
         if steps < 2:
-            raise ValueError(f"a loss slope needs >= 2 steps, got {steps}")
+            raise OptionError(f"a loss slope needs >= 2 steps, got {steps}")
         self.context, self.kind, self.steps = context, kind, int(steps)
         self.threshold = DEFAULT_THRESHOLDS[kind] if threshold is None else float(threshold)
         self._batches: list[tuple[torch.Tensor, torch.Tensor]] | None = None
@@ -142,7 +143,7 @@ class Screen:
         if target is not None:
             options = {k: v for k, v in context.substitute_options.items() if k not in ("flops_ratio", "cost_ratio")}
             substitution = SynoSubstitution(target, LAYERS[context.config.layer], example_input=context.example,
-                                            **options)
+                                            cost_ratio=None, **options)   # the search's space holds the budget
             substitution.setup(None, task, "fit")  # type: ignore[arg-type] -- the trainer is read only without example
         return task
 
@@ -202,7 +203,7 @@ def _naswot_logdet(task: L.LightningModule, images: torch.Tensor) -> float:
         for h in hooks:
             h.remove()
     if not codes:
-        raise ValueError("naswot needs ReLU activations in the model")
+        raise OptionError("naswot needs ReLU activations in the model")
     c = torch.cat(codes, dim=1).double()
     kernel = c @ c.T + (1 - c) @ (1 - c).T   # units where two inputs agree
     sign, logdet = torch.linalg.slogdet(kernel)

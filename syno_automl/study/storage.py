@@ -15,6 +15,7 @@ import optuna
 from optuna.storages import BaseStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages.journal import JournalFileBackend, JournalStorage
 
+from syno_automl.errors import StorageURLError
 from syno_automl.interrupt import interrupt_safe
 
 __all__ = ["make_storage", "is_journal"]
@@ -43,10 +44,10 @@ def make_storage(url: str, *, heartbeat_interval: int | None = 10, grace_period:
     if is_journal(url):
         path = url[len("journal:"):] if url.startswith("journal:") else url
         if not path:
-            raise ValueError("journal storage needs a file path: journal:PATH")
+            raise StorageURLError("journal storage needs a file path: journal:PATH")
         return SafeJournalStorage(JournalFileBackend(path))
     if "://" not in url:
-        raise ValueError(f"storage {url!r} is neither an SQLAlchemy URL (sqlite:///syno.db, "
+        raise StorageURLError(f"storage {url!r} is neither an SQLAlchemy URL (sqlite:///syno.db, "
                          f"postgresql://user@host/db) nor a journal file (journal:PATH)")
     engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
     heartbeat = {}
@@ -62,4 +63,4 @@ def make_storage(url: str, *, heartbeat_interval: int | None = 10, grace_period:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return SafeRDBStorage(url, engine_kwargs=engine_kwargs, **heartbeat)
     except ImportError as e:
-        raise ValueError(f"storage {url!r} needs a database driver that is not installed: {e}") from None
+        raise StorageURLError(f"storage {url!r} needs a database driver that is not installed: {e}") from None

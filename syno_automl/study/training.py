@@ -36,8 +36,10 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
     substitution = SynoSubstitution(operator if operator is not None else trial, LAYERS[config.layer],
                                     example_input=context.example,
                                     flops_ratio=None if operator is not None else config.flops_ratio,
-                                    **{k: v for k, v in context.substitute_options.items()
-                                       if k not in ("flops_ratio", "cost_ratio")})
+                                    # the search's space already holds the budgets: the trial's own
+                                    # substitution only sizes the operator (no cost budget of its own)
+                                    cost_ratio=None, **{k: v for k, v in context.substitute_options.items()
+                                                        if k not in ("flops_ratio", "cost_ratio")})
     value = task_of(config).train(context, trial, run, substitution, epochs=epochs, milestones=milestones,
                                   timeout=timeout, steps=steps)
     _log_weights(run, substitution)

@@ -12,6 +12,7 @@ import optuna
 import syno_automl.study.training as training
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
+from syno_automl.errors import TrialResultError
 from syno_automl.search.objectives import baseline_trial, primary_value
 from syno_automl.search.sampler import suggest_operator
 from syno_automl.space import Operator
@@ -75,7 +76,7 @@ class Objective:
             value = training.train_operator(context, trial, run, epochs=config.epochs)
             cost = 1.0 if baseline else trial.user_attrs.get(V.COST_RATIO)
             if config.objective == "pareto" and (cost is None or not math.isfinite(float(cost))):
-                raise ValueError(f"no finite planned cost ratio ({V.COST_RATIO}={cost}): not comparable")
+                raise TrialResultError(f"no finite planned cost ratio ({V.COST_RATIO}={cost}): not comparable")
             if baseline and run is not None:
                 log_baseline_run(run, context)
             extra = task_of(config).trial_line(trial, run, baseline)
@@ -162,6 +163,10 @@ class Objective:
             from syno_automl.tracking import log_latency
 
             log_latency(run, result)
+            # what ran on each measured target: TVM's kernels (tvm.llvm, tvm.cuda), or the eager module (torch)
+            kernels = {"llvm": "tvm.llvm", "cuda": "tvm.cuda", "torch": "cpu.eager"}
+            run.log_kernels(op, [kernels[t.split()[0]] for t in config.latency_targets if t.split()[0] in kernels],
+                            mapping=0)
         self._log_baseline_latency(base, result)
         # every speedup says how both sides were scheduled: "(untuned)", "(tuned 64 trials)", "(eager)"
         parts = [f"{dev} {e['speedup']:.2f}x ({e.get('tag')})" if e["speedup"] is not None else f"{dev} missing"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from syno_automl.settings import SettingChoiceError
 from syno_automl.tasks.base import Task
 from syno_automl.tasks.image import ImageTask
 from syno_automl.tasks.lm import LMTask
@@ -24,4 +25,4 @@ def task_of(config: Any) -> Task:
     try:
         return TASK_OBJECTS[config.task]
     except KeyError:
-        raise ValueError(f"--task must be one of {', '.join(TASK_OBJECTS)}, got {config.task!r}") from None
+        raise SettingChoiceError(f"--task must be one of {', '.join(TASK_OBJECTS)}, got {config.task!r}") from None

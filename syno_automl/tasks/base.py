@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from syno_automl.config import SearchConfig
     from syno_automl.search.reward import Reward
 
-__all__ = ["Task", "trainer_device_options", "uses_gpu"]
+__all__ = ["Task", "trainer_device_options", "uses_gpu", "speed_target"]
 
 
 def uses_gpu(config: SearchConfig) -> bool:
@@ -28,6 +28,14 @@ def uses_gpu(config: SearchConfig) -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def speed_target(config: SearchConfig) -> str:
+    """The target the final stage measures speed on: ``config.speed_target``, or for ``auto`` the accelerator
+    trained on (compiled on CUDA, eager on a CPU, as today's)."""
+    if config.speed_target != "auto":
+        return config.speed_target
+    return "cuda.compiled" if uses_gpu(config) else "cpu.eager"
 
 
 def trainer_device_options(config: SearchConfig) -> dict[str, Any]:

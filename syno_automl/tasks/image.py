@@ -8,6 +8,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 from syno_automl import vocabulary as V
+from syno_automl.errors import TrialResultError
 from syno_automl.tasks.base import Task, trainer_device_options
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class ImageTask(Task):
                                      "train_seconds": time.time() - started})
         value = trainer.callback_metrics.get("val_acc")
         if value is None or not math.isfinite(float(value)):
-            raise ValueError(f"no finite val_acc after training (got {value})")
+            raise TrialResultError(f"no finite val_acc after training (got {value})")
         return float(value)
 
     def budget_label(self, config: SearchConfig) -> str:

@@ -6,6 +6,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from syno_automl import vocabulary as V
+from syno_automl.settings import SettingError
 from syno_automl.tasks.base import Task
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ class LMTask(Task):
 
     def datamodule_kwargs(self, config: SearchConfig) -> dict[str, Any]:
         if config.dataset != "text":
-            raise ValueError(f"--task lm reads text: --dataset must be 'text' (the embedded corpus, or a folder of "
+            raise SettingError(f"--task lm reads text: --dataset must be 'text' (the embedded corpus, or a folder of "
                              f".txt/.md/.py files with --data-dir), got {config.dataset!r}")
         return {"seq_len": config.seq_len, "tokenizer": config.tokenizer}
 
@@ -39,7 +40,7 @@ class LMTask(Task):
     def check_model(self, config: SearchConfig, probe: Any) -> None:
         block_size = getattr(getattr(probe, "config", None), "block_size", None)
         if block_size is not None and config.seq_len > block_size:
-            raise ValueError(f"--seq-len {config.seq_len} is longer than the model's context of {block_size} tokens")
+            raise SettingError(f"--seq-len {config.seq_len} is longer than the model's context of {block_size} tokens")
 
     def build_module(self, config: SearchConfig, model: Any, num_classes: int) -> Any:
         from lightning_modules.tasks import CausalLM

@@ -18,6 +18,7 @@ from typing import Any
 import lightning as L
 
 from syno_automl import vocabulary as V
+from syno_automl.errors import TrialResultError
 from syno_automl.interrupt import fit
 from syno_automl.search.time_limits import TrainingTimeBudget
 from syno_automl.tasks.base import trainer_device_options
@@ -130,5 +131,5 @@ def train_lm(context: Any, trial: Any | None, run: Any | None, *, substitution: 
         if meter.tokens_per_s is not None:
             trial.set_user_attr(V.TOKENS_PER_S, meter.tokens_per_s)
     if not meter.val_loss or not math.isfinite(meter.val_loss[-1][1]):
-        raise ValueError(f"no finite val_loss after training (got {meter.val_loss[-1:] or None})")
+        raise TrialResultError(f"no finite val_loss after training (got {meter.val_loss[-1:] or None})")
     return meter.val_loss[-1][1]

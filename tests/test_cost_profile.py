@@ -1,0 +1,249 @@
+"""Cost profiles per speed target (syno_automl.cost_profile, native/cost.hpp CostProfile, issue 24 part 3).
+
+* cpu.eager is today's cost, exactly (FLOPs + 256 x elements materialized), natively and in Python;
+* a profile round-trips through its file, and a malformed or foreign one is refused naming the file and field;
+* under the cuda profiles the partial-node cost bound never exceeds the cost of an operator below (as
+  tests/test_cost_bound.py checks for today's), and pruning with it keeps every operator;
+* substitute(target=...) budgets with the profile; calibrate() on a small CPU space writes a loadable profile.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from syno_automl import OperatorSpace
+from syno_automl.calibrate import calibrate
+from syno_automl.cost_profile import SHIPPED, CostProfile, load, resolve
+from syno_automl.errors import CostProfileError, SynoError
+from syno_automl.placeholder import layer_cost, substitute
+
+SPEC = ("[N, C_in, L]", "[N, C_out, L]", ["N: 0", "C_in: 2", "C_out: 2", "L: 2"], ["k=3: 2", "s=2: 2"],
+        [{"N": 2, "C_in": 4, "C_out": 4, "L": 12}, {"N": 3, "C_in": 2, "C_out": 6, "L": 6}])
+
+
+def space(**options) -> OperatorSpace:
+    inp, out, primary, coefficients, mappings = SPEC
+    return OperatorSpace(inp, out, primary, coefficients, mappings, threads=1, **options)
+
+
+def test_cpu_eager_is_todays_cost_exactly():
+    plain, profiled = space(max_depth=5), space(max_depth=5, cost_profile="cpu.eager")
+    ops = plain.enumerate(max_operators=300).operators
+    assert len(ops) > 50
+    for op in ops:
+        twin = profiled.replay(op.path).to_operator()
+        assert twin.total_cost() == op.total_cost()
+        for i in range(plain.num_mappings):
+            c = op.cost(i)
+            assert c["total"] == c["flops"] + 256 * c["materialized"]
+            assert op.cost(i, target="cpu.eager")["total"] == c["total"]
+
+
+@pytest.mark.parametrize("target", ["cuda.eager", "cuda.compiled"])
+def test_native_and_python_totals_agree(target):
+    sp = space(max_depth=5, cost_profile=target, max_counts={"UNFOLD": 1, "SHIFT": 1})
+    for op in sp.enumerate(max_operators=200).operators:
+        summed = sum(op.cost(i)["total"] for i in range(sp.num_mappings))
+        assert summed == pytest.approx(op.total_cost(), rel=1e-12)
+        assert op.cost(0)["total"] == pytest.approx(op.cost(0, target=target)["total"], rel=1e-12)
+
+
+def test_compiled_fuses_view_copies():
+    """Fusion only removes copies: a compiled profile never prices an operator above the same coefficients eager."""
+    eager = resolve("cuda.eager")
+    compiled = CostProfile(**{**eager.__dict__, "target": "cuda.compiled"})
+    sp = space(max_depth=5, max_counts={"UNFOLD": 1, "SHIFT": 2})
+    fused_somewhere = False
+    for op in sp.enumerate(max_operators=300).operators:
+        c = op.cost(0)
+        assert compiled.total(c) <= eager.total(c) * (1 + 1e-12)
+        fused_somewhere |= c["fused_copy_kernels"] < c["copy_kernels"]
+    assert fused_somewhere
+
+
+@pytest.mark.parametrize("target", ["cuda.eager", "cuda.compiled"])
+@pytest.mark.parametrize("max_depth, counts", [(4, {}), (5, {"UNFOLD": 1, "SHIFT": 1}), (4, {"EXPAND": 1})])
+def test_bound_is_sound_under_the_profile(target, max_depth, counts):
+    sp = space(max_depth=max_depth, max_counts=counts, max_weights=2, cost_profile=target)
+    ops = sp.enumerate(max_operators=300).operators
+    assert ops
+    for op in ops:
+        node = sp.root()
+        for key in op.path[:-1]:
+            node = node.apply(key)
+            assert node.cost_bound <= op.total_cost() * (1 + 1e-9), (str(op), node.description)
+
+
+@pytest.mark.parametrize("target", ["cuda.eager", "cuda.compiled"])
+def test_cost_pruning_keeps_every_operator_under_the_profile(target):
+    options = dict(max_depth=5, max_weights=2, max_counts={"SHIFT": 1, "UNFOLD": 1, "STRIDE": 1}, cost_profile=target)
+    costs = sorted(op.total_cost() for op in space(**options).enumerate(max_operators=10**6).operators)
+    limit = costs[len(costs) // 5]
+    pruned = space(**options, max_cost=limit).enumerate(max_operators=0)
+    unpruned = space(**options, max_cost=limit, cost_pruning=False).enumerate(max_operators=0)
+    assert pruned.hashes == unpruned.hashes and pruned.hashes
+    assert sum(pruned.nodes_per_depth) <= sum(unpruned.nodes_per_depth)
+
+
+@pytest.mark.parametrize("target", SHIPPED)
+def test_shipped_profiles_round_trip(target, tmp_path):
+    profile = resolve(target)
+    assert profile.target == target and profile.device and profile.torch and profile.date and profile.source
+    path = profile.save(tmp_path / "p.json")
+    assert load(path) == profile
+    assert resolve(str(path)) == profile and resolve(profile) is profile
+    assert resolve(profile.to_dict()) == profile
+
+
+def _doc(**changes):
+    doc = resolve("cuda.eager").to_dict()
+    for key, value in changes.items():
+        if key.startswith("coefficients."):
+            name = key.split(".", 1)[1]
+            if value is KeyError:
+                del doc["coefficients"][name]
+            else:
+                doc["coefficients"][name] = value
+        elif value is KeyError:
+            del doc[key]
+        else:
+            doc[key] = value
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("text, field", [
+    ("{not json", "not JSON"),
+    ('["a list"]', "JSON object"),
+    (_doc(format="syno-cost-profile/2"), "'format'"),
+    (_doc(format=KeyError), "'format'"),
+    (_doc(target="tpu.eager"), "'target'"),
+    (_doc(coefficients=KeyError), "'coefficients'"),
+    (_doc(**{"coefficients.launch": KeyError}), "coefficients.launch"),
+    (_doc(**{"coefficients.element": -1.0}), "coefficients.element"),
+    (_doc(**{"coefficients.flop": "1e-6"}), "coefficients.flop"),
+    (_doc(**{"coefficients.read": math.inf}).replace("Infinity", "1e999"), "coefficients.read"),
+    (_doc(**{"coefficients.warp": 1.0}), "'warp'"),
+    (_doc(device=3), "'device'"),
+])
+def test_malformed_profiles_name_the_file_and_field(text, field, tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(CostProfileError, match=field) as info:
+        load(path)
+    assert str(path) in str(info.value)
+    assert isinstance(info.value, SynoError) and isinstance(info.value, ValueError)
+
+
+def test_unknown_targets_are_refused():
+    with pytest.raises(CostProfileError, match="neither a shipped target"):
+        resolve("cuda.fast")
+    with pytest.raises(CostProfileError, match="not a known target"):
+        space(cost_profile={"format": "syno-cost-profile/1", "target": "gpu", "coefficients": {}})
+    op = space(max_depth=4).sample(1, seed=0)[0]
+    with pytest.raises(CostProfileError):
+        op.cost(0, target="/no/such/profile.json")
+
+
+def _conv_model() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, bias=False)), torch.randn(4, 8, 8, 8)
+
+
+def test_substitute_budgets_with_the_target():
+    model, x = _conv_model()
+    sub = substitute(model, nn.Conv2d, x, cost_ratio=2.0, target="cuda.compiled", max_depth=5)
+    profile = resolve("cuda.compiled")
+    assert sub.space.cost_profile == profile
+    assert sub.baseline_cost == pytest.approx(
+        profile.layer_cost(2 * 4 * 8 * 8 * 8 * 8 * 9, 4 * 8 * 8 * 8, 4 * 8 * 8 * 8, 8 * 8 * 9))
+    assert sub.space.budgets["max_cost"] == pytest.approx(2.0 * sub.baseline_cost)
+    ops = sub.space.sample(8, seed=0)
+    assert ops
+    for op in ops:  # the ratio the budget limits is the profile's
+        assert sub.cost_ratio(op) <= 2.0 * (1 + 1e-9)
+        assert sub.operator_cost(op) == pytest.approx(op.total_cost(), rel=1e-12)
+
+
+def test_conv_equivalent_costs_what_layer_cost_says_under_every_profile():
+    model, x = _conv_model()
+    sub = substitute(model, nn.Conv2d, x, cost_ratio=None, max_depth=5)
+    layer = sub.placeholders[0][1].referred_layer
+    for target in SHIPPED:
+        profile = resolve(target)
+        assert layer_cost(2 * 4 * 8 * 8 * 8 * 8 * 9, (4, 8, 8, 8), layer.weight.numel(), input_shape=(4, 8, 8, 8),
+                          profile=profile) == pytest.approx(profile.layer_cost(
+                              2 * 4 * 8 * 8 * 8 * 8 * 9, 4 * 8 * 8 * 8, 4 * 8 * 8 * 8, layer.weight.numel()))
+
+
+@pytest.mark.parametrize("target", SHIPPED)
+def test_the_conv_itself_costs_its_layer_cost(target):
+    """cost_ratio 1 is the replaced layer: the conv-equivalent operator's planned cost under each profile (training
+    or inference) is what CostProfile.layer_cost charges the conv."""
+    from syno_automl import known
+
+    model, x = _conv_model()
+    sub = substitute(model, nn.Conv2d, x, cost_ratio=None, max_depth=6, target=target)
+    conv = known.conv2d(sub.space)
+    assert sub.cost_ratio(conv) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_substitute_has_a_cost_budget_by_default():
+    model, x = _conv_model()
+    on = substitute(model, nn.Conv2d, x, max_depth=5)
+    assert on.space.budgets["max_cost"] == pytest.approx(on.baseline_cost)
+    model, x = _conv_model()
+    off = substitute(model, nn.Conv2d, x, max_depth=5, cost_ratio=None)
+    assert "max_cost" not in off.space.budgets
+
+
+def test_a_budget_that_leaves_nothing_says_so():
+    from syno_automl.errors import EmptySpaceError
+
+    model, x = _conv_model()
+    sub = substitute(model, nn.Conv2d, x, max_depth=5, cost_ratio=1e-3)
+    with pytest.raises(EmptySpaceError, match="cost_ratio"):
+        sub.space.sample(2, seed=0, max_attempts=50)
+
+
+def test_calibrate_writes_a_loadable_profile(tmp_path):
+    torch.set_num_threads(1)
+    model, x = _conv_model()
+    sub = substitute(model, nn.Conv2d, x, max_depth=5)
+    out = tmp_path / "mine.json"
+    profile = calibrate(sub, "cpu.eager", operators=4, seed=0, repeats=1, progress=False, out=out)
+    loaded = load(out)
+    assert loaded == profile and loaded.target == "cpu.eager" and loaded.torch == torch.__version__
+    assert loaded.fit["programs"] == 4 and loaded.seconds_per_unit == 1e-9
+    model, x = _conv_model()
+    again = substitute(model, nn.Conv2d, x, max_depth=5, target=out)  # what --cost-profile FILE will do
+    assert again.space.cost_profile == loaded
+
+
+def test_calibrate_picks_the_same_operators_for_a_seed(monkeypatch):
+    import syno_automl.calibrate as cal
+
+    picked: list[list[str]] = []
+    def timed(op, mapping, *args):  # no clock: which operators are picked is the point
+        picked[-1].append(op.hash)
+        return 1e-3 * (1 + int(op.hash[:3], 16))
+
+    monkeypatch.setattr(cal, "_time_program", timed)
+    for _ in range(2):
+        picked.append([])
+        model, x = _conv_model()
+        cal.calibrate(substitute(model, nn.Conv2d, x, max_depth=5), "cpu.eager", operators=5, seed=3, progress=False)
+    assert picked[0] == picked[1] and len(picked[0]) == 5
+
+
+def test_calibrate_refuses_cuda_without_it_and_unknown_targets():
+    model, x = _conv_model()
+    sub = substitute(model, nn.Conv2d, x, max_depth=5)
+    with pytest.raises(CostProfileError, match="unknown target"):
+        calibrate(sub, "tpu.eager", operators=2, progress=False)
+    if not torch.cuda.is_available():
+        with pytest.raises(CostProfileError, match="CUDA"):
+            calibrate(sub, "cuda.eager", operators=2, progress=False)

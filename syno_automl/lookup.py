@@ -81,8 +81,9 @@ def resume_defaults(args: argparse.Namespace) -> dict[str, Any]:
 
 def find_trial(study: Any, ref: str) -> Any:
     """The trial `ref` names: ``best`` (the search's best operator), ``final`` (the operator the final stage names),
-    ``baseline``, a trial number, or an operator hash prefix. Digits are a trial number when shorter than 4 characters; a longer run of digits that is both a
-    trial number and a hash prefix is refused as ambiguous (give more of the hash, or ``#N``)."""
+    ``baseline``, a trial number, or an operator hash prefix. Digits are a trial number when shorter than 4
+    characters; a longer run of digits that is both a trial number and a hash prefix is refused as ambiguous (give
+    more of the hash, or ``#N``)."""
     from syno_automl.search.objectives import baseline_trial, best_operator_trial
 
     trials = study.get_trials(deepcopy=False)
@@ -98,7 +99,8 @@ def find_trial(study: Any, ref: str) -> Any:
         final = stored_final(study)
         chosen = final.chosen if final is not None else None
         if final is None:
-            raise NotFoundError(f"study {study.study_name!r} has no final stage (search --resume --finalists K runs it)")
+            raise NotFoundError(f"study {study.study_name!r} has no final stage "
+                                f"(`syno-automl search --resume --finalists K` runs it)")
         if chosen is None or chosen.trial is None:
             raise NotFoundError(f"the final stage of study {study.study_name!r} names no operator: {final.verdict()}")
         return next(t for t in trials if t.number == chosen.trial)

@@ -7,7 +7,7 @@
     syno-automl search --task lm --study lm # GPT QKV projections on the embedded text corpus, val_loss
     syno-automl show 3f2a                   # an operator of the study (hash prefix)
     syno-automl export 3f2a -o op.py        # standalone PyTorch module
-    syno-automl report                      # Pareto plots (cost, FLOPs; PNG/SVG, logged to MLflow), the front, tables
+    syno-automl report                      # the verdict, Pareto plots (PNG/SVG, logged to MLflow), the front, tables
     syno-automl enumerate                   # counts and canonical rates of the default space
     syno-automl reevaluate 3f2a --epochs 10 # retrain chosen operators, each an MLflow run linked to its trial
     syno-automl tune 3f2a --target llvm     # TVM latency vs the replaced layers
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import traceback
 from typing import Sequence
@@ -88,8 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     _debug(p)
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("report", help="Pareto plot and canonical-rate table")
+    p = sub.add_parser("report", help="the final stage's verdict, Pareto plots and tables")
     p.add_argument("--out", default="report", help="output folder (default: %(default)s)")
+    p.add_argument("--rates", type=int, default=0, metavar="N",
+                   help="also the canonical-rate table, over N samples of the space (seconds to a minute; "
+                        "default: %(default)s, none)")
     p.add_argument("--top", type=int, default=3, help="lm: loss curves of this many best operators (default: 3)")
     add_setting_flags(p, "report")
     _debug(p)
@@ -152,6 +156,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # anywhere: while importing, loading data, training (see syno_automl.interrupt)
         print("syno-automl: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `syno-automl show | head`: the reader left; stop quietly, as Unix tools do
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """Exit status 141 (128 + SIGPIPE, what a shell reports for a tool killed by it), with stdout pointed at
+    /dev/null so that the interpreter's last flush of the buffered output does not fail again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file (a test's capture): nothing will be flushed to it
+        pass
+    return 141
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -163,7 +180,11 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.quiet:
         logging.disable(logging.WARNING - 1)  # warnings and errors only
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a reader that left shows here, inside main's BrokenPipeError handler
+        return code
+    except BrokenPipeError:
+        raise
     except Exception as e:  # one clear line; --debug for the traceback
         if getattr(args, "debug", False):
             traceback.print_exc()

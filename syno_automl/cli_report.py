@@ -1,5 +1,6 @@
-"""``syno-automl report``: the Pareto plots, the front, the trial, re-evaluation, latency and canonical-rate
-tables, written to a folder and logged to the study's MLflow run."""
+"""``syno-automl report``: the final stage's verdict first (table and figure), then the search's Pareto plots, the
+front, the trial, re-evaluation and latency tables (and, with ``--rates N``, the canonical-rate table), written to a
+folder and logged to the study's MLflow run."""
 from __future__ import annotations
 
 import argparse
@@ -12,21 +13,12 @@ __all__ = ["cmd_report"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from syno_automl.report import (
-        canonical_rate_table,
-        latency_devices,
-        latency_schedules,
-        latency_series,
-        latency_table,
-        plot_pareto,
-        points_of,
-        reevaluation_series,
-        reevaluation_table,
-        reevaluations_of,
-        search_label,
-        trial_table,
-    )
+    from syno_automl.report import (canonical_rate_table, latency_devices, latency_schedules, latency_series,
+                                    latency_table, plot_pareto, points_of, reevaluation_series, reevaluation_table,
+                                    reevaluations_of, search_label, trial_table)
+    from syno_automl.report_final import final_series, plot_final, verdict_section
     from syno_automl.search.objectives import objective_name
+    from syno_automl.study.verdict import stored_final
 
     study = load_study(args)
     out = Path(args.out)
@@ -36,6 +28,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     axis = {"maximize": maximize, "ylabel": "validation accuracy" if maximize else "validation loss"}
     points = points_of(study)
     settings = study.user_attrs.get(V.SETTINGS, {})
+    final = stored_final(study)
+    files = []
+    figure = "final.png" if final is not None and final.candidates else None
+    if figure is not None:  # the answer first: re-trained alike, against the baseline's band
+        files += plot_final(final, out / "final", title=f"{study.study_name}: the final stage's verdict "
+                                                        f"({final.budget_text()})")
     tracking = tracking_of(args)
     tracker = None
     if tracking:
@@ -44,12 +42,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         tracker = SearchTracker(tracking)
     # `reevaluate` keeps its figures in MLflow runs only; `tune` in the study attr syno.latency
     reevaluated = reevaluations_of(tracker.reevaluation_runs(study.study_name), study, name) if tracker else []
-    files = plot_pareto(points, out / "pareto_flops", title=f"{study.study_name}: {name} vs FLOPs",
-                        budget=settings.get("flops_ratio"), label=f"operators ({search_label(settings)})",
-                        series=reevaluation_series(reevaluated), **axis)
+    files += plot_pareto(points, out / "pareto_flops", title=f"{study.study_name}: {name} vs FLOPs",
+                         budget=settings.get("flops_ratio"), label=f"operators ({search_label(settings)})",
+                         series=[*final_series(study, final, V.FLOPS_RATIO), *reevaluation_series(reevaluated)],
+                         **axis)
     from syno_automl.report_front import front_table, plot_cost_front
 
-    files += plot_cost_front(study, out / "pareto_cost", **axis)
+    files += plot_cost_front(study, out / "pareto_cost", series=final_series(study, final), **axis)
     for device in latency_devices(study):  # measured by the search or by `syno-automl tune`, side by side
         series = latency_series(study, device)
         if series:
@@ -62,16 +61,23 @@ def cmd_report(args: argparse.Namespace) -> int:
             files += _loss_curves(study, tracking, out, args.top)
         else:
             print("no loss curves: they are read from MLflow (--tracking-uri none was given)")
-    space = space_of(study)
-    space.sample(32, seed=0, time_limit=30.0)  # exercise the rules so the counters mean something
-    rates = canonical_rate_table(space.stats())
+    if args.rates > 0:  # sampling exercises the canonical rules so that their counters mean something: seconds
+        space = space_of(study)
+        space.sample(args.rates, seed=0, time_limit=30.0)
+        rates = (f"Children kept by the canonical rules, per depth, over {args.rates} samples of the space.\n\n"
+                 + canonical_rate_table(space.stats()))
+    else:
+        rates = ("Not computed: the canonical rate per depth needs the space sampled (seconds to a minute): "
+                 "`syno-automl report --rates 32`, or `syno-automl enumerate` for the default space.")
     later = (reevaluation_table(reevaluated, study, name) if tracker else
              "Not read: re-evaluations are kept in MLflow runs (--tracking-uri none was given).")
-    text = (f"# syno-automl report: study {study.study_name}\n\n## Trials\n\n{trial_table(study)}\n\n"
-            f"## Pareto front ({name} vs planned cost ratio; pareto_cost.png)\n\n{front_table(study)}\n\n"
+    text = (f"# syno-automl report: study {study.study_name}\n\n"
+            f"{verdict_section(study, final, name, figure)}\n"
+            f"## Trials (the search's figures)\n\n{trial_table(study)}\n\n"
+            f"## Pareto front of the search ({name} vs planned cost ratio; pareto_cost.png)\n\n{front_table(study)}\n\n"
             f"## Re-evaluated (`syno-automl reevaluate`, beside the search's figures)\n\n{later}\n\n"
             f"## Latency (measured by the search and by `syno-automl tune`)\n\n{latency_table(study)}\n\n"
-            f"## Canonical rates (children kept by the canonical rules, per depth; 32 samples)\n\n{rates}\n")
+            f"## Canonical rates\n\n{rates}\n")
     (out / "report.md").write_text(text)
     files.append(out / "report.md")
     print(text)

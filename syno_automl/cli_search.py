@@ -10,7 +10,8 @@ from syno_automl import vocabulary as V
 from syno_automl.cli_common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
 from syno_automl.cli_options import config_of
 from syno_automl.errors import NotFoundError, OptionError
-from syno_automl.lookup import check_tracking_uri, find_trial, resume_defaults, trial_line
+from syno_automl.lookup import (check_tracking_uri, find_trial, local_run_summary, resume_defaults,
+                                trial_header, trial_line)
 
 __all__ = ["cmd_search", "cmd_show", "cmd_export"]
 
@@ -79,16 +80,25 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    # light: optuna, the study's SQLite file and the native core; no torch, Lightning or (for a local store) MLflow
+    from syno_automl.report_final import search_budget
     from syno_automl.search.objectives import objective_name, primary_value
+    from syno_automl.study.verdict import stored_final
 
     study = load_study(args)
     name = objective_name(study)
+    final = stored_final(study)
+    budget = search_budget(study.user_attrs.get(V.SETTINGS, {}))
     if args.hash is None:
         trials = study.get_trials(deepcopy=False)
         print(f"study {study.study_name}: {len(trials)} trials ({name}; `syno-automl show N` for one)")
-        print(f"{'trial':>5}  {'state':<8}  {'operator':<16}  {name:>8}  {'FLOPs':>7}  {'cost':>7}  reason")
+        print(_final_headline(study, final, budget))
+        print(trial_header(name, final))
         for t in trials:
-            print(trial_line(t, name))
+            print(trial_line(t, name, final))
+        if final is not None:
+            print(f"{name}: the search's ({budget}); final: re-trained mean ± sd ({final.budget_text()})"
+                  + ("; * the operator the final stage names" if final.chosen is not None else ""))
         return 0
     trial = find_trial(study, args.hash)
     if trial.user_attrs.get(V.BASELINE):
@@ -96,15 +106,23 @@ def cmd_show(args: argparse.Namespace) -> int:
     else:
         _, op = operator_of(study, f"#{trial.number}")
         print(f"operator {op.hash}  (study {study.study_name}, trial {trial.number}, {trial.state.name})")
-        print(str(op))
-        print(f"depth {op.depth}; primitives: {', '.join(op.primitives)}")
-    for key, label in ((V.FLOPS_RATIO, "FLOPs ratio"), (V.FLOPS, "FLOPs"), (V.PARAMS, "params"),
-                       (V.COST_RATIO, "cost ratio"), (V.COST, "cost"),
-                       (V.MATERIALIZED, "elements materialized"), (V.PEAK, "peak tensor (elements)")):
+        print(str(op))  # its primitives, in forward order, with the input and weight shapes
+    for key, label, kind in _FIGURES:
         if key in trial.user_attrs:
-            print(f"{label}: {trial.user_attrs[key]}")
+            print(f"{label}: {_figure(trial.user_attrs[key], kind)}")
     if primary_value(trial) is not None:
-        print(f"{name}: {primary_value(trial):.4f}")
+        print(f"{name}: {primary_value(trial):.4f} (the search's: {budget})")
+    if final is not None:
+        mine = final.of_trial(trial.number)
+        if mine is not None:
+            print(f"final stage: {final.summary(mine)}")
+        else:
+            print(f"final stage: not a finalist; {final.verdict()}")
+        chosen = final.chosen
+        if chosen is not None and chosen is not mine:
+            print(f"the final stage names {chosen.label} (trial {chosen.trial}): `syno-automl show final`")
+    elif not trial.user_attrs.get(V.BASELINE):
+        print(_final_headline(study, final, budget))
     for key, label in ((V.TOKENS_PER_S, "training tokens/s"), (V.THROUGHPUT_RATIO, "throughput ratio")):
         if key in trial.user_attrs:
             print(f"{label}: {trial.user_attrs[key]:.4g}")
@@ -117,10 +135,39 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+# the figures `show N` prints, as (user attr, label, kind): ratios with 3 decimals, counts with separators
+_FIGURES = ((V.FLOPS_RATIO, "FLOPs ratio", "ratio"), (V.FLOPS, "FLOPs", "count"), (V.PARAMS, "params", "count"),
+            (V.COST_RATIO, "cost ratio", "ratio"), (V.COST, "cost", "count"),
+            (V.MATERIALIZED, "elements materialized", "count"), (V.PEAK, "peak tensor (elements)", "count"))
+
+
+def _figure(value: Any, kind: str) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return str(value)
+    if kind == "ratio":
+        return f"{value:.3f}x"
+    return f"{value:,.0f}" if abs(value) < 1e15 else f"{value:.3g}"
+
+
+def _final_headline(study: Any, final: Any, budget: str) -> str:
+    """The final stage's verdict, or that there is none (so the search's values are not read as the answer)."""
+    if final is not None:
+        return f"final stage ({final.budget_text()}, re-trained alike): {final.verdict()}"
+    trials = study.user_attrs.get(V.SETTINGS, {}).get("trials")
+    again = f"--trials {trials} " if trials is not None else ""
+    return (f"no final stage: the values are the search's ({budget}), a screening, not a re-trained comparison "
+            f"with the baseline (`syno-automl search --resume {again}--finalists 3` runs it)")
+
+
 def _run_summary(tracking: str | None, run_id: str) -> str:
-    """`` (FINISHED; artifacts: ...)`` read from the tracking store; '' without one."""
+    """`` (FINISHED; artifacts: ...)`` read from the tracking store; '' without one. A local store is read
+    directly (lookup.local_run_summary); MLflow's client only for the others."""
     if tracking is None:
         return ""
+    found = local_run_summary(tracking, run_id)
+    if found is not None:
+        status, artifacts = found
+        return f" ({status}; artifacts: {', '.join(artifacts) or 'none'})"
     from syno_automl.tracking import SearchTracker
 
     client = SearchTracker(tracking).client
@@ -166,7 +213,23 @@ def cmd_export(args: argparse.Namespace) -> int:
         torch.save(state, args.weights)
         print(f"wrote {args.weights} (trained weights: SynoLayer().load_state_dict(torch.load({args.weights!r})))",
               file=sys.stderr if not args.output else sys.stdout)
+    print(_export_figures(study, trial), file=sys.stderr if not args.output else sys.stdout)
     return 0
+
+
+def _export_figures(study: Any, trial: Any) -> str:
+    """What is known of the exported operator beyond the search: its final-stage figures, or that it has none."""
+    from syno_automl.study.verdict import stored_final
+
+    final = stored_final(study)
+    if final is None:
+        return "no final stage: its accuracy is the search's one-seed figure (see `syno-automl show`)"
+    mine = final.of_trial(trial.number)
+    text = f"final stage: {final.summary(mine)}" if mine is not None else "final stage: not a finalist"
+    chosen = final.chosen
+    if chosen is not None and chosen is not mine:
+        text += f"; the final stage names {chosen.label} (`syno-automl export final`)"
+    return text
 
 
 def _download_weights(tracking: str, run_id: str, number: int) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from typing import Any, Callable
 from syno_automl import vocabulary as V
 from syno_automl.errors import NotFoundError, OutputPathError, TrackingUnreachableError
 
-__all__ = ["check_tracking_uri", "resume_defaults", "find_trial", "find_operator", "trial_line"]
+__all__ = ["check_tracking_uri", "resume_defaults", "find_trial", "find_operator", "trial_header", "trial_line",
+           "local_run_summary"]
 
 
 def check_tracking_uri(uri: str, seconds: float = 3.0) -> None:
@@ -79,9 +80,10 @@ def resume_defaults(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def find_trial(study: Any, ref: str) -> Any:
-    """The trial `ref` names: ``best`` (the best operator), ``baseline``, a trial number, or an operator hash
-    prefix. Digits are a trial number when shorter than 4 characters; a longer run of digits that is both a
-    trial number and a hash prefix is refused as ambiguous (give more of the hash, or ``#N``)."""
+    """The trial `ref` names: ``best`` (the search's best operator), ``final`` (the operator the final stage names),
+    ``baseline``, a trial number, or an operator hash prefix. Digits are a trial number when shorter than 4
+    characters; a longer run of digits that is both a trial number and a hash prefix is refused as ambiguous (give
+    more of the hash, or ``#N``)."""
     from syno_automl.search.objectives import baseline_trial, best_operator_trial
 
     trials = study.get_trials(deepcopy=False)
@@ -91,6 +93,17 @@ def find_trial(study: Any, ref: str) -> Any:
         if found is None:
             raise NotFoundError(f"study {study.study_name!r} has no completed operator trial yet")
         return found
+    if key == "final":
+        from syno_automl.study.verdict import stored_final
+
+        final = stored_final(study)
+        chosen = final.chosen if final is not None else None
+        if final is None:
+            raise NotFoundError(f"study {study.study_name!r} has no final stage "
+                                f"(`syno-automl search --resume --finalists K` runs it)")
+        if chosen is None or chosen.trial is None:
+            raise NotFoundError(f"the final stage of study {study.study_name!r} names no operator: {final.verdict()}")
+        return next(t for t in trials if t.number == chosen.trial)
     if key == "baseline":
         found = baseline_trial(study) or next((t for t in trials if t.user_attrs.get(V.BASELINE)), None)
         if found is None:
@@ -134,17 +147,64 @@ def find_operator(study: Any, ref: str, space_of: Callable[[Any], Any]) -> tuple
     return trial, Operator.from_json(space_of(study), text)
 
 
-def trial_line(trial: Any, name: str) -> str:
-    """One row of `syno-automl show`: number, state, operator, objective value, FLOPs and cost ratios, reason."""
+def trial_header(name: str, final: Any | None = None) -> str:
+    """The column titles of :func:`trial_line` (`final`: the study's FinalResult, which adds its column)."""
+    retrained = f"  {'final ' + str(final.seeds) + ' seeds':<16}" if final is not None else ""
+    return f"{'trial':>5}  {'state':<8}  {'operator':<16}  {name:>8}{retrained}  {'FLOPs':>7}  {'cost':>7}  reason"
+
+
+def trial_line(trial: Any, name: str, final: Any | None = None) -> str:
+    """One row of `syno-automl show`: number, state, operator, objective value in the search, the re-trained mean ±
+    sd of a finalist (`final`: the study's FinalResult; ``*`` marks the operator it names), FLOPs and cost
+    ratios, reason."""
     from syno_automl.search.objectives import cost_of, primary_value
 
     state = trial.state.name
     label = "baseline" if trial.user_attrs.get(V.BASELINE) else str(trial.user_attrs.get(V.HASH, "-"))
     found = primary_value(trial)
     value = f"{found:.4f}" if found is not None else "-"
+    retrained = ""
+    if final is not None:
+        mine = final.of_trial(trial.number)
+        figure = "-" if mine is None else mine.figure() + (" *" if mine is final.chosen else "")
+        retrained = f"  {figure:<16}"
     ratio = trial.user_attrs.get(V.FLOPS_RATIO)
     flops = f"{ratio:.3f}x" if isinstance(ratio, (int, float)) else "-"
     cost_ratio = cost_of(trial)
     cost = f"{cost_ratio:.3f}x" if isinstance(cost_ratio, (int, float)) else "-"
     why = trial.user_attrs.get(V.FAILURE) or trial.user_attrs.get(V.PRUNED) or ""
-    return f"{trial.number:>5}  {state:<8}  {label:<16}  {value:>8}  {flops:>7}  {cost:>7}  {str(why)[:60]}"
+    return (f"{trial.number:>5}  {state:<8}  {label:<16}  {value:>8}{retrained}  {flops:>7}  {cost:>7}  "
+            f"{str(why)[:60]}").rstrip()
+
+
+def local_run_summary(tracking_uri: str, run_id: str) -> tuple[str, list[str]] | None:
+    """(status, top-level artifact names) of an MLflow run, read straight from a local ``sqlite:///`` store and the
+    ``mlruns`` folder beside it, without MLflow (whose import takes seconds and ~200 MB). None when this cannot
+    answer for sure -- a server, another artifact location, a moved or copied folder (MLflow's client, which
+    repairs the paths, answers then)."""
+    import sqlite3
+    from urllib.parse import unquote, urlparse
+
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    db = Path(tracking_uri[len("sqlite:///"):])
+    if not db.is_file():
+        return None
+    try:
+        with sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=10) as con:
+            row = con.execute("SELECT status, artifact_uri FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
+    except sqlite3.Error:
+        return None
+    if row is None or not isinstance(row[1], str):
+        return None
+    status, uri = row
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("", "file"):
+        return None
+    folder = Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(uri)
+    if not folder.is_absolute():
+        folder = db.resolve().parent / folder
+    here = db.resolve().parent / "mlruns"
+    if not folder.is_dir() or here not in folder.resolve().parents:
+        return None
+    return str(status), sorted(p.name for p in folder.iterdir())

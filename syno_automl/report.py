@@ -226,11 +226,22 @@ def plot_loss_curves(curves: dict[str, dict[str, Sequence[tuple[int, float]]]], 
 
 
 def canonical_rate_table(stats: dict[str, Any]) -> str:
-    """Markdown table of the space's per-depth candidates vs canonical children (from ``space.stats()``)."""
+    """Markdown table of the space's per-depth candidates vs canonical children (from ``space.stats()``); a depth
+    where nothing was tried (the deepest: operators end there) has no rate, ``-``.
+
+    Example:
+        >>> print(canonical_rate_table({"depths": [{"depth": 0, "candidates": 4, "canonical": 3},
+        ...                                        {"depth": 1, "candidates": 0, "canonical": 0}]}))
+        | depth | candidates | canonical | canonical rate |
+        |---:|---:|---:|---:|
+        | 0 | 4 | 3 | 0.750 |
+        | 1 | 0 | 0 | - |
+    """
     lines = ["| depth | candidates | canonical | canonical rate |", "|---:|---:|---:|---:|"]
     for i, d in enumerate(stats.get("depths", [])):
-        rate = d["canonical"] / d["candidates"] if d.get("candidates") else float("nan")
-        lines.append(f"| {d.get('depth', i)} | {d.get('candidates', 0)} | {d.get('canonical', 0)} | {rate:.3f} |")
+        tried, kept = d.get("candidates", 0), d.get("canonical", 0)
+        rate = f"{kept / tried:.3f}" if tried else "-"
+        lines.append(f"| {d.get('depth', i)} | {tried} | {kept} | {rate} |")
     return "\n".join(lines)
 
 

@@ -133,3 +133,4 @@ ARTIFACT_GRAPH_SVG = "graph.svg"
 ARTIFACT_FAILURE = "failure.txt"
 ARTIFACT_BASELINE = "layers.json"    # the baseline run's: the replaced layers
 ARTIFACT_WEIGHTS = "weights.pt"        # the trained operator modules' state dicts (`export --weights`)
+ARTIFACT_FINAL = "final.json"          # the study run's: the final stage's figures and verdict (as syno.final)

@@ -2,6 +2,9 @@
 study (opening, storage), one trial (trial, training, screen), the final stage and its verdict (finalists,
 verdict), and the whole run (run).
 
+The public names load on first use: a reading command that only opens the storage (``syno-automl show``) does not
+pay for torch and Lightning, which the context and the run import.
+
 Example:
     >>> from syno_automl.config import SearchConfig
     >>> from syno_automl.study import run_search
@@ -9,7 +12,18 @@ Example:
 """
 from __future__ import annotations
 
-from syno_automl.study.context import SearchContext, prepare
-from syno_automl.study.run import SearchResult, run_search
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from syno_automl.study.context import SearchContext, prepare
+    from syno_automl.study.run import SearchResult, run_search
 
 __all__ = ["run_search", "SearchResult", "SearchContext", "prepare"]
+_HOME = {"SearchContext": "context", "prepare": "context", "SearchResult": "run", "run_search": "run"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)

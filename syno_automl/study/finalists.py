@@ -279,23 +279,31 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     result = FinalResult(baseline, candidates, seeds=seeds, epochs=budget, margin=config.final_margin,
                          timing=timing, metric=task.final_metric, maximize=task.direction == "maximize",
                          seconds=time.time() - started, unit=unit)
-    _record(study, result, config.objective_name, tracker, parent)
+    _record(study, result, config.objective_name, tracker, parent, context)
     if out is not None:
         print(f"final stage ({result.seconds:.0f} s):", file=out)
         print("\n".join(result.table()), file=out, flush=True)
     return result
 
 
-def _record(study: optuna.Study, result: FinalResult, name: str, tracker: Any | None, parent: str | None) -> None:
-    """The table on the study (user attr syno.final); speedups on the finalists' runs; the verdict on the
-    study's run (tags syno.final_verdict / syno.final_hash, metrics final_*)."""
+def _record(study: optuna.Study, result: FinalResult, name: str, tracker: Any | None, parent: str | None,
+            context: Any | None = None) -> None:
+    """The table on the study (user attr syno.final); speedups and planned cost ratios on the finalists' runs (the
+    baseline's: the replaced layers too, as its search run); the verdict on the study's run (tags
+    syno.final_verdict / syno.final_hash, metrics final_*, the artifact final.json, and the run's description:
+    the verdict and the table, the first thing MLflow's run page shows)."""
     study.set_user_attr(V.FINAL, result.to_dict())
     if tracker is None:
         return
     for f in [result.baseline, *result.candidates]:
         if f.run_id is not None:
-            tracker.run(f.run_id).log_metrics({V.METRIC_FINAL_LATENCY: f.latency_ms, V.METRIC_FINAL_SPEEDUP: f.speedup,
-                                               V.METRIC_FINAL_TOKENS_PER_S: f.tokens_per_s})
+            run = tracker.run(f.run_id)
+            run.log_metrics({V.METRIC_FINAL_LATENCY: f.latency_ms, V.METRIC_FINAL_SPEEDUP: f.speedup,
+                             V.METRIC_FINAL_TOKENS_PER_S: f.tokens_per_s, "cost_ratio": f.cost_ratio})
+            if f is result.baseline and context is not None:
+                from syno_automl.study.trial import log_baseline_run
+
+                log_baseline_run(run, context)
     if parent is None:
         return
     run = tracker.run(parent)
@@ -309,3 +317,12 @@ def _record(study: optuna.Study, result: FinalResult, name: str, tracker: Any | 
                         V.METRIC_FINAL_SPEEDUP: pick.speedup, V.METRIC_FINAL_TOKENS_PER_S: pick.tokens_per_s})
     run.log_metrics(metrics)
     run.set_tags({V.TAG_FINAL_VERDICT: result.verdict(), V.TAG_FINAL_HASH: chosen.label if chosen else "none"})
+    run.log_json(result.to_dict(), V.ARTIFACT_FINAL)
+    note = (f"**{result.verdict()}**\n\nFinal stage: re-trained alike, {result.budget_text()}; "
+            f"{V.ARTIFACT_FINAL} holds every figure.\n\n```\n" + "\n".join(result.table()) + "\n```\n")
+    try:  # set_tags would cut the note at 500 characters, as it does params
+        tracker.client.set_tag(parent, "mlflow.note.content", note)
+    except Exception as e:  # noqa: BLE001 -- logging never stops a search
+        import logging
+
+        logging.getLogger(__name__).warning("MLflow: could not describe run %s: %s", parent, e)

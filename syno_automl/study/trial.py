@@ -19,7 +19,7 @@ from syno_automl.space import Operator
 from syno_automl.study.context import SearchContext
 from syno_automl.tasks import task_of
 
-__all__ = ["Objective", "INTERRUPTED"]
+__all__ = ["Objective", "INTERRUPTED", "log_baseline_run"]
 
 INTERRUPTED = "interrupted by the user (Ctrl-C / SIGINT)"
 
@@ -78,7 +78,7 @@ class Objective:
             if config.objective == "pareto" and (cost is None or not math.isfinite(float(cost))):
                 raise TrialResultError(f"no finite planned cost ratio ({V.COST_RATIO}={cost}): not comparable")
             if baseline and run is not None:
-                _log_baseline(run, context)
+                log_baseline_run(run, context)
             extra = task_of(config).trial_line(trial, run, baseline)
             if op is not None and config.latency_targets:
                 extra += self._latency(trial, run, op, value)
@@ -91,9 +91,9 @@ class Objective:
             raise
         except optuna.TrialPruned as e:
             trial.set_user_attr(V.PRUNED, str(e)[:1000])
-            if run is not None:
+            if run is not None:  # stopped on purpose, not broken: FINISHED with its reason (KILLED: interrupted)
                 run.set_tags({V.TAG_PRUNED: str(e)})
-                run.finish("KILLED")
+                run.finish("FINISHED")
             self._print(trial, op, f"pruned ({e})", started)
             raise
         except Exception as e:
@@ -223,9 +223,11 @@ def _trial_run_settings(config: SearchConfig) -> dict[str, Any]:
     return {k: settings[k] for k in TRIAL_RUN_SETTINGS if k in settings}
 
 
-def _log_baseline(run: Any, context: SearchContext) -> None:
-    """The baseline run's artifact: the replaced layers (so comparing runs in MLflow keeps artifact columns)."""
+def log_baseline_run(run: Any, context: SearchContext) -> None:
+    """A baseline run's artifact, the replaced layers (so comparing runs in MLflow keeps artifact columns), and its
+    planned cost: the replaced layers' own, cost ratio 1.0 (the operators' runs have both)."""
     sub = context.substitution
+    run.log_metrics({"cost": sub.baseline_cost, "cost_ratio": 1.0})
     run.log_json({"replaced_layers": [{"name": name, "kind": ph.kind, "layer": repr(ph.referred_layer),
                                        "mapping": sub.space.mapping(i)} for i, (name, ph) in enumerate(sub.placeholders)],
                   "baseline_flops": sub.baseline_flops, "space": str(sub.space.input_shape) + " -> "

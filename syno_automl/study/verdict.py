@@ -30,9 +30,9 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
-__all__ = ["Finalist", "FinalResult", "short_description"]
+__all__ = ["Finalist", "FinalResult", "short_description", "stored_final"]
 
 
 def short_description(primitives: list[str], limit: int = 60) -> str:
@@ -79,6 +79,14 @@ class Finalist:
                 "mean": self.mean, "sd": self.sd, "failures": list(self.failures), "speedup": self.speedup,
                 "latency_ms": self.latency_ms, "tokens_per_s": self.tokens_per_s, "run_id": self.run_id}
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Finalist:
+        """The finalist :meth:`to_dict` wrote (mean and sd are recomputed from the values)."""
+        return cls(str(data.get("label")), data.get("trial"), str(data.get("description") or ""),
+                   data.get("cost_ratio"), data.get("search_value"), [float(v) for v in data.get("values") or []],
+                   [str(f) for f in data.get("failures") or []], data.get("speedup"), data.get("latency_ms"),
+                   data.get("tokens_per_s"), data.get("run_id"))
+
 
 @dataclass
 class FinalResult:
@@ -120,6 +128,33 @@ class FinalResult:
 
     def margin_text(self) -> str:
         return f"{self.margin * 100:g} pp" if self.maximize else f"{self.margin:g} nats"
+
+    def budget_text(self) -> str:
+        """``3 seeds × 4 epochs``: what every re-trained model trained for."""
+        return f"{self.seeds} seeds × {self.epochs} {self.unit}"
+
+    def difference(self, f: Finalist) -> float | None:
+        """`f`'s mean minus the baseline's (None when either failed to re-train)."""
+        if f.mean is None or self.baseline.mean is None:
+            return None
+        return f.mean - self.baseline.mean
+
+    def of_trial(self, number: int) -> Finalist | None:
+        """The re-trained model of search trial `number` (the baseline's too), or None: not a finalist (nor a
+        baseline left untrained because no operator qualified)."""
+        return next((f for f in [self.baseline, *self.candidates] if f.trial == number and (f.values or f.failures)),
+                    None)
+
+    def summary(self, f: Finalist) -> str:
+        """One line on `f`'s re-trained figures, for ``syno-automl show``: ``accuracy 0.602 ± 0.032 (2 seeds × 1
+        epochs; baseline 0.760 ± 0.071), speedup 1.46× (torch eager ...): not within 1 pp of the baseline``."""
+        if f is self.baseline:
+            return (f"{self.metric} {f.figure()} ({self.budget_text()}, re-trained alike with each finalist), "
+                    f"latency {'-' if f.latency_ms is None else f'{f.latency_ms:.3g} ms'} ({self.timing})")
+        verdict = ("named: the fastest within " if f is self.chosen else
+                   "within " if self.within(f) else "not within ") + f"{self.margin_text()} of the baseline"
+        return (f"{self.metric} {f.figure()} ({self.budget_text()}; baseline {self.baseline.figure()}), "
+                f"speedup {_speedup(f.speedup)} ({self.timing}): {verdict}")
 
     def verdict(self) -> str:
         """The line a search ends with (see the module docstring)."""
@@ -191,6 +226,34 @@ class FinalResult:
                 "verdict": self.verdict(),
                 "chosen": chosen.label if chosen is not None else None, "baseline": self.baseline.to_dict(),
                 "candidates": [f.to_dict() for f in self.candidates]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FinalResult:
+        """The result :meth:`to_dict` wrote (the study's user attribute ``syno.final``): the verdict, the chosen
+        operator and every figure are recomputed from the stored values, so that readers judge as the search did.
+
+        Example:
+            >>> base = Finalist("baseline", 0, "the original layers", 1.0, 0.98, [0.98, 0.982], speedup=1.0)
+            >>> op = Finalist("fd7a7e8401b23d0b", 1, "REDUCE C_in", 0.7, 0.9, [0.975, 0.977], speedup=1.4)
+            >>> stored = FinalResult(base, [op], 2, 4, 0.01, "torch eager inference").to_dict()
+            >>> FinalResult.from_dict(stored).verdict() == stored["verdict"]
+            True
+        """
+        unit = "steps" if "steps" in data else "epochs"
+        return cls(Finalist.from_dict(data.get("baseline") or {}),
+                   [Finalist.from_dict(c) for c in data.get("candidates") or []], seeds=int(data.get("seeds") or 0),
+                   epochs=int(data.get(unit) or 0), margin=float(data.get("margin") or 0.0),
+                   timing=str(data.get("timing") or ""), metric=str(data.get("metric") or "accuracy"),
+                   maximize=bool(data.get("maximize", True)), seconds=float(data.get("seconds") or 0.0), unit=unit)
+
+
+def stored_final(study: Any) -> FinalResult | None:
+    """The final stage's result stored with `study` (user attribute ``syno.final``), or None: no final stage ran
+    (``--finalists 0``, an interrupted search, a study made before the stage existed)."""
+    from syno_automl import vocabulary as V
+
+    data = study.user_attrs.get(V.FINAL)
+    return FinalResult.from_dict(data) if isinstance(data, dict) and data.get("baseline") else None
 
 
 def _signed(value: float | None, maximize: bool) -> float:

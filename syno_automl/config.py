@@ -99,7 +99,10 @@ class _SearchConfigMethods:
         """Every setting checked against its table entry (SettingError and its kinds, naming the flag)."""
         for s in SETTINGS:
             value = s.validate(getattr(self, s.name))
-            if self.task not in s.tasks and value != s.default_for(self.task):
+            # a setting of the other task that was clearly asked for (an optional one given, a choice changed) is
+            # refused; a count left at another value (epochs=1 in a config shared by both tasks) is ignored
+            asked = s.default is None or s.choices is not None
+            if self.task not in s.tasks and asked and value != s.default_for(self.task):
                 raise SettingTaskError(f"{s.label} applies to --task {' or '.join(s.tasks)}, not {self.task}")
             setattr(self, s.name, value)
         dataset = str(self.dataset).lower().replace("_", "-")

@@ -42,6 +42,8 @@ from syno_automl.options import (
 )
 
 FORMAT = "syno-operator/1"
+#: FLOPs bins sample() spreads its draws over by default (when the space has a finite max_flops)
+FLOPS_BINS = 5
 MappingLike = "int | Mapping[str, int] | None"
 
 
@@ -181,20 +183,24 @@ class OperatorSpace:
         max_attempts: int | None = None,
         budget: int = 64,
         prefix: "Node | None" = None,
+        flops_bins: int = FLOPS_BINS,
     ) -> list["Operator"]:
         """`count` distinct canonical operators (fewer if the space or a limit runs out: see `last_report`).
 
+        With a finite `max_flops`, draws are spread over `flops_bins` log-uniform FLOPs bins from the floor
+        (`min_flops`, else max_flops / 100) to `max_flops`, in turn (native/sample.cpp); 0 draws uniformly over
+        the tree, which piles up at the cheapest operators.
         Deterministic for a seed, whatever `threads` is. Raises EmptySpaceError if no operator exists.
         """
         seed = self.seed if seed is None else seed
-        check_sample_arguments(count, seed, threads, time_limit, max_attempts, budget)
+        check_sample_arguments(count, seed, threads, time_limit, max_attempts, budget, flops_bins)
         if count > 0 and self._budget_conflict:
             raise EmptySpaceError(self._budget_conflict)  # proven by a bound: no need to search
         attempts = max_attempts if max_attempts is not None else max(1000, 200 * count)
         nodes, info = self._native.sample(
             int(count), int(seed) & 0xFFFFFFFFFFFFFFFF, int(threads or self.threads), int(attempts),
             float(time_limit), int(budget),
-            prefix._native if prefix is not None else None,
+            prefix._native if prefix is not None else None, int(flops_bins),
         )
         self.last_report = SampleReport(count, len(nodes), info["stop_reason"], info["attempts"], info["failed"],
                                         info["seconds"], info["threads"])

@@ -502,6 +502,9 @@ PYBIND11_MODULE(_native, m) {
         .def_property_readonly("distance", [](const PyNode& n) { return n.node->distance; })
         .def_property_readonly("is_final", [](const PyNode& n) { return n.node->is_final(); })
         .def_property_readonly("flops_bound", [](const PyNode& n) { return n.node->flops_bound; })
+        .def_property_readonly("flops_upper", [](const PyNode& n) {
+            return n.node->is_final() ? n.node->final_info->flops : flops_upper(*n.space, *n.node);
+        })
         .def_property_readonly("cost_bound", [](const PyNode& n) {
             return n.node->is_final() ? n.node->final_info->cost : cost_bound(*n.space, *n.node);
         })

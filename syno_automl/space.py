@@ -42,8 +42,9 @@ from syno_automl.options import (
 )
 
 FORMAT = "syno-operator/1"
-#: FLOPs bins sample() spreads its draws over by default (when the space has a finite max_flops)
-FLOPS_BINS = 5
+#: FLOPs bins sample() spreads its draws over by default (when the space has a finite max_flops): 0, uniform
+#: descents, as stratified draws cost about 5x more time per operator today (docs/priors.md)
+FLOPS_BINS = 0
 MappingLike = "int | Mapping[str, int] | None"
 
 
@@ -187,9 +188,10 @@ class OperatorSpace:
     ) -> list["Operator"]:
         """`count` distinct canonical operators (fewer if the space or a limit runs out: see `last_report`).
 
-        With a finite `max_flops`, draws are spread over `flops_bins` log-uniform FLOPs bins from the floor
-        (`min_flops`, else max_flops / 100) to `max_flops`, in turn (native/sample.cpp); 0 draws uniformly over
-        the tree, which piles up at the cheapest operators.
+        With a finite `max_flops` and `flops_bins` > 0, draws are spread over that many log-uniform FLOPs bins
+        from the floor (`min_flops`, else max_flops / 100) to `max_flops`, the least served bin first
+        (native/sample.cpp); 0 draws uniformly over the tree, which piles up at the cheapest operators unless a
+        FLOPs floor (syno_automl.priors) keeps them out.
         Deterministic for a seed, whatever `threads` is. Raises EmptySpaceError if no operator exists.
         """
         seed = self.seed if seed is None else seed

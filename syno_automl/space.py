@@ -299,6 +299,8 @@ class Node:
     description = property(lambda self: self._native.description)
     #: planned cost (Operator.total_cost) that every operator below is at least; a final node's own cost
     cost_bound = property(lambda self: self._native.cost_bound)
+    #: FLOPs (summed over the mappings) that every operator below is at most (native/bounds.hpp); a final's own
+    flops_upper = property(lambda self: self._native.flops_upper)
 
     @property
     def path(self) -> list[str]:

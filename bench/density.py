@@ -4,6 +4,9 @@ On the default task's space (``syno-automl search``'s: small CNN on digits, FLOP
   * draws: N operators from ``space.sample`` for each (priors, FLOPs bins) setting asked, printed as the share of
     draws per FLOPs-ratio bin (FLOPs summed over the placeholders / the replaced convs' FLOPs) and the share under
     0.1x;
+  * priors: each prior alone, the default ones together and all of them, as filters on the measured file's
+    operators (replayed in the space): how many of them, of the good ones (within 1 pp of the baseline at 6
+    epochs) and of the collapsed ones (under 20 % accuracy at 3 epochs) each keeps;
   * data: the operators of a measured file (default ../shared/data/default_space_accuracy.jsonl, described in the
     README beside it) replayed in the space, per FLOPs-ratio bin: how many, how many within 1 pp / 3 pp of the
     baseline at the final length (6 epochs) and their density, with the priors off (every row) and on (the rows
@@ -35,7 +38,9 @@ from syno_automl.space import Operator, OperatorSpace  # noqa: E402
 
 #: FLOPs-ratio bin edges (the last bin runs to the budget)
 EDGES = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35)
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "default_space_accuracy.jsonl"
+#: the measured file: ../shared/data/ beside the repository (found upwards, so a git worktree finds it too)
+DATA = next((p / "shared" / "data" / "default_space_accuracy.jsonl" for p in Path(__file__).resolve().parents
+             if (p / "shared" / "data" / "default_space_accuracy.jsonl").exists()), Path("default_space_accuracy.jsonl"))
 #: accuracies per length for the drawn operators: {epochs: [accuracy per operator]} (the training side)
 Evaluate = Callable[[Sequence[Operator]], dict[int, list[float]]]
 
@@ -96,6 +101,36 @@ def data_density(path: Path, space: OperatorSpace, baseline: float) -> list[dict
     return table
 
 
+#: each prior's rule name in the space's stats (native/rules.cpp)
+RULES = {"weight_io": "weight-shares-input-and-output", "outer_kinds": "outer-kind",
+         "outer_product": "outer-product-limit", "low_rank": "low-rank-size", "pooling": "unweighted-pooling-limit",
+         "flops_floor": "flops-floor", "channel_twins": "channel-split-order"}
+
+
+def prior_table(path: Path) -> list[str]:
+    """Per prior (and together): what it keeps of the data file's operators, its good ones and collapsed ones."""
+    from syno_automl.study import SearchConfig, prepare
+
+    config = prepare(SearchConfig(tracking_uri=None)).space.config()
+    config["prior_outer_kinds"] = True  # every prior set, so that each can be judged
+    space = OperatorSpace(**config)
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    base = statistics.mean(r["val_acc"] for r in rows if r["role"] == "baseline" and r.get("epochs") == 6)
+    good = {r["hash"] for r in rows if r["role"] == "sample" and r.get("epochs") == 6 and r["val_acc"] >= base - 0.01}
+    samples = [r for r in rows if r["role"] == "sample" and r.get("epochs") is None]
+    collapsed = {r["hash"] for r in samples if (r["val_acc"] or 0) < 0.2}
+    broken = {r["hash"]: set(P.violations(Operator.from_json(space, r["json"]))) for r in samples}
+    lines = [f"{len(samples)} operators, {len(good)} good, {len(collapsed)} collapsed"]
+    settings = [(name, {RULES[name]}) for name in P.PRIORS]
+    settings += [("(a)+(b)+(c) of the issue", {RULES[n] for n in ("weight_io", "outer_product", "low_rank", "pooling")}),
+                 ("DEFAULT_PRIORS", {RULES[n] for n in P.DEFAULT_PRIORS}), ("all", set(RULES.values()))]
+    for label, rules in settings:
+        kept = {h for h, b in broken.items() if not b & rules}
+        lines.append(f"  {label:26s} keeps {len(kept):3d}/{len(samples)}, good {len(kept & good):2d}/{len(good)}, "
+                     f"collapsed {len(kept & collapsed):3d}/{len(collapsed)}")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--draws", type=int, default=600)
@@ -104,9 +139,11 @@ def main() -> None:
                     help="comma-separated priors:flops_bins settings to draw from (priors on|off)")
     ap.add_argument("--data", type=Path, default=DATA)
     args = ap.parse_args()
+    if args.data.exists():
+        print("\n".join(prior_table(args.data)) + "\n", flush=True)
     spaces = {p: default_space(p == "on") for p in ("off", "on")}
     print("FLOPs-ratio bins: " + "  ".join(bin_label(i) for i in range(len(EDGES))))
-    for setting in args.settings.split(","):
+    for setting in filter(None, args.settings.split(",")):
         priors, bins = setting.split(":")
         space, baseline = spaces[priors]
         ratios, seconds = draw(space, baseline, args.draws, args.seed, int(bins))

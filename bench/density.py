@@ -47,7 +47,8 @@ Evaluate = Callable[[Sequence[Operator]], dict[int, list[float]]]
 
 def default_space(priors: bool) -> tuple[OperatorSpace, float]:
     """(the default search's space with the default priors on or off, the replaced convs' FLOPs summed)."""
-    from syno_automl.study import SearchConfig, prepare
+    from syno_automl.config import SearchConfig
+    from syno_automl.study import prepare
 
     context = prepare(SearchConfig(tracking_uri=None))
     config = context.space.config()
@@ -109,7 +110,8 @@ RULES = {"weight_io": "weight-shares-input-and-output", "outer_kinds": "outer-ki
 
 def prior_table(path: Path) -> list[str]:
     """Per prior (and together): what it keeps of the data file's operators, its good ones and collapsed ones."""
-    from syno_automl.study import SearchConfig, prepare
+    from syno_automl.config import SearchConfig
+    from syno_automl.study import prepare
 
     config = prepare(SearchConfig(tracking_uri=None)).space.config()
     config["prior_outer_kinds"] = True  # every prior set, so that each can be judged

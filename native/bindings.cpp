@@ -13,6 +13,7 @@
 #include "bounds.hpp"
 #include "describe.hpp"
 #include "lower.hpp"
+#include "priors.hpp"
 #include "space.hpp"
 
 namespace py = pybind11;
@@ -212,6 +213,16 @@ Options make_options(const py::dict& kw) {
             o.cost_profile.fuse_views = bool_option("cost_profile['fuse_views']", d["fuse_views"]);
             if (d.contains("inference")) o.cost_profile.inference = bool_option("cost_profile['inference']", d["inference"]);
         }
+        else if (k == "prior_weight_io") o.prior_weight_io = bool_option(k, value);
+        else if (k == "prior_outer_kinds") o.prior_outer_kinds = bool_option(k, value);
+        else if (k == "prior_max_outer") o.prior_max_outer = number_option(k, value, false);
+        else if (k == "prior_lowrank_size") o.prior_lowrank_size = int_option(k, value, 0, 1 << 30);
+        else if (k == "prior_max_pooling") o.prior_max_pooling = number_option(k, value, false);
+        else if (k == "channel_inputs") {
+            if (!py::isinstance<py::list>(value) && !py::isinstance<py::tuple>(value))
+                throw std::invalid_argument("channel_inputs must be a list of input positions, got a " + type_name(value));
+            for (auto item : value) o.channel_inputs.push_back(int_option("channel_inputs[]", item, 0, 63));
+        }
         else if (k == "max_counts") {
             if (!py::isinstance<py::dict>(value)) throw std::invalid_argument("max_counts must be a dict, got a " + type_name(value));
             for (auto [pk, pv] : value.cast<py::dict>()) {
@@ -256,6 +267,12 @@ py::dict options_to_py(const Options& o) {
     profile["fuse_views"] = o.cost_profile.fuse_views;
     profile["inference"] = o.cost_profile.inference;
     d["cost_profile"] = profile;
+    d["prior_weight_io"] = o.prior_weight_io;
+    d["prior_outer_kinds"] = o.prior_outer_kinds;
+    d["prior_max_outer"] = o.prior_max_outer;
+    d["prior_lowrank_size"] = o.prior_lowrank_size;
+    d["prior_max_pooling"] = o.prior_max_pooling;
+    d["channel_inputs"] = o.channel_inputs;
     py::dict counts;
     for (int p = 0; p < static_cast<int>(Prim::Count); ++p)
         counts[prim_name(static_cast<Prim>(p))] = o.max_count[p] < 0 ? py::object(py::none()) : py::object(py::int_(o.max_count[p]));
@@ -374,19 +391,21 @@ PYBIND11_MODULE(_native, m) {
         }, "Bounds every operator's totals obey (bounds.hpp): a budget outside them empties the space.")
         .def("sample",
              [](const std::shared_ptr<Space>& s, int count, uint64_t seed, int threads, uint64_t max_attempts,
-                double time_limit, uint64_t budget, py::object prefix) {
+                double time_limit, uint64_t budget, py::object prefix, int flops_bins) {
                  NodePtr from = prefix.is_none() ? s->root : prefix.cast<PyNode&>().node;
                  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
                  if (threads > kMaxThreads)
                      throw std::invalid_argument("threads=" + std::to_string(threads) + " is more than " +
                                                  std::to_string(kMaxThreads));
                  if (count < 0) throw std::invalid_argument("count must be >= 0, got " + std::to_string(count));
+                 if (flops_bins < 0 || flops_bins > 64)
+                     throw std::invalid_argument("flops_bins must be in [0, 64], got " + std::to_string(flops_bins));
                  if (std::isnan(time_limit)) throw std::invalid_argument("time_limit must be a number, got nan");
                  if (time_limit > 1e9) time_limit = 0;  // no limit (a huge one would overflow the clock)
                  SampleResult r;
                  {
                      py::gil_scoped_release release;
-                     r = sample(*s, from, count, seed, threads, max_attempts, time_limit, budget);
+                     r = sample(*s, from, count, seed, threads, max_attempts, time_limit, budget, flops_bins);
                  }
                  py::dict info;
                  info["stop_reason"] = r.stop_reason;
@@ -397,7 +416,7 @@ PYBIND11_MODULE(_native, m) {
                  return py::make_tuple(wrap(s, r.operators), info);
              },
              py::arg("count"), py::arg("seed"), py::arg("threads"), py::arg("max_attempts"), py::arg("time_limit"),
-             py::arg("budget") = 256, py::arg("prefix") = py::none())
+             py::arg("budget") = 256, py::arg("prefix") = py::none(), py::arg("flops_bins") = 0)
         .def("enumerate",
              [](const std::shared_ptr<Space>& s, int max_depth, uint64_t max_nodes, double time_limit,
                 uint64_t max_operators, py::object from) {
@@ -483,6 +502,9 @@ PYBIND11_MODULE(_native, m) {
         .def_property_readonly("distance", [](const PyNode& n) { return n.node->distance; })
         .def_property_readonly("is_final", [](const PyNode& n) { return n.node->is_final(); })
         .def_property_readonly("flops_bound", [](const PyNode& n) { return n.node->flops_bound; })
+        .def_property_readonly("flops_upper", [](const PyNode& n) {
+            return n.node->is_final() ? n.node->final_info->flops : flops_upper(*n.space, *n.node);
+        })
         .def_property_readonly("cost_bound", [](const PyNode& n) {
             return n.node->is_final() ? n.node->final_info->cost : cost_bound(*n.space, *n.node);
         })
@@ -519,6 +541,10 @@ PYBIND11_MODULE(_native, m) {
             return d;
         })
         .def("describe", [](const PyNode& n) { return describe_operator(*n.space, *n.node); })
+        .def("prior_violations", [](const PyNode& n) {
+            if (!n.node->is_final()) throw std::invalid_argument("prior_violations is defined for final operators only");
+            return prior_violations(*n.space, *n.node);
+        }, "The space priors (by rule name) this operator violates under its space's prior options (priors.hpp).")
         .def("graphviz", [](const PyNode& n) { return graphviz(*n.space, *n.node); })
         .def("program", [](const PyNode& n, int valuation) {
             if (valuation < 0 || valuation >= static_cast<int>(n.space->ctx.valuations.size()))

@@ -64,6 +64,17 @@
 //    around it, that run goes on past b; without fusion, first_run_bound counts its copies). Point 4 under a
 //    profile: each weight costs at least min(flop + element, 2 element) per element, and one kernel (its
 //    gradient); for an inference profile (no gradients) the bound is 0.
+//
+// FLOPs upper bound of a node (flops_upper). An operator's FLOPs (lower.cpp) are 2 x numel(letters) per
+// contraction plus numel(T) per reduce step (each bare reduction is summed once: at most max_reductions steps).
+// The node's own contractions are in flops_bound exactly. Any other contraction or reduce step works on a data
+// tensor that is, at that cut, the data coordinates of some frontier (on the node's path, or above it in the
+// completion) with the pass-through dims, and a contraction's letters add only coordinates of that frontier
+// (its group). Above the node a frontier's numel grows only by REDUCE (reduction stage) and STRIDE, and each
+// multiplies it by a size whose variables' |exponents| it takes from the allowance: growth <= prod_v
+// value_v^(max_occurrences_v - usage_v) over the variables those primitives may still use. So every tensor is
+// at most U = pass-through x max(path frontiers' numel, node's numel x growth), and FLOPs <= flops_bound +
+// (2 x contractions left + max_reductions) x U, mapping by mapping.
 #include "bounds.hpp"
 
 #include <algorithm>
@@ -182,6 +193,40 @@ Cost& operator+=(Cost& a, const Cost& b) {
 }
 
 }  // namespace
+
+double flops_upper(const Space& space, const NodeState& node) {
+    const Options& o = space.options;
+    const SizeContext& ctx = space.ctx;
+    int contraction_cap = o.max_count[static_cast<int>(Prim::Contraction)];
+    int contractions_left = std::max(0, o.max_weights - node.contractions);
+    if (contraction_cap >= 0)
+        contractions_left = std::min(contractions_left, std::max(0, contraction_cap - node.counts[static_cast<int>(Prim::Contraction)]));
+    double steps = 2.0 * contractions_left + std::max(0, std::min(o.max_reductions, o.max_depth));
+    bool reduce_left = node.reducing && node.reductions < o.max_reductions && o.max_count[static_cast<int>(Prim::Reduce)] != 0;
+    bool stride_left = o.max_count[static_cast<int>(Prim::Stride)] != 0;
+    double total = node.flops_bound;
+    for (size_t v = 0; v < ctx.valuations.size(); ++v) {
+        int vi = static_cast<int>(v);
+        auto numel = [&](const NodeState& n) {
+            double x = 1;
+            for (const Dim* d : n.frontier)
+                if (!d->is(DimKind::ShareR)) x *= ctx.approx(d->size, vi);
+            return x;
+        };
+        double growth = 1;
+        for (int i = 0; i < ctx.count(); ++i) {
+            bool usable = reduce_left || (stride_left && !ctx.is_primary(i));
+            int remaining = ctx.variables[i].max_occurrences - node.usage[i];
+            double value = static_cast<double>(ctx.valuations[v][i]);
+            if (usable && remaining > 0 && value > 1) growth *= std::pow(value, remaining);
+        }
+        double largest = numel(node) * growth;
+        for (const NodeState* m = node.parent.get(); m; m = m->parent.get()) largest = std::max(largest, numel(*m));
+        for (int i : space.fixed_inputs) largest *= std::max(1.0, ctx.approx(space.input[i].size, vi));
+        total += steps * largest;
+    }
+    return total * (1 + 1e-9);
+}
 
 double cost_bound(const Space& space, const NodeState& node) {
     const Options& o = space.options;

@@ -19,4 +19,8 @@ BudgetBounds budget_bounds(const Space& space);
 // max_cost (Options::cost_pruning), as it never builds one whose flops_bound exceeds max_flops.
 double cost_bound(const Space& space, const NodeState& node);
 
+// An upper bound on the FLOPs (summed over the mappings) of every final operator below `node`; bounds.cpp proves
+// it. What FLOPs-stratified sampling (sample.cpp) uses to skip subtrees too cheap for the bin it draws from.
+double flops_upper(const Space& space, const NodeState& node);
+
 }  // namespace syno

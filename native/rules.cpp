@@ -69,6 +69,24 @@ const std::array<Rule, RuleCount> kRules = {{
      "independent contractions commute: generate them in hash order"},
     {"unordered-input-not-shifted", Prim::Finalize, true,
      "an unordered input coordinate must not be shifted"},
+    {"channel-split-order", Prim::Finalize, true,
+     "a channel input (Options::channel_inputs) SPLIT as [inner, outer] is the [outer, inner] SPLIT on channels "
+     "permuted: keep the lexicographic order"},
+    {"weight-shares-input-and-output", Prim::Contraction, false,
+     "prior (original): every weight has an inner SHARE (a data coordinate) and an outer one (a new coordinate)"},
+    {"outer-kind", Prim::Contraction, false,
+     "prior (original): an outer SHARE's coordinate becomes an output coordinate (through MERGEs) or one a later "
+     "weight contracts (low rank), never a view's input"},
+    {"outer-product-limit", Prim::Contraction, false,
+     "prior (original maxExpansionMergeMultiplier): the outer coordinates that are not low rank multiply to at "
+     "most prior_max_outer elements"},
+    {"low-rank-size", Prim::Contraction, false,
+     "prior (original ExpansionWeightsSharingDimSize): a low-rank coordinate has exactly prior_lowrank_size "
+     "elements"},
+    {"unweighted-pooling-limit", Prim::Finalize, false,
+     "prior (original maxPoolingFactor): reductions with no SHARE above sum at most prior_max_pooling elements"},
+    {"flops-floor", Prim::Finalize, false,
+     "prior: an operator has at least min_flops FLOPs (substitute's min_flops_ratio)"},
 }};
 
 }  // namespace syno

@@ -46,6 +46,14 @@ enum RuleId : int {
     IndependentContractionsOrdered,
     // FINALIZE
     UnorderedInputNotShifted,
+    ChannelSplitOrder,
+    // Space priors (priors.hpp): not canonical, each an option of the space, off in the core by default
+    PriorWeightInputOutput,
+    PriorOuterKind,
+    PriorOuterProduct,
+    PriorLowRankSize,
+    PriorPooling,
+    PriorFlopsFloor,
     RuleCount
 };
 

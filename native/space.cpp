@@ -8,6 +8,7 @@
 #include "bounds.hpp"
 #include "describe.hpp"
 #include "hash.hpp"
+#include "priors.hpp"
 
 namespace syno {
 
@@ -311,6 +312,10 @@ std::vector<NodePtr> Space::generate_children(const NodePtr& node) const {
     // than on every child built: the bound lowers the node's path)
     if (!options.structural && options.cost_pruning && std::isfinite(options.max_cost) &&
         cost_bound(*this, *node) > options.max_cost)
+        return all;
+    // unweighted-pooling-limit (priors.hpp): once no CONTRACTION can come, the unweighted reductions only grow
+    if (!options.structural && options.prior_max_pooling > 0 && !contraction_possible(*this, *node) &&
+        rules.check(PriorPooling, pooling_factor(*this, *node) > options.prior_max_pooling))
         return all;
     // At the depth limit only FINALIZE (which adds no depth) can succeed: skip building doomed candidates.
     if (node->depth < options.max_depth) {

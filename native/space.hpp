@@ -46,6 +46,14 @@ struct Options {
     // legal exponents). The search-time filters on the space's own valuations (sizes >= 2, window limits,
     // min_unfold_ratio, min_weight_params, budgets) are off; replay() checks that sizes are valid instead.
     bool structural = false;
+    // Space priors (priors.hpp): search-time restrictions, off here (substitute turns them on); a structural
+    // space ignores them. Thresholds of 0 are off.
+    bool prior_weight_io = false;   // every CONTRACTION has an inner and an outer SHARE
+    bool prior_outer_kinds = false; // outer SHAREs feed the output (via MERGEs) or a later weight only
+    double prior_max_outer = 0;     // product of the non-low-rank outer coordinates (largest mapping)
+    int prior_lowrank_size = 0;     // size of every low-rank coordinate (largest mapping)
+    double prior_max_pooling = 0;   // product of the unweighted reductions' domains (largest mapping)
+    std::vector<int> channel_inputs;  // input positions that are channels: rule channel-split-order
 };
 
 struct InputDim {
@@ -117,7 +125,7 @@ struct SampleResult {
     double seconds = 0;
 };
 SampleResult sample(const Space&, const NodePtr& prefix, int count, uint64_t seed, int threads, uint64_t max_attempts,
-                    double time_limit, uint64_t budget);
+                    double time_limit, uint64_t budget, int flops_bins = 0);
 
 struct EnumerateResult {
     std::vector<NodePtr> operators;   // distinct final operators (first max_operators kept)

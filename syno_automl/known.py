@@ -18,13 +18,14 @@ import re
 from typing import Any, Callable, Sequence
 
 from syno_automl import _native
+from syno_automl.classify import classify
 from syno_automl.echo import shown
 from syno_automl.errors import OperatorFormatError
 from syno_automl.ir.expr import evaluate_index as ir_evaluate_index
 from syno_automl.space import Node, Operator, OperatorSpace
 
 __all__ = ["walk", "conv2d", "depthwise_conv2d", "grouped_conv2d", "grouped_linear", "avg_pool2d", "pixel_shuffle",
-           "linear", "opening"]
+           "linear", "opening", "classify"]
 
 
 def _normalize(description: str) -> str:

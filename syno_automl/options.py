@@ -30,13 +30,14 @@ __all__ = ["check_space_arguments", "check_sample_arguments", "check_enumerate_a
 INT_OPTIONS: dict[str, tuple[int, int]] = {
     "max_depth": (1, 30), "max_reductions": (0, 64), "max_weights": (0, 64), "min_weights": (0, 64),
     "max_shares": (0, 64), "max_primary_degree": (0, 8), "max_coefficient_degree": (0, 8),
-    "max_size_variables": (1, 16), "max_unfold_window": (1, 1 << 30),
+    "max_size_variables": (1, 16), "max_unfold_window": (1, 1 << 30), "prior_lowrank_size": (0, 1 << 30),
 }
 #: non-negative finite numbers
-NUMBER_OPTIONS = ("min_unfold_ratio", "min_weight_params")
+NUMBER_OPTIONS = ("min_unfold_ratio", "min_weight_params", "prior_max_outer", "prior_max_pooling")
 #: non-negative numbers, infinity meaning "no limit"
 BUDGETS = ("max_flops", "min_flops", "max_params", "min_params", "max_memory", "max_cost")
-BOOL_OPTIONS = ("distance_pruning", "flops_pruning", "cost_pruning", "canonical_rules")
+BOOL_OPTIONS = ("distance_pruning", "flops_pruning", "cost_pruning", "canonical_rules", "prior_weight_io",
+                "prior_outer_kinds")
 PRIMITIVES = tuple(_native.default_options()["max_counts"])
 MAX_THREADS: int = _native.MAX_THREADS
 _INT64_MAX = (1 << 63) - 1
@@ -161,8 +162,12 @@ def check_space_arguments(input_shape: Any, output_shape: Any, primary: Any, coe
             native[name] = value
         elif name == "max_counts":
             native[name] = check_max_counts(value)
+        elif name == "channel_inputs":  # input positions that are channels (rule channel-split-order)
+            if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+                raise OptionTypeError(f"channel_inputs must be a list of input positions, got {value!r}")
+            native[name] = [check_int(f"channel_inputs[{i}]", v, 0, 63) for i, v in enumerate(value)]
         else:
-            known = sorted([*INT_OPTIONS, *BUDGETS, *NUMBER_OPTIONS, *BOOL_OPTIONS, "max_counts"])
+            known = sorted([*INT_OPTIONS, *BUDGETS, *NUMBER_OPTIONS, *BOOL_OPTIONS, "max_counts", "channel_inputs"])
             raise OptionError(f"unknown option {shown(name)} (known: {', '.join(known)})")
     defaults = _native.default_options()
     lo_w, hi_w = native.get("min_weights", defaults["min_weights"]), native.get("max_weights", defaults["max_weights"])
@@ -172,7 +177,7 @@ def check_space_arguments(input_shape: Any, output_shape: Any, primary: Any, coe
 
 
 def check_sample_arguments(count: Any, seed: Any, threads: Any, time_limit: Any, max_attempts: Any,
-                           budget: Any) -> None:
+                           budget: Any, flops_bins: Any = 0) -> None:
     """Checks OperatorSpace.sample's arguments (the count and thread count most of all)."""
     check_int("count", count, 0, (1 << 31) - 1)
     if not _is_int(seed):
@@ -183,6 +188,7 @@ def check_sample_arguments(count: Any, seed: Any, threads: Any, time_limit: Any,
     if max_attempts is not None:
         check_int("max_attempts", max_attempts, 0, _INT64_MAX)
     check_int("budget", budget, 1, _INT64_MAX)
+    check_int("flops_bins", flops_bins, 0, 64)
 
 
 def check_enumerate_arguments(max_depth: Any, space_max_depth: int, max_nodes: Any, time_limit: Any,

@@ -42,6 +42,9 @@ from syno_automl.options import (
 )
 
 FORMAT = "syno-operator/1"
+#: FLOPs bins sample() spreads its draws over by default (when the space has a finite max_flops): 0, uniform
+#: descents, as stratified draws cost about 5x more time per operator today (docs/priors.md)
+FLOPS_BINS = 0
 MappingLike = "int | Mapping[str, int] | None"
 
 
@@ -181,20 +184,25 @@ class OperatorSpace:
         max_attempts: int | None = None,
         budget: int = 64,
         prefix: "Node | None" = None,
+        flops_bins: int = FLOPS_BINS,
     ) -> list["Operator"]:
         """`count` distinct canonical operators (fewer if the space or a limit runs out: see `last_report`).
 
+        With a finite `max_flops` and `flops_bins` > 0, draws are spread over that many log-uniform FLOPs bins
+        from the floor (`min_flops`, else max_flops / 100) to `max_flops`, the least served bin first
+        (native/sample.cpp); 0 draws uniformly over the tree, which piles up at the cheapest operators unless a
+        FLOPs floor (syno_automl.priors) keeps them out.
         Deterministic for a seed, whatever `threads` is. Raises EmptySpaceError if no operator exists.
         """
         seed = self.seed if seed is None else seed
-        check_sample_arguments(count, seed, threads, time_limit, max_attempts, budget)
+        check_sample_arguments(count, seed, threads, time_limit, max_attempts, budget, flops_bins)
         if count > 0 and self._budget_conflict:
             raise EmptySpaceError(self._budget_conflict)  # proven by a bound: no need to search
         attempts = max_attempts if max_attempts is not None else max(1000, 200 * count)
         nodes, info = self._native.sample(
             int(count), int(seed) & 0xFFFFFFFFFFFFFFFF, int(threads or self.threads), int(attempts),
             float(time_limit), int(budget),
-            prefix._native if prefix is not None else None,
+            prefix._native if prefix is not None else None, int(flops_bins),
         )
         self.last_report = SampleReport(count, len(nodes), info["stop_reason"], info["attempts"], info["failed"],
                                         info["seconds"], info["threads"])
@@ -291,6 +299,8 @@ class Node:
     description = property(lambda self: self._native.description)
     #: planned cost (Operator.total_cost) that every operator below is at least; a final node's own cost
     cost_bound = property(lambda self: self._native.cost_bound)
+    #: FLOPs (summed over the mappings) that every operator below is at most (native/bounds.hpp); a final's own
+    flops_upper = property(lambda self: self._native.flops_upper)
 
     @property
     def path(self) -> list[str]:

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "../hash.hpp"
+#include "../priors.hpp"
 #include "common.hpp"
 
 namespace syno {
@@ -28,6 +29,31 @@ double contraction_flops(const Space& space, const NodeState& n, const std::vect
         total += 2 * letters;
     }
     return total;
+}
+
+// The space priors a CONTRACTION decides alone (priors.hpp): every one is final once the contraction is made.
+bool priors_allow(const Space& space, const NodeState& n, const std::vector<const Dim*>& dims,
+                  const std::vector<Role>& roles) {
+    const Options& o = space.options;
+    auto& rules = space.rules;
+    std::vector<const Dim*> outer;
+    size_t inner = 0;
+    bool other = false, wrong_rank = false;
+    for (size_t k = 0; k < dims.size(); ++k) {
+        if (roles[k] == Role::Inner) ++inner;
+        if (roles[k] != Role::Outer) continue;
+        outer.push_back(dims[k]);
+        OuterKind kind = outer_kind(dims[k]);
+        other |= kind == OuterKind::Other;
+        wrong_rank |= kind == OuterKind::LowRank && largest_value(space, dims[k]->size) != o.prior_lowrank_size;
+    }
+    if (o.prior_weight_io && rules.check(PriorWeightInputOutput, inner == 0 || outer.empty())) return false;
+    if (o.prior_outer_kinds && rules.check(PriorOuterKind, other)) return false;
+    if (o.prior_lowrank_size > 0 && rules.check(PriorLowRankSize, wrong_rank)) return false;
+    if (o.prior_max_outer > 0 &&
+        rules.check(PriorOuterProduct, outer_product(space, n, outer) > o.prior_max_outer))
+        return false;
+    return true;
 }
 
 }  // namespace
@@ -64,6 +90,7 @@ void generate_contraction(const Space& space, const NodePtr& node, std::vector<N
         for (const Dim* d : group) depends |= d->depends_on(node->latest_group);
         // Independent of the previous contraction: it could come first, so require a canonical order.
         if (rules.check(IndependentContractionsOrdered, !depends && group.front()->hash <= node->latest_leader)) continue;
+        if (!o.structural && !priors_allow(space, *node, dims, roles)) continue;
 
         if (pruned_early(space, *node, group, kept, Prim::Contraction)) continue;
         uint64_t g = fnv1a("Contraction");

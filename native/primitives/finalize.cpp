@@ -5,6 +5,7 @@
 
 #include "../hash.hpp"
 #include "../lower.hpp"
+#include "../priors.hpp"
 #include "common.hpp"
 
 namespace syno {
@@ -61,9 +62,10 @@ void assign(const Space& space, const NodePtr& node, const std::vector<const Dim
             info->peak = std::max(info->peak, p.cost.peak);
         }
         const Options& o = space.options;
-        if (!o.structural && (info->flops > o.max_flops || info->flops < o.min_flops || info->params > o.max_params ||
+        if (!o.structural && (info->flops > o.max_flops || info->params > o.max_params ||
             info->params < o.min_params || info->memory > o.max_memory || info->cost > o.max_cost))
             return;
+        if (!o.structural && space.rules.check(PriorFlopsFloor, info->flops < o.min_flops)) return;
         child->hash = operator_hash(*node, *info);
         child->distance = 0;
         out.push_back(child);
@@ -73,6 +75,9 @@ void assign(const Space& space, const NodePtr& node, const std::vector<const Dim
     for (size_t i = 0; i < data.size(); ++i) {
         if (used[i] || !(data[i]->size == want.size)) continue;
         if (space.rules.check(UnorderedInputNotShifted, want.unordered && data[i]->is(DimKind::Shift))) continue;
+        if (!space.options.structural && !space.options.channel_inputs.empty() &&
+            space.rules.check(ChannelSplitOrder, channel_split_twin(space, desired[k], data[i])))
+            continue;
         used[i] = true;
         chosen.push_back(data[i]);
         assign(space, node, data, desired, chosen, used, out);
@@ -92,6 +97,11 @@ void generate_finalize(const Space& space, const NodePtr& node, std::vector<Node
     for (size_t i = 0; i < space.input.size(); ++i)
         if (space.input[i].fixed_output < 0) desired.push_back(static_cast<int>(i));
     if (data.size() != desired.size()) return;
+    // unweighted-pooling-limit: the shares are final here, whatever the input assignment
+    const Options& o = space.options;
+    if (!o.structural && o.prior_max_pooling > 0 &&
+        space.rules.check(PriorPooling, pooling_factor(space, *node) > o.prior_max_pooling))
+        return;
     // A structural space generates children whatever their sizes: lower only a path valid at its valuations.
     if (space.options.structural)
         for (const Step* step : node->path())

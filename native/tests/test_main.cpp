@@ -9,6 +9,7 @@
 #include "hash.hpp"
 #include "hash_set.hpp"
 #include "lower.hpp"
+#include "priors.hpp"
 #include "space.hpp"
 
 using namespace syno;
@@ -219,6 +220,48 @@ static void test_budget_bounds_hold() {
     }
 }
 
+static Space linear_space(const Options& o) {
+    return Space("[N, C_in]", "[N, C_out]", {"N: 0", "C_in: 2", "C_out: 2"}, {"s=2: 2"},
+                 {{{"N", 2}, {"C_in", 8}, {"C_out", 8}}}, o);
+}
+
+// Each prior: its counter moves, and the space with it on holds exactly the operators of the space without it
+// that satisfy it (nothing satisfying is pruned, nothing violating is kept).
+static void test_priors_are_exact_filters() {
+    Options base;
+    base.max_depth = 5;
+    Space off = linear_space(base);
+    auto all = enumerate(off, off.root, 5, 1u << 30, 0, 1u << 30);
+    CHECK(all.operator_count > 100);
+    std::vector<std::pair<Options, RuleId>> cases;
+    Options o = base; o.prior_weight_io = true; cases.push_back({o, PriorWeightInputOutput});
+    o = base; o.prior_max_pooling = 2; cases.push_back({o, PriorPooling});
+    o = base; o.prior_max_outer = 4; cases.push_back({o, PriorOuterProduct});
+    o = base; o.prior_outer_kinds = true; cases.push_back({o, PriorOuterKind});
+    for (auto& [options, rule] : cases) {
+        Space on = linear_space(options);
+        auto kept = enumerate(on, on.root, 5, 1u << 30, 0, 1u << 30);
+        CHECK(on.rules.rejected(rule) > 0);
+        std::unordered_set<uint64_t> kept_hashes(kept.operator_hashes.begin(), kept.operator_hashes.end());
+        // judge the unfiltered operators under the prior's options (a structural twin replays them there)
+        Options judge = options;
+        judge.structural = true;
+        Space judge_space = linear_space(judge);
+        size_t satisfying = 0;
+        for (auto& op : all.operators) {
+            std::vector<uint64_t> keys;
+            for (const NodeState* x = op.get(); x->parent; x = x->parent.get()) keys.insert(keys.begin(), x->hash);
+            auto r = replay(judge_space, keys);
+            CHECK(r.node != nullptr);
+            if (!r.node) continue;
+            bool ok = prior_violations(judge_space, *r.node).empty();
+            satisfying += ok;
+            CHECK(ok == kept_hashes.contains(op->hash));
+        }
+        CHECK(satisfying == kept.operator_count);
+    }
+}
+
 int main() {
     test_hash_constants();
     test_sizes();
@@ -230,6 +273,7 @@ int main() {
     test_enumeration_soundness_small();
     test_exponent_overflow_is_never_a_wrap();
     test_budget_bounds_hold();
+    test_priors_are_exact_filters();
     if (failures) std::printf("%d check(s) failed\n", failures);
     else std::printf("all native checks passed\n");
     return failures ? 1 : 0;

@@ -67,6 +67,8 @@ from syno_automl.placeholder.layers import (
     supported_types,
 )
 from syno_automl.placeholder.slot import Placeholder
+from syno_automl.priors import FLOPS_FLOOR, prior_options
+from syno_automl.priors import resolve as resolve_priors
 from syno_automl.space import Operator, OperatorSpace
 
 __all__ = ["Substitution", "substitute", "call_with"]
@@ -234,6 +236,7 @@ def substitute(
     kernel_sizes: Sequence[int] | None = (3,),
     groups: bool = False,
     seed: int = 0,
+    priors: bool | Sequence[str] = True,
     **space_options: Any,
 ) -> Substitution:
     """Replaces the model's ``nn.Conv2d`` (or ``nn.Linear``) layers by Placeholders and builds their space.
@@ -263,6 +266,9 @@ def substitute(
         groups: also substitute grouped/depthwise convolutions (each mapping holds its layer's ``g`` if
             ``g`` is a coefficient).
         seed: the space's default sampling seed.
+        priors: the space priors (:mod:`syno_automl.priors`): True for its ``DEFAULT_PRIORS``, False for none, or
+            a list of prior names. The FLOPs floor sets ``min_flops_ratio`` when it is not given; options given
+            in ``space_options`` win over the priors'.
         space_options: other :class:`OperatorSpace` options (``max_params``, ``min_weights``...).
 
     Raises:
@@ -391,6 +397,16 @@ def substitute(
         # a dense [N, C_in, H, W] -> [N, C_out, H, W] operator in place of a depthwise (or grouped) conv costs up to
         # C_in (g) times the layer: unless asked otherwise, operators may cost what the replaced layers cost
         flops_ratio = GROUPED_FLOPS_RATIO
+    prior_names = resolve_priors(priors)
+    if ("flops_floor" in prior_names and min_flops_ratio is None and "min_flops" not in space_options
+            and (flops_ratio is None or flops_ratio > FLOPS_FLOOR)):  # a floor above the ceiling would empty it
+        min_flops_ratio = FLOPS_FLOOR
+    input_names = [d["factors"][0][0] if len(d["factors"]) == 1 else "" for d in _native.parse_shape(input_shape)]
+    depthwise = kind == "conv2d" and any(1 < layer.groups == layer.in_channels for _, _, layer, _, _ in chosen)
+    space_options = {**prior_options(prior_names, channel_input=input_names.index("C_in") if "C_in" in input_names
+                                     else None, widest_output=max(out[1 if kind == "conv2d" else -1]
+                                                                  for *_, out in chosen),
+                                     depthwise=depthwise), **space_options}
     if flops_ratio is not None:
         budgets["max_flops"] = float(flops_ratio) * baseline
     if min_flops_ratio is not None:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from syno_automl.errors import EmptySpaceError
+
 from syno_automl import OperatorFormatError, OperatorSpace, SpecError, SynoError, _native
 from syno_automl.echo import LIMIT, shown
 from syno_automl.errors import NotAChildError, NotFinalError, OptionError, OptionTypeError, OutputPathError
@@ -178,9 +180,8 @@ def test_an_export_path_in_a_missing_folder_names_the_folder(tmp_path: Path) -> 
 # ----------------------------------------------------------------------------------------------------------
 
 def test_sampling_that_finds_nothing_says_so() -> None:
-    from syno_automl.errors import NothingSampledWarning
-
-    s = space(max_depth=6, coefficients=["k=3: 2", "s=2: 2"], max_cost=1000)  # above the bound, below any operator
-    with pytest.warns(NothingSampledWarning, match=r"found no operator in 10 attempts .*'max_cost': 1000"):
-        assert s.sample(2, seed=0, max_attempts=10) == []
+    # a cost budget that leaves nothing (above the proven bound, below any operator) is named as the reason
+    s = space(max_depth=6, coefficients=["k=3: 2", "s=2: 2"], max_cost=1000)
+    with pytest.raises(EmptySpaceError, match=r"no operator found within max_cost=1000 .* in 10 descents"):
+        s.sample(2, seed=0, max_attempts=10)
     assert s.last_report.stop_reason == "attempts"

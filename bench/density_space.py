@@ -16,8 +16,8 @@ The training side (each drawn operator trained at the trial's and the final stag
 plugs in through ``evaluate``: it gets the drawn operators and returns their accuracies per length; until it does,
 the draws are reported by FLOPs only.
 
-    PYTHONPATH=. python bench/density.py                      # 600 draws per setting, seed 0
-    PYTHONPATH=. python bench/density.py --draws 200 --settings off:0,on:5
+    PYTHONPATH=. python bench/density_space.py                      # 600 draws per setting, seed 0
+    PYTHONPATH=. python bench/density_space.py --draws 200 --settings off:0,on:5
 """
 from __future__ import annotations
 

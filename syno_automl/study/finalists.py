@@ -44,9 +44,12 @@ from syno_automl.study.verdict import Finalist, FinalResult, short_description
 from syno_automl.tasks import task_of
 
 __all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage",
-           "final_budget", "timing_batch", "TIMING_ROUNDS"]
+           "final_budget", "timing_batch", "TIMING_ROUNDS", "TIE_MARGIN"]
 
 TIMING_ROUNDS = 7          # interleaved rounds: baseline, op 1, op 2, ..., baseline, op 1, ...
+# finalists: trial values (accuracy) this close to the lowest chosen one are within one seed's noise of it, so those
+# operators are re-trained too (up to 2x --finalists). Measured: TODO
+TIE_MARGIN = 0.01
 _ROUND = dict(warmup=2, number=1, repeat=5, min_repeat_ms=20)   # per model and round (measure.TimingProtocol)
 
 
@@ -55,13 +58,20 @@ def final_budget(config: Any) -> tuple[int, str]:
     return task_of(config).final_budget(config)
 
 
-def choose_finalists(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
+def choose_finalists(study: optuna.Study, k: int, tie: float | None = None,
+                     most: int | None = None) -> list[optuna.trial.FrozenTrial]:
     """Up to `k` completed operator trials cheaper than the replaced layers (user attr ``syno.cost_ratio`` < 1),
     one per operator: the Pareto front first (a multi-objective study), then the rest, each by its first value
-    (accuracy; a minimized first objective: the lowest first)."""
+    (the trial's value: accuracy; a minimized first objective: the lowest first); then, in that order and up to
+    `most` in all (default ``2 * k``), every further one whose value is within `tie` of a chosen one's (default
+    :data:`TIE_MARGIN` for a maximized value, which is an accuracy; 0 otherwise): a trial's value is one seed's,
+    and operators that close cannot be told apart by it, so the final stage's seeds decide between them."""
     if k <= 0:
         return []
-    sign = -1.0 if maximizes(study) else 1.0
+    maximize = maximizes(study)
+    tie = (TIE_MARGIN if maximize else 0.0) if tie is None else tie
+    most = max(k, 2 * k if most is None else most)
+    sign = -1.0 if maximize else 1.0
     trials = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
               if not t.user_attrs.get(V.BASELINE) and primary_value(t) is not None
               and isinstance(t.user_attrs.get(V.COST_RATIO), (int, float)) and t.user_attrs[V.COST_RATIO] < 1.0]
@@ -73,10 +83,12 @@ def choose_finalists(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTri
         h = t.user_attrs.get(V.HASH)
         if h in seen:
             continue
+        if len(chosen) >= k:   # past k: only a value within the noise of a chosen one's
+            value = primary_value(t)
+            if len(chosen) >= most or all(abs(value - primary_value(c)) > tie for c in chosen):  # type: ignore
+                continue
         seen.add(h)
         chosen.append(t)
-        if len(chosen) == k:
-            break
     return chosen
 
 
@@ -209,7 +221,9 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     (budget, unit), seeds = final_budget(config), config.final_seeds
     trials = choose_finalists(study, config.finalists)
     if out is not None:
-        print(f"final stage: re-training {len(trials)} finalist(s) and the baseline, {seeds} seeds × {budget} "
+        extra = (f" ({len(trials) - config.finalists} beyond --finalists {config.finalists}: trial values within "
+                 f"{TIE_MARGIN * 100:g} pp of a chosen one's)") if len(trials) > config.finalists else ""
+        print(f"final stage: re-training {len(trials)} finalist(s){extra} and the baseline, {seeds} seeds × {budget} "
               f"{unit} each", file=out, flush=True)
     ops = [Operator.from_json(context.space, operator_json_of(t)) for t in trials]
     base_trial = baseline_trial(study)

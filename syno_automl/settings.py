@@ -296,6 +296,11 @@ def _rows() -> list[Setting]:
         S("epochs", int, 3, "training epochs per trial", "--epochs", model, minimum=1, tasks=("image",)),
         S("lr", float, None, "learning rate (SGD; lm: AdamW)", "--lr", model, above=0,
           task_defaults={"image": 0.05, "lm": 3e-3}),
+        S("lr_schedule", str, "onecycle", "the learning rate over each training, a trial's and the final stage's "
+          "over its own length: onecycle (a rise to 4x --lr over the first quarter, then cosine to 0: the trial's "
+          "value ranks operators as the final stage does, docs/search.md), cosine or linear decay to 0, or constant",
+          "--lr-schedule", model, choices=("onecycle", "cosine", "linear", "constant"), tasks=("image",),
+          legacy="cosine"),
         S("max_steps", int, 200, "training steps per trial", "--steps", model, minimum=1, tasks=("lm",),
           metavar="STEPS"),
         S("time_budget", float, 60.0, "seconds of training per trial; at the budget training stops and the model "

@@ -137,6 +137,25 @@ def test_choose_finalists_ranks_cheaper_operators_by_accuracy_and_skips_the_rest
     assert [t.user_attrs[V.HASH] for t in choose_finalists(pareto, 4)] == ["a2", "a1", "a3", "a4"]
 
 
+@pytest.mark.parametrize("values, k, chosen", [
+    ((0.95, 0.94, 0.90, 0.80), 1, ["a0", "a1"]),              # 0.94 within 1 pp of 0.95: re-trained too
+    ((0.95, 0.94, 0.935, 0.93), 1, ["a0", "a1"]),             # ... but at most 2x k
+    ((0.95, 0.90, 0.899, 0.80), 2, ["a0", "a1", "a2"]),       # a tie with the lowest chosen
+    ((0.95, 0.90, 0.85, 0.80), 2, ["a0", "a1"]),              # no tie: k, as before
+])
+def test_finalists_within_the_noise_of_a_chosen_one_are_retrained_too(tmp_path: Path, values: tuple, k: int,
+                                                                       chosen: list[str]) -> None:
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}", direction="maximize")
+    for i, value in enumerate(values):
+        trial = study.ask()
+        trial.set_user_attr(V.HASH, f"a{i}")
+        trial.set_user_attr(V.COST_RATIO, 0.5)
+        study.tell(trial, value)
+    assert [t.user_attrs[V.HASH] for t in choose_finalists(study, k)] == chosen
+    assert len(choose_finalists(study, k, tie=0.0)) == k   # no noise allowed: exactly k
+    assert len(choose_finalists(study, k, tie=1.0, most=3)) == 3
+
+
 def test_the_verdict_names_the_fastest_operator_within_the_margin() -> None:
     base = Finalist("baseline", 0, "the original layers", 1.0, 0.9, [0.98, 0.982], speedup=1.0)
     slow = Finalist("slowgood", 1, "A", 0.5, 0.9, [0.98, 0.981], speedup=1.1)

@@ -1,4 +1,4 @@
-"""Image classification with any backbone: cross-entropy, accuracy, SGD + cosine by default."""
+"""Image classification with any backbone: cross-entropy, accuracy, SGD + cosine by default (schedules.SCHEDULES)."""
 from __future__ import annotations
 
 import lightning as L
@@ -10,7 +10,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from syno_automl.errors import OptionError
 
 from .errors import check_finite_loss
-from .schedules import cosine_with_warmup, lightning_scheduler
+from .schedules import SCHEDULES, build_schedule, lightning_scheduler
 
 
 class ImageClassifier(L.LightningModule):
@@ -28,8 +28,8 @@ class ImageClassifier(L.LightningModule):
         super().__init__()
         if optimizer not in ("sgd", "adamw"):
             raise OptionError(f"optimizer must be 'sgd' or 'adamw', got {optimizer!r}")
-        if scheduler not in ("cosine", "none"):
-            raise OptionError(f"scheduler must be 'cosine' or 'none', got {scheduler!r}")
+        if scheduler not in SCHEDULES:
+            raise OptionError(f"scheduler must be one of {', '.join(SCHEDULES)}, got {scheduler!r}")
         self.save_hyperparameters(ignore=["backbone"])
         self.backbone = backbone
         self.val_acc = MulticlassAccuracy(num_classes=num_classes, average="micro")
@@ -63,5 +63,6 @@ class ImageClassifier(L.LightningModule):
             optimizer = torch.optim.AdamW(self.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
         if hp.scheduler == "none":
             return optimizer
-        schedule = cosine_with_warmup(optimizer, self.trainer.estimated_stepping_batches, hp.warmup_steps)
+        # over this training's own length: a trial and the final stage each run the whole schedule
+        schedule = build_schedule(optimizer, hp.scheduler, self.trainer.estimated_stepping_batches, hp.warmup_steps)
         return {"optimizer": optimizer, "lr_scheduler": lightning_scheduler(schedule)}

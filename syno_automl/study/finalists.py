@@ -2,7 +2,9 @@
 
 After the search's trials, up to ``config.finalists`` operator trials are chosen (:func:`choose_finalists`:
 completed, not the baseline, planned cost below the replaced layers'; the Pareto front ``study.best_trials``
-first in a multi-objective study, then by accuracy, or by loss for the lm task). Each of them and the baseline is
+first in a multi-objective study, then by the trial's value -- accuracy under ``config.lr_schedule``, or loss for
+the lm task --, and up to twice as many when further ones are within a seed's noise, :data:`TIE_MARGIN`, of a
+chosen one's value). Each of them and the baseline is
 re-trained with the search's own training path (:func:`syno_automl.study.training.train_operator`) with
 ``config.final_seeds`` training seeds (the same seeds for every model: a paired comparison), so that "within
 1 pp" is a statement about the operator rather than one seed's noise, for :func:`final_budget`:
@@ -46,9 +48,14 @@ from syno_automl.tasks import task_of
 from syno_automl.tasks.base import speed_target
 
 __all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage",
-           "final_budget", "timing_batch", "TIMING_ROUNDS"]
+           "final_budget", "timing_batch", "TIMING_ROUNDS", "TIE_MARGIN"]
 
 TIMING_ROUNDS = 7          # interleaved rounds: baseline, op 1, op 2, ..., baseline, op 1, ...
+# finalists: a trial value (accuracy) this close to a chosen one's is within one seed's noise of it, so that operator
+# is re-trained too (up to 2x --finalists). Measured on the default task (one-cycle, 3 epochs, 20 operators x seeds
+# 0-2, bench/density.py --trial-seeds 3): sd of a trial's val_acc over seeds median 0.0043, pooled 0.0067; the sd
+# of the difference of two such values is sqrt(2) x 0.0067 = 0.0095, about this margin
+TIE_MARGIN = 0.01
 _ROUND = dict(warmup=2, number=1, repeat=5, min_repeat_ms=20)   # per model and round (measure.TimingProtocol)
 
 
@@ -57,13 +64,20 @@ def final_budget(config: Any) -> tuple[int, str]:
     return task_of(config).final_budget(config)
 
 
-def choose_finalists(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
+def choose_finalists(study: optuna.Study, k: int, tie: float | None = None,
+                     most: int | None = None) -> list[optuna.trial.FrozenTrial]:
     """Up to `k` completed operator trials cheaper than the replaced layers (user attr ``syno.cost_ratio`` < 1),
     one per operator: the Pareto front first (a multi-objective study), then the rest, each by its first value
-    (accuracy; a minimized first objective: the lowest first)."""
+    (the trial's value: accuracy; a minimized first objective: the lowest first); then, in that order and up to
+    `most` in all (default ``2 * k``), every further one whose value is within `tie` of a chosen one's (default
+    :data:`TIE_MARGIN` for a maximized value, which is an accuracy; 0 otherwise): a trial's value is one seed's,
+    and operators that close cannot be told apart by it, so the final stage's seeds decide between them."""
     if k <= 0:
         return []
-    sign = -1.0 if maximizes(study) else 1.0
+    maximize = maximizes(study)
+    tie = (TIE_MARGIN if maximize else 0.0) if tie is None else tie
+    most = max(k, 2 * k if most is None else most)
+    sign = -1.0 if maximize else 1.0
     trials = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
               if not t.user_attrs.get(V.BASELINE) and primary_value(t) is not None
               and isinstance(t.user_attrs.get(V.COST_RATIO), (int, float)) and t.user_attrs[V.COST_RATIO] < 1.0]
@@ -75,10 +89,13 @@ def choose_finalists(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTri
         h = t.user_attrs.get(V.HASH)
         if h in seen:
             continue
+        if len(chosen) >= k:   # past k: only a value within the noise of a chosen one's
+            value = primary_value(t)
+            # 1e-9: a difference of exactly `tie` (0.95 - 0.94) is within it, whatever the floats round to
+            if len(chosen) >= most or all(abs(value - primary_value(c)) > tie + 1e-9 for c in chosen):  # type: ignore
+                continue
         seen.add(h)
         chosen.append(t)
-        if len(chosen) == k:
-            break
     return chosen
 
 
@@ -231,7 +248,9 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     (budget, unit), seeds = final_budget(config), config.final_seeds
     trials = choose_finalists(study, config.finalists)
     if out is not None:
-        print(f"final stage: re-training {len(trials)} finalist(s) and the baseline, {seeds} seeds × {budget} "
+        extra = (f" ({len(trials) - config.finalists} beyond --finalists {config.finalists}: trial values within "
+                 f"{TIE_MARGIN * 100:g} pp of a chosen one's)") if len(trials) > config.finalists else ""
+        print(f"final stage: re-training {len(trials)} finalist(s){extra} and the baseline, {seeds} seeds × {budget} "
               f"{unit} each", file=out, flush=True)
     ops = [Operator.from_json(context.space, operator_json_of(t)) for t in trials]
     base_trial = baseline_trial(study)

@@ -43,7 +43,9 @@ class ImageTask(Task):
     def build_module(self, config: SearchConfig, model: Any, num_classes: int) -> Any:
         from lightning_modules.tasks import ImageClassifier
 
-        return ImageClassifier(model, num_classes=num_classes, lr=config.lr)
+        # the schedule runs over the Trainer's own length: a trial's epochs, or the final stage's
+        scheduler = "none" if config.lr_schedule == "constant" else config.lr_schedule
+        return ImageClassifier(model, num_classes=num_classes, lr=config.lr, scheduler=scheduler)
 
     def reward(self, config: SearchConfig, num_classes: int) -> Reward:
         from syno_automl.search.reward import Reward

@@ -38,8 +38,8 @@ def add_setting_flags(parser: argparse.ArgumentParser, command: str) -> None:
         # the store options have a real default: the reading commands use it without a SearchConfig
         default = s.default if command in STORE_COMMANDS and s.name in ("storage", "study", "tracking_uri") \
             else None
-        if s.kind is bool:
-            parser.add_argument(s.flag, action="store_true", default=default, help=_help(s))
+        if s.kind is bool:   # the flag turns a setting on (--latency-inductor), or off (--no-priors)
+            parser.add_argument(s.flag, action="store_const", const=not s.default, default=default, help=_help(s))
             continue
         kind = s.parse or {int: int, float: float}.get(s.kind, str)
         parser.add_argument(s.flag, type=kind, default=default, help=_help(s), metavar=s.metavar,

@@ -290,6 +290,9 @@ def _rows() -> list[Setting]:
         S("cost_profile", str, None, "the cost profile that prices --cost-ratio: cpu.eager (today's planned cost: "
           "FLOPs + 256 per element written), cuda.eager, cuda.compiled, or a file from `syno-automl calibrate`; "
           "none: cpu.eager", "--cost-profile", model, optional=True, legacy=None, check=_profile_check),
+        S("priors", bool, True, "the original Syno's space priors (syno_automl.priors: every weight meets the input "
+          "and the output, bounded outer products, low rank 8, unweighted pooling <= 8, a FLOPs floor of 0.05x, no "
+          "channel-interleaved twins); --no-priors searches the whole space", "--no-priors", model, legacy=False),
         S("max_depth", int, 8, "maximum primitives per operator", "--max-depth", model, minimum=1, maximum=30),
         S("seed", int, 0, "search seed", "--seed", model),
         # -- training a trial

@@ -78,6 +78,7 @@ def prepare(config: SearchConfig) -> SearchContext:
     options: dict[str, Any] = {"max_depth": config.max_depth, "flops_ratio": config.flops_ratio,
                                "seed": config.seed}
     options["cost_ratio"] = config.cost_ratio   # None: no cost budget (substitute's own default is 1.0)
+    options["priors"] = config.priors
     if config.cost_profile is not None:
         options["target"] = config.cost_profile
     if config.where is not None:

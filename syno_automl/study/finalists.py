@@ -43,7 +43,7 @@ import optuna
 from syno_automl import vocabulary as V
 from syno_automl.search.objectives import baseline_trial, is_pareto, maximizes, operator_front, primary_value
 from syno_automl.study.trial import INTERRUPTED
-from syno_automl.study.verdict import Finalist, FinalResult, short_description
+from syno_automl.study.verdict import Finalist, FinalResult, describe_kind
 from syno_automl.tasks import task_of
 from syno_automl.tasks.base import speed_target
 
@@ -257,7 +257,7 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     baseline = Finalist("baseline", base_trial.number if base_trial else None, "the original layers", 1.0,
                         primary_value(base_trial) if base_trial is not None else None)
     # an opening trial runs a known form (known.opening): the verdict names it, so that it reads as known, not found
-    candidates = [Finalist(op.hash, t.number, t.user_attrs.get(V.OPENING) or short_description(op.primitives),
+    candidates = [Finalist(op.hash, t.number, t.user_attrs.get(V.OPENING) or describe_kind(op),
                            t.user_attrs.get(V.COST_RATIO), primary_value(t)) for t, op in zip(trials, ops)]
     # no finalist: nothing to compare the baseline with, so it is not re-trained either
     if tracker is not None:

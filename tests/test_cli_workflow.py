@@ -18,7 +18,8 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 @pytest.mark.slow
 def test_ctrl_c_fails_the_running_trial_and_exits_130(tmp_path):
-    args = ["search", "--trials", "3", "--epochs", "20", "--timeout", "0", "--heartbeat", "60"]
+    # 6 epochs: the operator trial trains for seconds after it is seen (the baseline trains as long first)
+    args = ["search", "--trials", "3", "--epochs", "6", "--timeout", "0", "--heartbeat", "60"]
     log_path = tmp_path / "search.log"
     with open(log_path, "w") as log, open(tmp_path / "stderr.log", "w") as err:
         # Ctrl-C as from a terminal: SIGINT at its default even when this test runs where it is ignored

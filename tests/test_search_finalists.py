@@ -10,7 +10,6 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
-from test_cli_search import cli
 
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
@@ -99,17 +98,6 @@ def test_finalists_zero_skips_the_stage(tmp_path: Path) -> None:
     result = run_search(_config(tmp_path, trials=1, finalists=0, tracking_uri=None), out=out)
     assert result.final is None and V.FINAL not in result.study.user_attrs
     assert "final stage" not in out.getvalue()
-
-
-def test_the_cli_ends_with_the_verdict(tmp_path: Path) -> None:
-    done = cli(tmp_path, "search", "--trials", "2", "--epochs", "1", "--final-seeds", "2", "--final-epochs", "1",
-               "--finalists", "1", "--final-margin", "1", "--tracking-uri", "none")
-    last = done.stdout.strip().splitlines()[-1]
-    assert last.startswith(("fastest operator within 100 pp of the baseline: ", "no operator within 100 pp")), last
-    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'syno.db'}", skip_table_creation=True,
-                                         skip_compatibility_check=True)
-    recorded = optuna.load_study(study_name="syno", storage=storage).user_attrs[V.FINAL]
-    assert recorded["verdict"] == last and recorded["seeds"] == 2
 
 
 def test_choose_finalists_ranks_cheaper_operators_by_accuracy_and_skips_the_rest(tmp_path: Path) -> None:

@@ -25,10 +25,12 @@ fi
 . .venv/bin/activate
 quiet() { "$@" 2>&1 | { grep -v "is ignored" || true; }; }   # a pip failure still fails (pipefail)
 quiet pip install -q -U pip
-quiet pip install -q torch==2.13.0
+# --no-compile: no byte-compiling of the ~17,000 modules installed (~40 s of CPU); Python compiles the few hundred
+# that are imported, once, on first import
+quiet pip install -q --no-compile torch==2.13.0
 # editable (scikit-build-core's redirect mode): the C++ core is built into .venv and the Python code is served
 # from this checkout, so `import syno_automl` works from the repository root too (a plain install is shadowed
 # there by the source folder, which has no compiled core). Re-run after changing C++ code.
-quiet pip install -q -e ".[test,tvm]"
+quiet pip install -q --no-compile -e ".[test,tvm]"
 python -c "import syno_automl._native, torch, lightning, optuna, mlflow; print('[install] ok: torch', torch.__version__)"
 (cd / && python -c "import syno_automl._native")

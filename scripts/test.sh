@@ -2,16 +2,30 @@
 # Installs (scripts/install.sh), then runs the C++ tests (ctest) and the Python test suite (pytest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mkdir -p build
+# The C++ tests' build needs no Python environment (cmake and ninja come from the system): it runs beside the
+# install, which spends much of its time unpacking wheels on one core.
+( cmake -S . -B build/ctest -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build build/ctest ) >build/ctest.log 2>&1 &
+native=$!
+trap 'kill "$native" 2>/dev/null || true' EXIT
 bash scripts/install.sh
+wait "$native" || { cat build/ctest.log; echo "[test] the C++ tests' build failed" >&2; exit 1; }
 . .venv/bin/activate
-cmake -S . -B build/ctest -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build/ctest >/dev/null
 ctest --test-dir build/ctest --output-on-failure
 # From tests/, as a user's own code would run: the package is found through the editable install's import
 # hook (which serves this tree with the core built into .venv), never through the working directory.
 # test_e2e_latency.py runs in its own process: MetaSchedule's logging setup (dictConfig on every tuning call)
 # breaks on logging state that earlier in-process tests leave behind ('NoneType' object has no attribute
-# 'format'); alone it passes. Both runs must pass.
+# 'format'); alone it passes. It runs beside the others (it fills the cores while the last files finish), its
+# output printed after theirs. Both runs must pass.
+# The others: two pytest-xdist workers, one per core (each test trains on one torch thread); --dist loadfile keeps
+# a file's tests on one worker, so that a module-scoped fixture (a small study shared by a file's tests) runs once.
 cd tests
-pytest -q -p no:cacheprovider --ignore=test_e2e_latency.py "$@"
-pytest -q -p no:cacheprovider test_e2e_latency.py
+pytest -q -p no:cacheprovider test_e2e_latency.py >../build/e2e-latency.log 2>&1 &
+e2e=$!
+status=0
+pytest -q -p no:cacheprovider -n 2 --dist loadfile --ignore=test_e2e_latency.py "$@" || status=$?
+wait "$e2e" || status=$((status ? status : $?))
+echo "[test] test_e2e_latency.py, in its own process:"
+cat ../build/e2e-latency.log
+exit "$status"

@@ -51,8 +51,15 @@ def _runs(cwd: Path) -> list:
 
 @pytest.mark.slow
 def test_search_show_export_report_resume(tmp_path):
-    out = cli(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "30")
+    # the smallest final stage that still compares (1 finalist, 2 seeds of 1 epoch; a 100 pp margin): the CLI's
+    # one run of it, its verdict the last line (the default stage re-trains 4 models x 3 seeds x 2 epochs)
+    out = cli(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "30", "--finalists", "1",
+              "--final-seeds", "2", "--final-epochs", "1", "--final-margin", "1")
     assert "trial 0   baseline" in out.stdout and "done in" in out.stdout
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith(("fastest operator within 100 pp of the baseline: ", "no operator within 100 pp")), last
+    recorded = _study(tmp_path).user_attrs["syno.final"]
+    assert recorded["verdict"] == last and recorded["seeds"] == 2
     assert (tmp_path / "syno.db").exists() and (tmp_path / "mlflow.db").exists() and (tmp_path / "mlruns").is_dir()
     study = _study(tmp_path)
     trials = study.trials
@@ -87,7 +94,8 @@ def test_search_show_export_report_resume(tmp_path):
     assert (tmp_path / "report" / "pareto_flops.png").stat().st_size > 1000
     assert (tmp_path / "report" / "pareto_flops.svg").exists() and "canonical rate" in report.stdout
 
-    again = cli(tmp_path, "search", "--trials", "4", "--epochs", "1", "--timeout", "30", "--resume")
+    again = cli(tmp_path, "search", "--trials", "4", "--epochs", "1", "--timeout", "30", "--resume",
+                "--finalists", "0")  # the resumed trials are checked here; the final stage ran above
     assert "1 trials to run" in again.stdout
     trials = _study(tmp_path).trials
     assert len(trials) == 5 and len({t.user_attrs["syno.hash"] for t in trials[1:]}) == 4
@@ -111,7 +119,7 @@ def test_cli_errors_are_one_line(tmp_path):
 
 
 def test_enumerate(tmp_path):
-    out = cli(tmp_path, "enumerate", "--time-limit", "3")
+    out = cli(tmp_path, "enumerate", "--time-limit", "1")  # the limit bounds the enumeration and the sampling
     assert "canonical rate" in out.stdout and "| depth | nodes | final |" in out.stdout
 
 

@@ -32,7 +32,8 @@ def searched(tmp_path_factory):
     common = ["--storage", f"sqlite:///{folder / 'syno.db'}", "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}"]
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(folder)  # anything written to the working directory stays in the temp folder
-        assert main(["search", "--trials", "1", "--epochs", "1", "--timeout", "0", "--quiet", *common]) == 0
+        assert main(["search", "--trials", "1", "--epochs", "1", "--timeout", "0", "--quiet", "--finalists", "0",
+                     *common]) == 0
     study = _study(common)
     trial = next(t for t in study.trials if not t.user_attrs.get("syno.baseline") and t.user_attrs.get("syno.hash"))
     n = len(study.user_attrs["syno.space"]["mappings"])

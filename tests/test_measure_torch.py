@@ -134,7 +134,7 @@ def test_search_with_torch_latency_labels_speedups_and_logs_the_baseline(tmp_pat
     out = io.StringIO()
     config = SearchConfig(trials=1, epochs=1, storage=f"sqlite:///{tmp_path / 's.db'}", heartbeat=None,
                           tracking_uri=f"sqlite:///{tmp_path / 'm.db'}", trial_timeout=None,
-                          latency_targets=("torch",), latency_margin=None)
+                          latency_targets=("torch",), latency_margin=None, finalists=0)
     study = run_search(config, out=out).study
     base = next(t for t in study.trials if t.user_attrs.get("syno.baseline"))
     ops = [t for t in study.trials if not t.user_attrs.get("syno.baseline") and t.state.name == "COMPLETE"]

@@ -116,7 +116,7 @@ def worked(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("report")
     # single-objective: these tests read study.best_trial (test_search_pareto.py covers the pareto report)
     cli(folder, "search", "--trials", "2", "--epochs", "1", "--timeout", "0", "--seed", "1", "--cost-ratio", "0",
-        "--latency", "torch", "--latency-margin", "-1", "--objective", "accuracy")
+        "--latency", "torch", "--latency-margin", "-1", "--objective", "accuracy", "--finalists", "0")
     cli(folder, "reevaluate", "best", "--epochs", "2", "--seed", "1")
     cli(folder, "tune", "best", "--target", "torch", "--no-inductor")
     return folder

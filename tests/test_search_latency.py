@@ -25,7 +25,7 @@ def quick_protocol(monkeypatch):
 def test_search_measures_latency_per_trial(tmp_path):
     config = SearchConfig(trials=2, epochs=1, storage=f"sqlite:///{tmp_path / 's.db'}", heartbeat=None,
                           tracking_uri=f"sqlite:///{tmp_path / 'm.db'}", trial_timeout=None,
-                          latency_targets=("llvm", "rpc:nobody@127.0.0.1:1"), latency_margin=None)
+                          latency_targets=("llvm", "rpc:nobody@127.0.0.1:1"), latency_margin=None, finalists=0)
     study = run_search(config, out=None).study
     ops = [t for t in study.trials if not t.user_attrs.get("syno.baseline") and t.state.name == "COMPLETE"]
     assert ops, [(t.state.name, t.user_attrs.get("syno.failure")) for t in study.trials]
@@ -55,7 +55,7 @@ def test_latency_margin_skips_trials_far_from_the_baseline(tmp_path):
     """Paper Algorithm 1: only operators within the margin are measured (one epoch: none is within 0 of it)."""
     config = SearchConfig(trials=1, epochs=1, storage=f"sqlite:///{tmp_path / 's.db'}", heartbeat=None,
                           tracking_uri=None, trial_timeout=None, latency_targets=("llvm",), latency_margin=0.0,
-                          milestones={})
+                          milestones={}, finalists=0)
     study = run_search(config, out=None).study
     base, op = study.trials[0], study.trials[1]
     assert op.state.name == "COMPLETE"

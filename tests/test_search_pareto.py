@@ -18,7 +18,9 @@ from syno_automl.search.objectives import best_operator_trial, operator_front
 
 from test_cli_search import _runs, _study, cli
 
-SEARCH = ("search", "--trials", "3", "--epochs", "2", "--seed", "3", "--timeout", "0", "--pruner", "halving")
+# no final stage: its multi-objective ranking is test_search_finalists.py's (it would re-train 4 models 3 times)
+SEARCH = ("search", "--trials", "3", "--epochs", "2", "--seed", "3", "--timeout", "0", "--pruner", "halving",
+          "--finalists", "0")
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +89,8 @@ def test_the_report_draws_and_lists_the_front(searched):
 
 
 def test_objective_accuracy_is_single_objective_and_old_studies_resume_as_it(tmp_path):
-    cli(tmp_path, "search", "--trials", "1", "--epochs", "1", "--objective", "accuracy", "--tracking-uri", "none")
+    cli(tmp_path, "search", "--trials", "1", "--epochs", "1", "--objective", "accuracy", "--tracking-uri", "none",
+        "--finalists", "0")
     study = _study(tmp_path)
     assert [d.name for d in study.directions] == ["MAXIMIZE"] and study.best_trial.number == 1
     # a study recorded before --objective and --pruner existed: no such keys, and the milestone of those days
@@ -96,7 +99,7 @@ def test_objective_accuracy_is_single_objective_and_old_studies_resume_as_it(tmp
         settings.pop(key)
     settings["milestones"] = {"1": 0.2}
     study.set_user_attr(V.SETTINGS, settings)
-    out = cli(tmp_path, "search", "--resume", "--trials", "2", "--tracking-uri", "none").stdout
+    out = cli(tmp_path, "search", "--resume", "--trials", "2", "--tracking-uri", "none", "--finalists", "0").stdout
     study = _study(tmp_path)
     assert len(study.trials) == 3 and len(study.directions) == 1 and "done in" in out
     mismatch = cli(tmp_path, "search", "--resume", "--trials", "3", "--objective", "pareto", "--tracking-uri", "none",

@@ -80,7 +80,7 @@ def test_bad_lm_settings_are_one_clear_error(tmp_path):
         prepare(SearchConfig(task="lm", data_dir=str(tmp_path / "absent"), tracking_uri=None))
     out = cli(tmp_path, "search", "--steps", "10", check=False)
     assert out.returncode == 2 or out.returncode == 1
-    assert "only apply to --task lm" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert "--steps only applies to --task lm" in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 def test_resume_with_another_task_is_refused(tmp_path, context):

@@ -64,7 +64,7 @@ def test_conv_operator_metrics_untuned(conv_space):
     prog = op.program(0)
     x = np.random.default_rng(0).standard_normal(prog["input"]["shape"]).astype("float32")
     w = np.random.default_rng(1).standard_normal(prog["weights"][0]["shape"]).astype("float32")
-    base = lat._baseline_kernel(lat.infer_baseline(prog))
+    base = lat.baseline_kernel(lat.infer_baseline(prog))
     np.testing.assert_allclose(build_kernel(base)(x, w), build_kernel(prog)(x, w), rtol=1e-4, atol=1e-4)
 
 

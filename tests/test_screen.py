@@ -58,7 +58,7 @@ def test_the_screen_refuses_unknown_kinds_and_too_few_steps(context):
         Screen(context, "loss-slope", steps=1)
     with pytest.raises(ValueError, match="--screen must be one of"):
         SearchConfig(screen="oracle").validate()
-    with pytest.raises(ValueError, match="image only"):
+    with pytest.raises(ValueError, match="applies to --task image, not lm"):
         SearchConfig(task="lm", screen="naswot").validate()
 
 

@@ -193,7 +193,7 @@ def test_the_loss_verdict_names_the_fastest_operator_within_the_margin_in_nats()
     lm = SearchConfig(task="lm", max_steps=30)
     assert final_budget(lm) == (60, "steps") and final_budget(dataclasses.replace(lm, final_steps=7)) == (7, "steps")
     assert final_budget(SearchConfig(epochs=2)) == (4, "epochs")
-    with pytest.raises(ValueError, match="--final-steps to --task lm"):
+    with pytest.raises(ValueError, match="--final-epochs applies to --task image, not lm"):
         SearchConfig(task="lm", final_epochs=3).validate()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .data import DigitsDataModule, TextDataModule, build_datamodule
 from .models import build_model
-from .tasks import CausalLM, ImageClassifier, NonFiniteLossError
+from .learners import CausalLM, ImageClassifier, NonFiniteLossError
 
 __all__ = ["CausalLM", "DigitsDataModule", "ImageClassifier", "NonFiniteLossError", "TextDataModule",
            "build_datamodule", "build_model"]

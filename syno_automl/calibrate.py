@@ -1,4 +1,4 @@
-"""Measure a cost profile on this machine: ``calibrate(space_or_substitution, target)`` (DESIGN §5).
+"""Measure a cost profile on this machine: ``calibrate(space_or_substitution, target)``.
 
 It samples operators from the user's own space (the cost budget lifted, so that cheap and dear ones both come),
 times each operator's module at each distinct mapping on the target's device -- one training step (forward +

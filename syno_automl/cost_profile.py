@@ -1,4 +1,4 @@
-"""Cost profiles: the coefficients of the planned cost on one speed target (DESIGN §5).
+"""Cost profiles: the coefficients of the planned cost on one speed target.
 
 A target names where and how a model runs: a device (``cpu``, ``cuda``) and an execution (``eager``, or
 ``compiled`` with ``torch.compile``), e.g. ``cuda.compiled``. The native core counts, for each planned program, the

@@ -1,4 +1,4 @@
-"""The code an operator runs on a target, as text files to log beside it (issue 24 part 4; DESIGN §5).
+"""The code an operator runs on a target, as text files to log beside it.
 
 ``kernel_sources(op, target)`` returns ``{file name: text}``, named by target, for MLflow's artifact view:
 

@@ -1,4 +1,4 @@
-"""The operator space (DESIGN §2): OperatorSpace, Node and Operator, a thin façade over the native core.
+"""The operator space: OperatorSpace, Node and Operator, a thin façade over the native core.
 
 Example:
     >>> from syno_automl import OperatorSpace
@@ -13,7 +13,6 @@ Example:
 from __future__ import annotations
 
 import json
-import math
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -46,10 +45,6 @@ FORMAT = "syno-operator/1"
 #: descents, as stratified draws cost about 5x more time per operator today (docs/priors.md)
 FLOPS_BINS = 0
 MappingLike = "int | Mapping[str, int] | None"
-
-
-def _finite_or_none(value: float | None) -> float | None:
-    return None if value is None or math.isinf(value) else value
 
 
 @dataclass(frozen=True)

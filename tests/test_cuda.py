@@ -112,7 +112,7 @@ def test_training_on_gpu_reduces_loss() -> None:
     torch.manual_seed(0)
     dm, model, sub = _digits_cnn()
     sub.apply(known.conv2d(sub.space))
-    from lightning_modules.tasks import ImageClassifier
+    from lightning_modules.learners import ImageClassifier
 
     task = ImageClassifier(model, num_classes=10, lr=0.05)
     before = _mean_loss(task, dm)

@@ -11,7 +11,7 @@ from _syno_helpers import tiny_space
 from torch import nn
 
 from lightning_modules import DigitsDataModule, build_model
-from lightning_modules.tasks import ImageClassifier
+from lightning_modules.learners import ImageClassifier
 from syno_automl.placeholder import Placeholder, substitute
 from syno_automl.search.callbacks import BudgetExceededError, OperatorBuildError, SynoPruning, SynoSubstitution
 from syno_automl.search.sampler import SynoSampler

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from lightning_modules import CausalLM, DigitsDataModule, ImageClassifier, TextDataModule, build_model
-from lightning_modules.tasks import NonFiniteLossError
-from lightning_modules.tasks.schedules import cosine_with_warmup
+from lightning_modules.learners import NonFiniteLossError
+from lightning_modules.learners.schedules import cosine_with_warmup
 
 
 

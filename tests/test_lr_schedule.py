@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from lightning_modules import DigitsDataModule, ImageClassifier, build_model
-from lightning_modules.tasks.schedules import ONECYCLE_PEAK, SCHEDULES, schedule_factor
+from lightning_modules.learners.schedules import ONECYCLE_PEAK, SCHEDULES, schedule_factor
 from syno_automl.config import LEGACY_SETTINGS, SearchConfig
 from syno_automl.settings import SETTING, SettingChoiceError
 from syno_automl.tasks import task_of

@@ -1,4 +1,4 @@
-"""Placeholders and automatic layer substitution (DESIGN §1-2): the package's public face.
+"""Placeholders and automatic layer substitution: the package's public face.
 
 A :class:`Placeholder` is an ``nn.Module`` slot. Until an operator module is set it runs the layer it stands
 for (``referred_layer``), so a model with placeholders behaves exactly like the original one; once

@@ -1,4 +1,4 @@
-"""The Placeholder module (DESIGN §1-2).
+"""The Placeholder module.
 
 A :class:`Placeholder` is an ``nn.Module`` slot. Until an operator module is set it runs the layer it stands
 for (``referred_layer``), so a model with placeholders behaves exactly like the original one; once

@@ -1,4 +1,4 @@
-"""Automatic layer substitution: :func:`substitute` and its result, :class:`Substitution` (DESIGN §1-2).
+"""Automatic layer substitution: :func:`substitute` and its result, :class:`Substitution`.
 
 :func:`substitute` finds the ``nn.Conv2d`` or ``nn.Linear`` layers of a model, runs one real forward pass on
 ``example_input`` (hooks record every layer's input/output sizes), wraps each layer that can be substituted in a

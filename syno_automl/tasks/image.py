@@ -41,7 +41,7 @@ class ImageTask(Task):
         return int(datamodule.num_classes), int(datamodule.in_channels)
 
     def build_module(self, config: SearchConfig, model: Any, num_classes: int) -> Any:
-        from lightning_modules.tasks import ImageClassifier
+        from lightning_modules.learners import ImageClassifier
 
         # the schedule runs over the Trainer's own length: a trial's epochs, or the final stage's
         scheduler = "none" if config.lr_schedule == "constant" else config.lr_schedule

@@ -43,7 +43,7 @@ class LMTask(Task):
             raise SettingError(f"--seq-len {config.seq_len} is longer than the model's context of {block_size} tokens")
 
     def build_module(self, config: SearchConfig, model: Any, num_classes: int) -> Any:
-        from lightning_modules.tasks import CausalLM
+        from lightning_modules.learners import CausalLM
 
         return CausalLM(model, lr=config.lr, warmup_steps=min(20, config.max_steps // 10))
 

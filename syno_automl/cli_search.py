@@ -108,7 +108,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"operator {op.hash}  (study {study.study_name}, trial {trial.number}, {trial.state.name})")
         from syno_automl.study.verdict import describe_kind
 
-        print(f"kind: {trial.user_attrs.get(V.OPENING) or describe_kind(op)}")   # a known form, or new
+        print(f"kind: {trial.user_attrs.get(V.OPENING) or describe_kind(op, primitives=False)}")   # known, or new
         print(str(op))  # its primitives, in forward order, with the input and weight shapes
     for key, label, kind in _FIGURES:
         if key in trial.user_attrs:

@@ -31,7 +31,7 @@ def setup():
     torch.manual_seed(0)
     model = build_model("small_cnn", num_classes=10, in_channels=3).eval()
     x = torch.randn(1, 3, 16, 16)
-    sub = substitute(model, torch.nn.Conv2d, x, flops_ratio=0.5, cost_ratio=None)
+    sub = substitute(model, torch.nn.Conv2d, x, flops_ratio=0.5, cost_ratio=None, priors=False)  # UNFOLDs too
     ops = sub.space.sample(8, seed=0)
     # one operator with an UNFOLD (exported as aten.unfold, which needs our converter) and one without
     with_unfold = next(op for op in ops if op.primitive_counts().get("UNFOLD"))

@@ -147,8 +147,9 @@ def test_ctrl_c_in_the_final_stage_kills_its_run_and_a_new_final_stage_ends_the_
     tracker = SearchTracker(uri)
     stale = client.create_run(tracker.experiment_id, run_name="final-baseline",
                               tags={V.TAG_STUDY: "syno", V.TAG_ROLE: V.ROLE_FINAL}).info.run_id
-    run_search(config, resume=True, out=None)
+    final = run_search(config, resume=True, out=None).final
     assert client.get_run(stale).info.status == "KILLED"
     statuses = [r.info.status for r in client.search_runs(
         [tracker.experiment_id], filter_string=f"tags.`{V.TAG_ROLE}` = '{V.ROLE_FINAL}'")]
-    assert "RUNNING" not in statuses and statuses.count("FINISHED") == 2   # baseline + one finalist
+    # the baseline and the finalists (equal trial values tie, so the stage may re-train more than --finalists)
+    assert "RUNNING" not in statuses and statuses.count("FINISHED") == 1 + len(final.candidates)

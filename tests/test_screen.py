@@ -21,7 +21,8 @@ warnings.filterwarnings("ignore", message=".*does not have many workers.*")
 
 @pytest.fixture(scope="module")
 def context():
-    return prepare(SearchConfig(epochs=1, tracking_uri=None, heartbeat=None))
+    # priors off: the screen must tell degenerate operators apart, and the priors keep those out of the space
+    return prepare(SearchConfig(epochs=1, tracking_uri=None, heartbeat=None, priors=False))
 
 
 @pytest.mark.parametrize("kind", SCREENS)

@@ -232,7 +232,7 @@ def test_the_lm_final_stage_judges_loss_and_tokens_per_s(lm_searched) -> None:
     verdict = final.verdict()
     assert verdict.startswith(f"fastest operator within 10 nats of the baseline's val_loss "
                               f"{final.baseline.figure()}: {chosen.label} ")
-    assert f"val_loss {chosen.figure()} (2 seeds × 12 steps)" in verdict and "tokens/s; torch eager" in verdict
+    assert f"val_loss {chosen.figure()} (2 seeds × 12 steps)" in verdict and "tokens/s; cpu.eager: torch eager" in verdict
     assert "batch 8 × 16 tokens" in final.timing and "pp" not in verdict
     recorded = study.user_attrs[V.FINAL]
     assert recorded["verdict"] == verdict and recorded["metric"] == "val_loss" and recorded["steps"] == 12

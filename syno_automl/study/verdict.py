@@ -42,16 +42,18 @@ def short_description(primitives: list[str], limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def describe_kind(op: Any) -> str:
+def describe_kind(op: Any, primitives: bool = True) -> str:
     """What the verdict calls an operator: its known form (known.classify: a grouped conv, a 1x1 conv, pooling...,
-    up to a permutation of channels), or ``new:`` and its primitives."""
+    up to a permutation of channels), or ``new:`` and (`primitives`) the start of its primitives."""
     from syno_automl.known import classify
 
     try:
         kind = classify(op)
     except Exception:  # noqa: BLE001 -- naming never stops the final stage
         kind = None
-    return kind if kind else f"new: {short_description(op.primitives)}"
+    if kind:
+        return kind
+    return f"new: {short_description(op.primitives)}" if primitives else "new (no known form)"
 
 
 @dataclass

@@ -27,8 +27,8 @@ from syno_automl.interrupt import Deferring
 from syno_automl.measure.result import latency_metrics
 from syno_automl.space import Operator
 
-__all__ = ["SearchTracker", "TrialRun", "DEFAULT_TRACKING_URI", "render_svg",
-           "artifact_location_for", "relocate_artifacts", "TRIAL_RUN_SETTINGS", "latency_metrics", "log_latency"]
+__all__ = ["SearchTracker", "TrialRun", "DEFAULT_TRACKING_URI", "render_svg", "artifact_location_for",
+           "absolute_tracking_uri", "relocate_artifacts", "TRIAL_RUN_SETTINGS", "latency_metrics", "log_latency"]
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "syno-automl"
@@ -45,6 +45,20 @@ def artifact_location_for(tracking_uri: str) -> str | None:
         db = Path(tracking_uri[len("sqlite:///"):])
         return (db.resolve().parent / "mlruns").as_uri()
     return None
+
+
+def absolute_tracking_uri(tracking_uri: str) -> str:
+    """A local ``sqlite:///`` URI with its database path made absolute (from the current folder); others as given.
+
+    Example:
+        >>> absolute_tracking_uri("http://127.0.0.1:5000")
+        'http://127.0.0.1:5000'
+    """
+    if tracking_uri.startswith("sqlite:///") and not tracking_uri.startswith("sqlite:////"):
+        path = tracking_uri[len("sqlite:///"):]
+        if path and path != ":memory:" and "?" not in path:
+            return "sqlite:///" + str(Path(path).resolve())
+    return tracking_uri
 
 
 def relocate_artifacts(tracking_uri: str) -> int:
@@ -208,6 +222,9 @@ class SearchTracker:
     def __init__(self, tracking_uri: str = DEFAULT_TRACKING_URI, experiment: str = DEFAULT_EXPERIMENT) -> None:
         from mlflow.tracking import MlflowClient
 
+        # MLflow caches a store per URI string: a relative sqlite:///mlflow.db opened again from another folder would
+        # reach the first folder's database, so the URI is made absolute here
+        tracking_uri = absolute_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
         relocate_artifacts(tracking_uri)  # a search folder moved or copied: read its own artifacts
         # every call waits out a Ctrl-C: one landing inside a write would leave SQLite locked (interrupt.py)

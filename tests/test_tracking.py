@@ -67,6 +67,19 @@ def test_svg_skipped_without_graphviz(monkeypatch):
     assert render_svg("digraph { a -> b }") is None
 
 
+def test_the_same_relative_uri_from_two_folders_reaches_two_stores(tmp_path, monkeypatch):
+    """MLflow caches a store per URI string: `sqlite:///mlflow.db` opened from a second folder must not reach the
+    first folder's database (a search run after another in one process, a test after another in one worker)."""
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        tracker = SearchTracker("sqlite:///mlflow.db")
+        tracker.study_run(name, {})
+        assert tracker.tracking_uri == f"sqlite:///{tmp_path / name / 'mlflow.db'}"
+        assert (tmp_path / name / "mlflow.db").is_file()
+        assert [r.data.tags["syno.study"] for r in tracker.client.search_runs([tracker.experiment_id])] == [name]
+
+
 def test_artifact_location():
     assert artifact_location_for("sqlite:///x/mlflow.db").endswith("/x/mlruns")
     assert artifact_location_for("http://127.0.0.1:5000") is None

@@ -83,9 +83,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(text)
     run_id = study.user_attrs.get(V.RUN_ID)
     if tracker is not None and run_id:
-        client = tracker.client
+        run = tracker.run(run_id)
         for f in files:
-            client.log_artifact(run_id, str(f), artifact_path="report")
+            run.log_file(f, "report")
         print(f"logged {len(files)} files to MLflow run {run_id}")
     print("wrote " + ", ".join(str(f) for f in files))
     return 0

@@ -173,10 +173,10 @@ def _run_summary(tracking: str | None, run_id: str) -> str:
         return f" ({status}; artifacts: {', '.join(artifacts) or 'none'})"
     from syno_automl.tracking import SearchTracker
 
-    client = SearchTracker(tracking).client
+    tracker = SearchTracker(tracking)
     try:
-        run = client.get_run(run_id)
-        artifacts = sorted(a.path for a in client.list_artifacts(run_id))
+        run = tracker.client.get_run(run_id)
+        artifacts = sorted(a.path for a in tracker.run(run_id).artifacts().list_artifacts())
     except Exception as e:  # noqa: BLE001 -- another store, or a deleted run: say so, show the rest
         return f" (not found in {tracking}: {type(e).__name__})"
     return f" ({run.info.status}; artifacts: {', '.join(artifacts) or 'none'})"
@@ -242,10 +242,10 @@ def _download_weights(tracking: str, run_id: str, number: int) -> dict[str, Any]
 
     from syno_automl.tracking import SearchTracker
 
-    client = SearchTracker(tracking).client
+    run = SearchTracker(tracking).run(run_id)
     with tempfile.TemporaryDirectory() as folder:
         try:
-            path = client.download_artifacts(run_id, V.ARTIFACT_WEIGHTS, folder)
+            path = run.artifacts().download_artifacts(V.ARTIFACT_WEIGHTS, folder)
         except Exception as e:  # noqa: BLE001 -- MLflow raises several types for a missing artifact
             raise NotFoundError(f"trial {number}'s MLflow run {run_id} has no {V.ARTIFACT_WEIGHTS} (trials that "
                               f"did not complete, or searched before weights were kept): {type(e).__name__}") from None

@@ -180,8 +180,7 @@ def trial_line(trial: Any, name: str, final: Any | None = None) -> str:
 def local_run_summary(tracking_uri: str, run_id: str) -> tuple[str, list[str]] | None:
     """(status, top-level artifact names) of an MLflow run, read straight from a local ``sqlite:///`` store and the
     ``mlruns`` folder beside it, without MLflow (whose import takes seconds and ~200 MB). None when this cannot
-    answer for sure -- a server, another artifact location, a moved or copied folder (MLflow's client, which
-    repairs the paths, answers then)."""
+    answer for sure -- a server, another artifact location (MLflow's client answers then)."""
     import sqlite3
     from urllib.parse import unquote, urlparse
 

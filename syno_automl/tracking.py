@@ -26,9 +26,11 @@ from syno_automl.graph_render import render_svg
 from syno_automl.interrupt import Deferring
 from syno_automl.measure.result import latency_metrics
 from syno_automl.space import Operator
+from syno_automl.tracking_store import (absolute_tracking_uri, artifact_folder, artifact_location_for,
+                                        make_artifact_paths_relative)
 
 __all__ = ["SearchTracker", "TrialRun", "DEFAULT_TRACKING_URI", "render_svg", "artifact_location_for",
-           "absolute_tracking_uri", "relocate_artifacts", "TRIAL_RUN_SETTINGS", "latency_metrics", "log_latency"]
+           "absolute_tracking_uri", "TRIAL_RUN_SETTINGS", "latency_metrics", "log_latency"]
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "syno-automl"
@@ -37,65 +39,6 @@ _PARAM_LIMIT = 500
 # the settings a trial run repeats from its study run (which has them all): enough to tell studies apart in a
 # runs table of several studies; the other search.* params would be identical on every child run
 TRIAL_RUN_SETTINGS = ("task", "model", "dataset")
-
-
-def artifact_location_for(tracking_uri: str) -> str | None:
-    """``<dir of the database>/mlruns`` for a local ``sqlite:///`` store; None (the server decides) otherwise."""
-    if tracking_uri.startswith("sqlite:///"):
-        db = Path(tracking_uri[len("sqlite:///"):])
-        return (db.resolve().parent / "mlruns").as_uri()
-    return None
-
-
-def absolute_tracking_uri(tracking_uri: str) -> str:
-    """A local ``sqlite:///`` URI with its database path made absolute (from the current folder); others as given.
-
-    Example:
-        >>> absolute_tracking_uri("http://127.0.0.1:5000")
-        'http://127.0.0.1:5000'
-    """
-    if tracking_uri.startswith("sqlite:///") and not tracking_uri.startswith("sqlite:////"):
-        path = tracking_uri[len("sqlite:///"):]
-        if path and path != ":memory:" and "?" not in path:
-            return "sqlite:///" + str(Path(path).resolve())
-    return tracking_uri
-
-
-def relocate_artifacts(tracking_uri: str) -> int:
-    """Points a moved or copied search folder's MLflow store at its own ``mlruns``; returns the runs updated.
-
-    MLflow records every run's artifact location as an absolute path when the run is created (even for a relative
-    experiment location), so a copied folder would read, and a moved one would miss, the original's artifacts.
-    A local ``sqlite:///`` store whose experiments keep their artifacts in a ``mlruns`` folder elsewhere gets
-    those locations rewritten to the ``mlruns`` beside the database (MLflow has no API to change them)."""
-    if not tracking_uri.startswith("sqlite:///"):
-        return 0
-    import sqlite3
-
-    db = Path(tracking_uri[len("sqlite:///"):])
-    if not db.is_file():
-        return 0
-    here = db.resolve().parent / "mlruns"
-    updated = 0
-    with sqlite3.connect(db, timeout=60) as con:
-        try:
-            rows = con.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall()
-        except sqlite3.DatabaseError:
-            return 0  # not an MLflow store (yet)
-        for experiment_id, location in rows:
-            if not isinstance(location, str):
-                continue
-            is_uri = location.startswith("file://")
-            old = Path(location[len("file://"):] if is_uri else location)
-            if old.name != "mlruns" or not old.is_absolute() or old == here:
-                continue
-            new = here.as_uri() if is_uri else str(here)
-            con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (new, experiment_id))
-            cur = con.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) WHERE experiment_id = ? "
-                              "AND substr(artifact_uri, 1, ?) = ?",
-                              (new, len(location) + 1, experiment_id, len(location), location))
-            updated += cur.rowcount
-    return updated
 
 
 def _clean(value: Any) -> str:
@@ -111,9 +54,21 @@ class TrialRun:
         >>> run.log_metrics({"val_acc": 0.97}, step=3); run.finish()     # doctest: +SKIP
     """
 
-    def __init__(self, client: Any, run_id: str) -> None:
+    def __init__(self, client: Any, run_id: str, tracking_uri: str = "") -> None:
         self.client = client
         self.run_id = run_id
+        self.tracking_uri = tracking_uri
+        self._repository: Any = None
+
+    def artifacts(self) -> Any:
+        """The run's MLflow artifact repository, a relative location resolved against the store's folder
+        (tracking_store; MLflow's client would resolve it against the working folder)."""
+        if self._repository is None:
+            from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+            uri = self.client.get_run(self.run_id).info.artifact_uri
+            self._repository = Deferring(get_artifact_repository(artifact_folder(self.tracking_uri, uri)))
+        return self._repository
 
     def _safe(self, what: str, fn: Any, *args: Any, **kw: Any) -> None:
         try:
@@ -155,8 +110,19 @@ class TrialRun:
         self._safe("set tags", self.client.log_batch, self.run_id,
                    tags=[RunTag(k, _clean(v)) for k, v in tags.items() if v is not None])
 
+    def log_file(self, path: str | Path, folder: str | None = None) -> None:
+        """The file `path` as the artifact ``<folder>/<its name>``."""
+        self._safe(f"write {Path(path).name}", lambda: self.artifacts().log_artifact(str(path), folder))
+
     def log_text(self, text: str, name: str) -> None:
-        self._safe(f"write {name}", self.client.log_text, self.run_id, text, name)
+        """`text` as the artifact `name` (``kernels/cpu.eager/operator.py``: subfolders allowed)."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / Path(name).name
+            path.write_text(text, encoding="utf-8")
+            parent = str(Path(name).parent)
+            self.log_file(path, None if parent == "." else parent)
 
     def log_torch(self, obj: Any, name: str) -> None:
         """`obj` saved with torch.save as the artifact `name` (e.g. trained weights)."""
@@ -167,11 +133,11 @@ class TrialRun:
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / name
             torch.save(obj, path)
-            self._safe(f"write {name}", self.client.log_artifact, self.run_id, str(path))
+            self.log_file(path)
 
     def log_json(self, data: Any, name: str) -> None:
-        """`data` as the JSON artifact `name` (MLflow's log_dict: indent 2, values JSON lacks become strings)."""
-        self._safe(f"write {name}", self.client.log_dict, self.run_id, data, name)
+        """`data` as the JSON artifact `name` (as MLflow's log_dict: indent 2, values JSON lacks become strings)."""
+        self.log_text(json.dumps(data, indent=2, default=str), name)
 
     def log_operator(self, op: Operator) -> None:
         """Params syno.hash/depth/primitives and the artifacts operator.json, operator.py, graph.dot/.svg."""
@@ -226,7 +192,7 @@ class SearchTracker:
         # reach the first folder's database, so the URI is made absolute here
         tracking_uri = absolute_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
-        relocate_artifacts(tracking_uri)  # a search folder moved or copied: read its own artifacts
+        make_artifact_paths_relative(tracking_uri)  # a store written before the rule: no folder to repair after
         # every call waits out a Ctrl-C: one landing inside a write would leave SQLite locked (interrupt.py)
         self.client = Deferring(MlflowClient(tracking_uri=tracking_uri))
         found = self.client.get_experiment_by_name(experiment)
@@ -241,6 +207,7 @@ class SearchTracker:
                 if found is None:
                     raise
                 self.experiment_id = found.experiment_id
+            make_artifact_paths_relative(tracking_uri)  # MLflow made the new experiment's location absolute
 
     def _search(self, filter_string: str, max_results: int = 1000) -> list[Any]:
         return list(self.client.search_runs([self.experiment_id], filter_string=filter_string,
@@ -255,7 +222,7 @@ class SearchTracker:
             return run_id
         run = self.client.create_run(self.experiment_id, run_name=f"study-{study}",
                                      tags={V.TAG_STUDY: study, V.TAG_ROLE: "study"})
-        TrialRun(self.client, run.info.run_id).log_params({f"search.{k}": v for k, v in settings.items()})
+        TrialRun(self.client, run.info.run_id, self.tracking_uri).log_params({f"search.{k}": v for k, v in settings.items()})
         return run.info.run_id
 
     def trial_run(self, parent_id: str, study: str, number: int, op: Operator | None,
@@ -267,7 +234,7 @@ class SearchTracker:
             self.experiment_id, run_name=f"trial-{number}-{label}",
             tags={"mlflow.parentRunId": parent_id, V.TAG_STUDY: study, V.TAG_ROLE: "trial",
                   V.TAG_TRIAL: str(number), V.HASH: label, **{k: str(v) for k, v in (tags or {}).items()}})
-        trial_run = TrialRun(self.client, run.info.run_id)
+        trial_run = TrialRun(self.client, run.info.run_id, self.tracking_uri)
         if settings:
             trial_run.log_params({f"search.{k}": v for k, v in settings.items()})
         if op is not None:
@@ -302,7 +269,7 @@ class SearchTracker:
                                            f"(run {search_run.info.run_id}) of study {study}.")
         run = self.client.create_run(self.experiment_id,
                                      run_name=f"reeval-{label}-{settings.get('dataset', '')}", tags=tags)
-        trial_run = TrialRun(self.client, run.info.run_id)
+        trial_run = TrialRun(self.client, run.info.run_id, self.tracking_uri)
         trial_run.log_params({f"search.{k}": v for k, v in settings.items()})
         if op is not None:
             trial_run.log_operator(op)
@@ -320,7 +287,7 @@ class SearchTracker:
                             max_results=50000)
 
     def run(self, run_id: str) -> TrialRun:
-        return TrialRun(self.client, run_id)
+        return TrialRun(self.client, run_id, self.tracking_uri)
 
 
 # --- latency: the ONE place the MLflow names of a latency measurement are made (search and `tune` alike) ---

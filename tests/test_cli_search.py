@@ -35,6 +35,30 @@ def cli(cwd: Path, *args: str, timeout: float = 600, check: bool = True) -> subp
     return done
 
 
+def cli_here(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`syno-automl ARGS` in this process, in `cwd` (what `cli` does, without starting an interpreter and importing
+    the libraries again: seconds per call); for the commands that read a study. What needs a fresh interpreter
+    (a search's own process, a signal, a kill, the imports a command makes) uses `cli`."""
+    import contextlib
+    import io
+    import logging
+
+    from syno_automl.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # argparse's usage errors
+            code = e.code if isinstance(e.code, int) else 2
+        finally:
+            logging.disable(logging.NOTSET)  # -q disables logging process-wide
+    done = subprocess.CompletedProcess(["syno-automl", *args], code, out.getvalue(), err.getvalue())
+    if check and code != 0:
+        raise AssertionError(f"syno-automl {' '.join(args)} failed ({code}):\n{done.stdout}\n{done.stderr}")
+    return done
+
+
 def _study(cwd: Path) -> optuna.Study:
     """The study, read without creating tables (never races a worker that is creating them)."""
     storage = optuna.storages.RDBStorage(f"sqlite:///{cwd / 'syno.db'}", skip_table_creation=True,
@@ -50,7 +74,7 @@ def _runs(cwd: Path) -> list:
 
 
 @pytest.mark.slow
-def test_search_show_export_report_resume(tmp_path):
+def test_search_show_export_report_resume(tmp_path, monkeypatch):
     # the smallest final stage that still compares (1 finalist, 2 seeds of 1 epoch; a 100 pp margin): the CLI's
     # one run of it, its verdict the last line (the default stage re-trains 4 models x 3 seeds x 2 epochs)
     out = cli(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "30", "--finalists", "1",
@@ -79,18 +103,19 @@ def test_search_show_export_report_resume(tmp_path):
             assert run.data.metrics["val_acc"] == pytest.approx(t.values[0])  # (val_acc, cost_ratio) by default
             assert {"flops", "num_params", "flops_ratio"} <= set(run.data.metrics)
         if t.number:
+            monkeypatch.chdir(tmp_path)  # MLflow resolves the store's relative artifact paths against the working folder
             client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
             names = {a.path for a in client.list_artifacts(run.info.run_id)}
             assert {"operator.json", "operator.py", "graph.dot", "graph.svg"} <= names
             assert run.data.params["syno.hash"] == t.user_attrs["syno.hash"]
     assert parent.info.status == "FINISHED"
 
-    shown = cli(tmp_path, "show", hashes[0][:8])
+    shown = cli_here(tmp_path, "show", hashes[0][:8])
     assert hashes[0] in shown.stdout and "primitives" in shown.stdout
-    cli(tmp_path, "export", hashes[0][:8], "-o", "op.py")
+    cli_here(tmp_path, "export", hashes[0][:8], "-o", "op.py")
     namespace: dict = {}
     exec(compile((tmp_path / "op.py").read_text(), "op.py", "exec"), namespace)
-    report = cli(tmp_path, "report")
+    report = cli_here(tmp_path, "report")
     assert (tmp_path / "report" / "pareto_flops.png").stat().st_size > 1000
     assert (tmp_path / "report" / "pareto_flops.svg").exists() and "canonical rate" in report.stdout
 
@@ -105,16 +130,16 @@ def test_search_show_export_report_resume(tmp_path):
 def test_cli_errors_are_one_line(tmp_path):
     bad = cli(tmp_path, "search", "--bogus", check=False)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--bogus" in bad.stderr
-    missing = cli(tmp_path, "show", "abcd", check=False)
+    missing = cli_here(tmp_path, "show", "abcd", check=False)
     assert missing.returncode == 1 and missing.stderr.strip().splitlines() == [missing.stderr.strip()]
     assert "syno.db" in missing.stderr
-    negative = cli(tmp_path, "search", "--trials", "-1", check=False)
+    negative = cli_here(tmp_path, "search", "--trials", "-1", check=False)
     assert negative.returncode == 1 and "--trials" in negative.stderr
     optuna.create_study(study_name="syno", storage=f"sqlite:///{tmp_path / 'syno.db'}")
     exists = cli(tmp_path, "search", "--trials", "1", "--tracking-uri", "none", check=False)
     assert exists.returncode == 1 and "--resume" in exists.stderr
     assert len(exists.stderr.strip().splitlines()) == 1
-    debug = cli(tmp_path, "search", "--trials", "1", "--tracking-uri", "none", "--debug", check=False)
+    debug = cli_here(tmp_path, "search", "--trials", "1", "--tracking-uri", "none", "--debug", check=False)
     assert "Traceback" in debug.stderr
 
 

@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient  # noqa: E402
 
 from syno_automl import measure as lat  # noqa: E402
 from syno_automl.cli import build_parser, main  # noqa: E402
+from syno_automl.tracking import SearchTracker  # noqa: E402
 
 pytestmark = pytest.mark.tvm
 QUICK = lat.TimingProtocol(warmup=1, number=3, repeat=5, min_repeat_ms=5)
@@ -45,7 +46,8 @@ def _study(common):
 
 
 def _artifact(common, run_id, tmp_path, name="latency/llvm.json"):
-    path = MlflowClient(common[3]).download_artifacts(run_id, name, str(tmp_path))
+    store = SearchTracker(common[3])  # from any folder: MLflow's client would resolve the relative paths from here
+    path = store.run(run_id).artifacts().download_artifacts(name, str(tmp_path))
     with open(path) as f:
         return json.load(f)
 

@@ -9,7 +9,7 @@ import optuna
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
-from test_cli_search import _runs, _study, cli
+from test_cli_search import _runs, _study, cli, cli_here
 
 from syno_automl.config import SearchConfig, StudyMismatchError
 from syno_automl.search.sampler import operator_json_of
@@ -128,15 +128,15 @@ def test_search_task_lm_end_to_end(tmp_path):
     parent = [r for r in _runs(tmp_path) if r.data.tags.get("syno.role") == "study" or "best_val_loss" in r.data.metrics]
     assert any("best_val_loss" in r.data.metrics and "baseline_val_loss" in r.data.metrics for r in parent)
 
-    report = cli(tmp_path, "report", "--out", "rep")
+    report = cli_here(tmp_path, "report", "--out", "rep")
     assert (tmp_path / "rep" / "loss_curves.png").stat().st_size > 10_000
     assert (tmp_path / "rep" / "pareto_flops.svg").exists() and "| val_loss |" in report.stdout
 
     best = min(done, key=lambda t: t.values[0])
     h = best.user_attrs["syno.hash"]
-    shown = cli(tmp_path, "show", h[:6]).stdout
+    shown = cli_here(tmp_path, "show", h[:6]).stdout
     assert f"val_loss: {best.values[0]:.4f}" in shown and "training tokens/s" in shown
-    cli(tmp_path, "export", h, "-o", "best.py")
+    cli_here(tmp_path, "export", h, "-o", "best.py")
     spec = importlib.util.spec_from_file_location("best_op", tmp_path / "best.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["best_op"] = module

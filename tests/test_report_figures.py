@@ -12,7 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from _syno_helpers import tiny_space
-from test_cli_search import _runs, _study, cli
+from test_cli_search import _runs, _study, cli, cli_here
 from syno_automl import vocabulary as V
 from syno_automl.report import (latency_figures, latency_series, latency_table, reevaluation_series,
                                 reevaluation_table, reevaluations_of)
@@ -123,10 +123,10 @@ def worked(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-def test_report_shows_reevaluated_and_tuned_figures(worked, tmp_path):
+def test_report_shows_reevaluated_and_tuned_figures(worked, tmp_path, monkeypatch):
     folder = tmp_path / "copy"
     shutil.copytree(worked, folder)
-    cli(folder, "report")
+    cli_here(folder, "report")
     study = _study(folder)
     text = (folder / "report" / "report.md").read_text()
     runs = {r.data.tags.get("syno.hash"): r for r in _runs(folder) if r.data.tags.get("syno.role") == "reevaluation"}
@@ -157,10 +157,11 @@ def test_report_shows_reevaluated_and_tuned_figures(worked, tmp_path):
     assert "search: eager" in latency_svg and "tune: eager" in latency_svg
     # the report is also kept on the study's MLflow run
     client = MlflowClient(f"sqlite:///{folder / 'mlflow.db'}")
+    monkeypatch.chdir(folder)  # MLflow resolves the store's relative artifact paths against the working folder
     logged = {a.path for a in client.list_artifacts(study.user_attrs["syno.mlflow_run_id"], "report")}
     assert "report/report.md" in logged
 
-    cli(folder, "report", "--tracking-uri", "none", "--out", "offline")
+    cli_here(folder, "report", "--tracking-uri", "none", "--out", "offline")
     offline = (folder / "offline" / "report.md").read_text()
     assert "Not read: re-evaluations are kept in MLflow runs" in _section(offline, "Re-evaluated")
     assert "(tune: eager)" in _section(offline, "Latency")  # tune's figures live in the study
@@ -168,15 +169,21 @@ def test_report_shows_reevaluated_and_tuned_figures(worked, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.tvm
-def test_report_labels_tuned_schedules(worked, tmp_path):
+def test_report_labels_tuned_schedules(worked, tmp_path, monkeypatch):
     pytest.importorskip("tvm")
+    from syno_automl import measure
+
+    # the tuning's own checks are tests/test_cli_tune.py's; here, its figures in the report: the quick protocol,
+    # candidates built in this process (as test_cli_tune.py)
+    monkeypatch.setattr(measure, "PROTOCOL", measure.TimingProtocol(warmup=1, number=3, repeat=5, min_repeat_ms=5))
+    monkeypatch.setenv("SYNO_MS_RUNNER", "inprocess")
     folder = tmp_path / "copy"
     shutil.copytree(worked, folder)
     study = _study(folder)
     best = study.best_trial
-    cli(folder, "tune", str(best.number), "--target", "llvm", "--tune-trials", "2", "--no-inductor",
+    cli_here(folder, "tune", str(best.number), "--target", "llvm", "--tune-trials", "2", "--no-inductor",
         "--work-dir", str(tmp_path / "ms"))
-    cli(folder, "report", "--tracking-uri", "none")
+    cli_here(folder, "report", "--tracking-uri", "none")
     text = (folder / "report" / "report.md").read_text()
     tuned = _study(folder).user_attrs["syno.latency"][best.user_attrs["syno.hash"]]["llvm"]
     assert tuned["tuned_trials"] == 2

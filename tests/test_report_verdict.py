@@ -56,7 +56,11 @@ def _cli(folder: Path, capsys: pytest.CaptureFixture, *args: str) -> str:
     return capsys.readouterr().out
 
 
-def _client(folder: Path) -> MlflowClient:
+def _client(folder: Path, monkeypatch: pytest.MonkeyPatch | None = None) -> MlflowClient:
+    """MLflow's client of the search's store; with `monkeypatch`, run from the search folder, where MLflow resolves
+    the store's artifact paths (relative to it: tracking_store.py), as a user's client or `mlflow ui` would."""
+    if monkeypatch is not None:
+        monkeypatch.chdir(folder)
     return MlflowClient(f"sqlite:///{folder / 'mlflow.db'}")
 
 
@@ -66,7 +70,7 @@ def _runs(folder: Path, study: str) -> list:
     return list(client.search_runs([exp.experiment_id], filter_string=f"tags.`{V.TAG_STUDY}` = '{study}'"))
 
 
-def test_report_shows_the_verdict_first_with_its_figure(searched, capsys) -> None:
+def test_report_shows_the_verdict_first_with_its_figure(searched, capsys, monkeypatch) -> None:
     folder, result, _ = searched
     final = result.final
     _cli(folder, capsys, "report", "--out", "report")
@@ -85,7 +89,7 @@ def test_report_shows_the_verdict_first_with_its_figure(searched, capsys) -> Non
         assert (folder / "report" / name).stat().st_size > 1000, name
     # the re-trained means are drawn on the Pareto plots too, beside the search's points
     assert "final stage: re-trained mean" in (folder / "report" / "pareto_cost.svg").read_text()
-    client = _client(folder)
+    client = _client(folder, monkeypatch)
     logged = {a.path for a in client.list_artifacts(result.parent_run_id, "report")}
     assert {"report/final.png", "report/final.svg", "report/report.md"} <= logged
     # the canonical-rate table is opt-in (it samples the space: most of the report's time before)
@@ -150,9 +154,9 @@ def test_show_n_imports_neither_torch_nor_mlflow(searched) -> None:
     assert "HEAVY []" in done.stdout, done.stdout
 
 
-def test_the_study_run_holds_the_verdict(searched) -> None:
+def test_the_study_run_holds_the_verdict(searched, monkeypatch) -> None:
     folder, result, _ = searched
-    client = _client(folder)
+    client = _client(folder, monkeypatch)
     parent = client.get_run(result.parent_run_id)
     final = result.final
     assert final.verdict() in parent.data.tags["mlflow.note.content"]
@@ -162,9 +166,9 @@ def test_the_study_run_holds_the_verdict(searched) -> None:
     assert stored == json.loads(json.dumps(result.study.user_attrs[V.FINAL]))
 
 
-def test_baseline_runs_have_a_cost_ratio_and_artifacts(searched) -> None:
+def test_baseline_runs_have_a_cost_ratio_and_artifacts(searched, monkeypatch) -> None:
     folder, _, _ = searched
-    client = _client(folder)
+    client = _client(folder, monkeypatch)
     runs = {r.info.run_name: r for r in _runs(folder, "syno")}
     for name in ("trial-0-baseline", "final-baseline"):
         run = runs[name]

@@ -22,7 +22,7 @@ def quick_protocol(monkeypatch):
     monkeypatch.setattr(latency, "PROTOCOL", QUICK)
 
 
-def test_search_measures_latency_per_trial(tmp_path):
+def test_search_measures_latency_per_trial(tmp_path, monkeypatch):
     config = SearchConfig(trials=2, epochs=1, storage=f"sqlite:///{tmp_path / 's.db'}", heartbeat=None,
                           tracking_uri=f"sqlite:///{tmp_path / 'm.db'}", trial_timeout=None,
                           latency_targets=("llvm", "rpc:nobody@127.0.0.1:1"), latency_margin=None, finalists=0)
@@ -30,6 +30,7 @@ def test_search_measures_latency_per_trial(tmp_path):
     ops = [t for t in study.trials if not t.user_attrs.get("syno.baseline") and t.state.name == "COMPLETE"]
     assert ops, [(t.state.name, t.user_attrs.get("syno.failure")) for t in study.trials]
     client = MlflowClient(config.tracking_uri)
+    monkeypatch.chdir(tmp_path)  # MLflow resolves the store's relative artifact paths against the working folder
     for t in ops:
         entry = t.user_attrs["syno.latency"]
         assert entry["llvm"]["latency_ms"] > 0 and entry["llvm"]["baseline_ms"] > 0

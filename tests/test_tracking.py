@@ -85,6 +85,46 @@ def test_artifact_location():
     assert artifact_location_for("http://127.0.0.1:5000") is None
 
 
+def test_a_copied_store_reads_its_own_artifacts_with_nothing_repaired(tmp_path, monkeypatch):
+    """Artifact locations are recorded relative to the database's folder: a copy of a search folder, the original
+    gone, opened by MLflow alone (nothing of ours run in the copy), reads the copy's artifacts."""
+    import shutil
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    monkeypatch.chdir(first)
+    tracker = SearchTracker("sqlite:///mlflow.db")
+    run = tracker.trial_run(tracker.study_run("s", {}), "s", 1, None, label="x")
+    run.log_text("hello\n", "kernels/cpu.eager/a.txt")
+    run.log_json({"a": 1}, "latency/cpu.json")
+    shutil.copytree(first, second)
+    shutil.rmtree(first)
+    monkeypatch.chdir(second)
+    client = MlflowClient(f"sqlite:///{second / 'mlflow.db'}")
+    assert client.get_experiment(tracker.experiment_id).artifact_location == "mlruns"
+    assert client.get_run(run.run_id).info.artifact_uri == f"mlruns/{run.run_id}/artifacts"
+    got = client.download_artifacts(run.run_id, "kernels/cpu.eager/a.txt", str(tmp_path / "got"))
+    assert Path(got).read_text() == "hello\n"
+    assert '"a": 1' in Path(client.download_artifacts(run.run_id, "latency/cpu.json", str(tmp_path))).read_text()
+
+
+def test_a_store_with_absolute_artifact_paths_is_made_relative(tmp_path, monkeypatch):
+    """A store written before the rule (MLflow's absolute paths, here those of a folder since moved) is rewritten
+    when it is opened; our own reads resolve the paths against the store's folder from any working folder."""
+    old = tmp_path / "old"
+    old.mkdir()
+    client = MlflowClient(f"sqlite:///{old / 'mlflow.db'}")
+    experiment = client.create_experiment("syno-automl", artifact_location=(tmp_path / "gone" / "mlruns").as_uri())
+    run_id = client.create_run(experiment).info.run_id
+    assert client.get_run(run_id).info.artifact_uri.startswith((tmp_path / "gone").as_uri())
+    monkeypatch.chdir(tmp_path)  # not the store's folder
+    tracker = SearchTracker(f"sqlite:///{old / 'mlflow.db'}")
+    assert tracker.client.get_run(run_id).info.artifact_uri == f"mlruns/{run_id}/artifacts"
+    tracker.run(run_id).log_text("x", "note.txt")
+    assert (old / "mlruns" / run_id / "artifacts" / "note.txt").read_text() == "x"
+    assert [a.path for a in tracker.run(run_id).artifacts().list_artifacts()] == ["note.txt"]
+
+
 def test_epoch_metrics_from_a_trainer(tracker):
     import torch
     from torch.utils.data import DataLoader, TensorDataset

@@ -101,15 +101,13 @@ def choose_finalists(study: optuna.Study, k: int, tie: float | None = None,
 
 def _final_run(tracker: Any, parent: str | None, study: str, label: str, op: Any, trial: int | None) -> Any:
     """A run ``final-<label>`` (tag syno.role = final), child of the study's run; the operator's artifacts."""
-    from syno_automl.tracking import TrialRun
-
     tags = {V.TAG_STUDY: study, V.TAG_ROLE: V.ROLE_FINAL, V.HASH: label}
     if parent is not None:
         tags["mlflow.parentRunId"] = parent
     if trial is not None:
         tags[V.TAG_SEARCH_TRIAL] = str(trial)
-    run = TrialRun(tracker.client, tracker.client.create_run(tracker.experiment_id, run_name=f"final-{label}",
-                                                             tags=tags).info.run_id)
+    run = tracker.run(tracker.client.create_run(tracker.experiment_id, run_name=f"final-{label}",
+                                                tags=tags).info.run_id)
     if op is not None:
         run.log_operator(op)
     return run

@@ -19,6 +19,9 @@ Figures per method (nothing asserted):
     accuracy loss after the final re-training (among the run's finalists: the earliest qualifying finalist's
     position in the run, the opening's trials included), ">budget" when none; median over seeds;
   * searched hit: the same, counting only the operators the method proposed (not the opening's);
+  * new hit: the same for an operator that is not a known form up to channel permutations (convolution, grouped
+    or depthwise, 1x1, pooling ...: syno_automl.classify), its position among the method's own trials (the
+    opening's left out; every run has --budget of them beside the opening's);
   * found: the share of seeds with such an operator;
   * best speedup: the best measured speedup of a finalist within the margin (any speedup);
   * hypervolume of the run's front (search accuracy, planned cost ratio) with optuna's compute_hypervolume,
@@ -66,7 +69,10 @@ import syno_automl.study.training as training  # noqa: E402
 from syno_automl import vocabulary as V  # noqa: E402
 from syno_automl.config import SearchConfig  # noqa: E402
 from syno_automl.search.fidelity import fidelity_study_name, make_pruner, open_fidelity_study  # noqa: E402
+from syno_automl.classify import classify  # noqa: E402
 from syno_automl.search.objectives import baseline_trial  # noqa: E402
+from syno_automl.search.sampler import operator_json_of  # noqa: E402
+from syno_automl.space import Operator  # noqa: E402
 from syno_automl.study import prepare  # noqa: E402
 from syno_automl.study.opening import open_study, remaining_trials  # noqa: E402
 from syno_automl.study.storage import make_storage  # noqa: E402,F401 (the study's storage, as the CLI's)
@@ -233,16 +239,18 @@ def run_one(method: str, context, config: SearchConfig, cache: Cache, seed: int,
     ctx = dataclasses.replace(context, config=cfg)
     cache.run_seed = seed
     study = open_study(cfg, ctx)
+    # `budget` trials of the method's own, beside the opening's (counted in the study's --trials)
+    total = budget + sum(V.OPENING in t.user_attrs for t in study.get_trials(deepcopy=False))
     if method == "random":
         for op in ctx.space.sample(budget, seed=seed):  # neighbouring seeds sample unrelated operators
             study.enqueue_trial({}, user_attrs={V.OPERATOR: op.to_json()})
-    study.optimize(Objective(ctx, None, None, out=None), n_trials=remaining_trials(study, budget),
+    study.optimize(Objective(ctx, None, None, out=None), n_trials=remaining_trials(study, total),
                    catch=(Exception,), gc_after_trial=True)
     final = finalists.run_final_stage(study, ctx, out=None)
     return study, final
 
 
-def figures(study: optuna.Study, final, budget: int, margin: float, target: float, chance: float) -> dict:
+def figures(study: optuna.Study, final, budget: int, margin: float, target: float, chance: float, space) -> dict:
     ops = [t for t in study.trials  # a random run's last enqueued operators may be left waiting
            if not t.user_attrs.get(V.BASELINE) and t.state != optuna.trial.TrialState.WAITING]
     order = {t.number: i + 1 for i, t in enumerate(ops)}  # position among the run's operator trials
@@ -251,6 +259,13 @@ def figures(study: optuna.Study, final, budget: int, margin: float, target: floa
     hits = [order[f.trial] for f in qualifying]
     opening = {t.number for t in ops if V.OPENING in t.user_attrs}
     searched = [h for f, h in zip(qualifying, hits) if f.trial not in opening]
+    # a new operator: not a known form up to channel permutations (classify.py); its position among the method's
+    # own trials (the opening's left out of the count, as the issue counts them)
+    own = {t.number: i + 1 for i, t in enumerate(t for t in ops if t.number not in opening)}
+    by_number = {t.number: t for t in ops}
+    new = [f for f in qualifying if f.trial in own
+           and classify(Operator.from_json(space, operator_json_of(by_number[f.trial]))) is None]
+    new_hits = [own[f.trial] for f in new]
     within = [f.speedup for f in (final.candidates if final else []) if final.within(f) and f.speedup is not None]
     base = baseline_trial(study)
     points = [(-t.values[0], t.user_attrs[V.COST_RATIO]) for t in ops
@@ -261,6 +276,7 @@ def figures(study: optuna.Study, final, budget: int, margin: float, target: floa
         inside = np.array([p for p in points if ref is not None and p[0] < ref[0] and p[1] < ref[1]])
         hv[name] = (float(optuna._hypervolume.compute_hypervolume(inside, ref)) if len(inside) else 0.0)
     return {"hit": min(hits) if hits else None, "searched_hit": min(searched) if searched else None,
+            "new_hit": min(new_hits) if new_hits else None,
             "best_speedup": max(within) if within else None, "hv": hv,
             "complete": sum(t.state == optuna.trial.TrialState.COMPLETE for t in ops), "ops": len(ops),
             "screened": sum(V.SCREENED in t.user_attrs for t in ops),
@@ -307,12 +323,13 @@ def main() -> None:
             t0 = time.time()
             study, final = run_one(method, context, config, cache, seed, args.budget, folder,
                                    (args.screen, args.screen_threshold))
-            r = figures(study, final, args.budget, args.margin, args.speedup, chance)
+            r = figures(study, final, args.budget, args.margin, args.speedup, chance, context.space)
             rows[method].append(r)
             best = f"{r['best_speedup']:.2f}x" if r["best_speedup"] else "-"
             screened = f" ({r['screened']} screened)" if r["screened"] else ""
             print(f"  {method:18} seed {seed}: hit {r['hit'] or '>' + str(args.budget)} (searched "
-                  f"{r['searched_hit'] or '>' + str(args.budget)}), best speedup within "
+                  f"{r['searched_hit'] or '>' + str(args.budget)}, new {r['new_hit'] or '>' + str(args.budget)}), "
+                  f"best speedup within "
                   f"{args.margin * 100:g} pp {best}, {r['complete']}/{r['ops']} complete{screened}, best search acc "
                   f"{r['best_search_acc'] or 0:.3f}, HV(base) {r['hv']['baseline']:.4f} HV(chance) "
                   f"{r['hv']['chance']:.4f} ({time.time() - t0:.0f} s)\n      {r['verdict']}", flush=True)
@@ -323,12 +340,14 @@ def main() -> None:
         return f"{med:g}" if med <= args.budget else f">{args.budget}"
 
     print("| method | median trials to hit | seeds finding one | of them by the method itself: median trials, seeds "
+          "| a new operator (not a known form): median trials, seeds "
           "| best speedup ≤ margin (median) | HV ref baseline (mean) | HV ref chance (mean) | trained (mean) |\n"
-          "|---|---:|---:|---:|---:|---:|---:|---:|")
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for method, rs in rows.items():
         sp = [r["best_speedup"] for r in rs if r["best_speedup"]]
         print(f"| {method} | {median_hit(rs, 'hit')} | {sum(r['hit'] is not None for r in rs)}/{len(rs)} | "
               f"{median_hit(rs, 'searched_hit')}, {sum(r['searched_hit'] is not None for r in rs)}/{len(rs)} | "
+              f"{median_hit(rs, 'new_hit')}, {sum(r['new_hit'] is not None for r in rs)}/{len(rs)} | "
               f"{f'{statistics.median(sp):.2f}x' if sp else '-'} | "
               f"{statistics.fmean(r['hv']['baseline'] for r in rs):.4f} | "
               f"{statistics.fmean(r['hv']['chance'] for r in rs):.4f} | "

@@ -242,7 +242,7 @@ def run_one(method: str, context, config: SearchConfig, cache: Cache, seed: int,
     # `budget` trials of the method's own, beside the opening's (counted in the study's --trials)
     total = budget + sum(V.OPENING in t.user_attrs for t in study.get_trials(deepcopy=False))
     if method == "random":
-        for op in ctx.space.sample(budget, seed=seed):  # neighbouring seeds sample unrelated operators
+        for op in ctx.space.sample(budget, seed=seed, flops_bins=cfg.flops_bins):  # unrelated across seeds
             study.enqueue_trial({}, user_attrs={V.OPERATOR: op.to_json()})
     study.optimize(Objective(ctx, None, None, out=None), n_trials=remaining_trials(study, total),
                    catch=(Exception,), gc_after_trial=True)
@@ -293,6 +293,8 @@ def main() -> None:
     parser.add_argument("--final-seeds", type=int, default=3)
     parser.add_argument("--final-epochs", type=int, default=None, help="default: twice --epochs")
     parser.add_argument("--pruner", default="hyperband", help="the searches' --pruner (default: %(default)s)")
+    parser.add_argument("--flops-bins", type=int, default=0, help="the searches' --flops-bins (and the random "
+                        "method's): draws spread over FLOPs bands (default: %(default)s, uniform)")
     parser.add_argument("--margin", type=float, default=0.01)
     parser.add_argument("--speedup", type=float, default=1.3)
     parser.add_argument("--methods", default="shipped,random,accuracy,shipped-no-opening,random-no-opening",
@@ -306,7 +308,7 @@ def main() -> None:
     training.train_operator = cache.train  # Objective and the final stage's retrain() read the module's
     finalists.measure_speedups = cache.measure
     config = SearchConfig(epochs=args.epochs, tracking_uri=None, heartbeat=None, finalists=args.finalists,
-                          pruner=args.pruner,
+                          pruner=args.pruner, flops_bins=args.flops_bins,
                           final_seeds=args.final_seeds, final_epochs=args.final_epochs, final_margin=args.margin)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     started = time.time()

@@ -11,6 +11,7 @@ from typing import Sequence
 from syno_automl import vocabulary as V
 from syno_automl.errors import MissingDependencyError, NotFoundError
 from syno_automl.lookup import check_tracking_uri, existing_storage, find_operator
+from syno_automl.settings import SETTING
 
 __all__ = ["quiet_logs", "require_tvm", "tracking_of", "load_study", "space_of", "operator_of"]
 
@@ -53,7 +54,7 @@ def require_tvm(targets: Sequence[str], flag: str) -> None:
 
 def tracking_of(args: argparse.Namespace) -> str | None:
     """The MLflow tracking URI (None for 'none'), checked to be reachable in a few seconds."""
-    uri = None if str(args.tracking_uri).lower() in ("none", "", "off") else args.tracking_uri
+    uri = SETTING["tracking_uri"].from_cli(args.tracking_uri)
     if uri is not None:
         check_tracking_uri(uri)
     return uri

@@ -68,8 +68,6 @@ def config_of(args: argparse.Namespace, **extra: Any) -> Any:
         flags = ", ".join(s.flag for s in given_elsewhere if s.flag)
         other = given_elsewhere[0].tasks[0]
         raise SettingTaskError(f"{flags} only appl{'ies' if len(given_elsewhere) == 1 else 'y'} to --task {other}")
-    if values.get("tracking_uri") is not None and str(values["tracking_uri"]).lower() in ("none", "", "off"):
-        values["tracking_uri"] = None
     values.update(extra)
     return SearchConfig(**values)
 

@@ -89,7 +89,8 @@ class Setting:
     above: float | None = None      # exclusive
     maximum: float | None = None    # inclusive
     optional: bool = False          # None is allowed (its meaning is in the help)
-    off: float | None = None        # the command-line value that means None (0: no limit; -1: any negative)
+    off: float | tuple[str, ...] | None = None  # the command-line values that mean None (0: no limit; -1: any
+    #                                             negative; words, any case, for a text setting: "none", "off")
     tasks: tuple[str, ...] = _BOTH
     resumable: bool = False         # a --resume may change it (otherwise it must match the study's)
     recorded: bool = True           # stored with the study, logged to MLflow, compared on --resume
@@ -132,6 +133,8 @@ class Setting:
 
     def from_cli(self, value: Any) -> Any:
         """A parsed command-line value as the setting's value (``off`` -> None)."""
+        if isinstance(self.off, tuple):
+            return None if isinstance(value, str) and value.lower() in self.off else value
         if self.off is not None and value is not None and isinstance(value, (int, float)) and \
                 (value == self.off or (self.off < 0 and value < 0)):
             return None
@@ -140,7 +143,7 @@ class Setting:
     def to_cli(self, value: Any) -> Any:
         """A recorded value as the command line would give it (None -> ``off``): what a --resume fills in."""
         if value is None and self.off is not None:
-            return self.off
+            return self.off[0] if isinstance(self.off, tuple) else self.off
         if isinstance(value, (list, tuple)) and self.kind is tuple:
             return tuple(value)
         return value
@@ -343,6 +346,9 @@ def _rows() -> list[Setting]:
         S("reward_upper", float, 1.0, "the accuracy of full reward", tasks=("image",)),
         S("reward_power", float, 2.0, "the reward's exponent", above=0),
         S("exploration", float, 1.0, "the MCTS's exploration constant", minimum=0),
+        S("flops_bins", int, 0, "draw the MCTS's rollouts over this many log-uniform FLOPs bands of the budget (the "
+          "least served band first: space.sample's flops_bins) rather than uniformly over the tree, which piles up "
+          "at the cheapest operators; 0: uniform", "--flops-bins", ("search",), minimum=0, maximum=64, legacy=0),
         S("trial_timeout", float, 60.0, "safety net: a trial fails when its step takes over 100x the baseline "
           "model's (CPU time, in the same process), or when it runs 3x over its own projection and past this many "
           "seconds; 0: no limit", "--timeout", above=0, optional=True, off=0, tasks=("image",), resumable=True),
@@ -364,7 +370,7 @@ def _rows() -> list[Setting]:
           "journal:PATH", "--storage", store, recorded=False, check=_folder_check),
         S("study", str, "syno", "study name", "--study", store, recorded=False),
         S("tracking_uri", str, "sqlite:///mlflow.db", "MLflow tracking URI, or 'none' (artifacts under ./mlruns)",
-          "--tracking-uri", store, optional=True, recorded=False, check=_folder_check),
+          "--tracking-uri", store, optional=True, off=("none", "off", ""), recorded=False, check=_folder_check),
         S("heartbeat", int, 10, "seconds between worker heartbeats (RDB storages); a trial silent for 3x this is "
           "failed and retried with its operator; 0: off", "--heartbeat", minimum=1, optional=True, off=0,
           recorded=False),

@@ -45,3 +45,38 @@ def test_every_prefix_bounds_the_operators_flops() -> None:
         for key in op.path[:-1]:
             node = node.apply(key)
             assert node.flops_upper >= flops >= node._native.flops_bound
+
+
+def _tree_draws(flops_bins: int, decisions: int = 40) -> list:
+    from syno_automl.search.mcts import MCTS, Observation
+
+    tree, taken, ops = MCTS(space(), seed=3, flops_bins=flops_bins), set(), []
+    for decision in range(decisions):
+        proposal = tree.propose(decision, taken=taken)
+        ops.append(proposal.operator)
+        taken.add(proposal.operator.hash)
+        tree.add(Observation(tuple(proposal.operator.path), 0.5, proposal.leaf))  # one reward: the tree widens
+    return ops
+
+
+def test_the_trees_rollouts_spread_over_the_budget_with_flops_bins() -> None:
+    """--flops-bins reaches the MCTS's rollouts: their draws are spread more evenly over the FLOPs bands (here the
+    uniform tree piles up in the dearest band; the tree's walk still picks the subtrees, so a band its subtrees
+    lack stays thin); the proposals stay a pure function of the seed."""
+    def entropy(counts: list[int]) -> float:
+        return -sum(c / sum(counts) * math.log(c / sum(counts)) for c in counts if c)
+
+    uniform, spread = bins_of(_tree_draws(0)), bins_of(_tree_draws(4))
+    assert sum(uniform) == sum(spread) == 40
+    assert max(spread) < max(uniform) and entropy(spread) > entropy(uniform), (uniform, spread)
+    assert [op.hash for op in _tree_draws(4, 12)] == [op.hash for op in _tree_draws(4)[:12]]
+
+
+def test_flops_bins_is_checked() -> None:
+    import pytest
+
+    from syno_automl.errors import OptionError
+    from syno_automl.search.mcts import MCTS
+
+    with pytest.raises(OptionError, match="flops_bins"):
+        MCTS(space(), flops_bins=-1)

@@ -73,6 +73,9 @@ def test_cli_values_reach_the_config_with_off_values():
     assert config.trial_timeout is None and config.cost_ratio is None and config.latency_margin is None
     assert config.heartbeat is None and config.latency_targets == ("llvm", "torch") and config.flops_ratio == 0.25
     assert config_of(_subparser("search").parse_args([])) == C.SearchConfig()
+    for word in ("none", "OFF", ""):  # the one rule for a text setting's off words (cli_common.tracking_of reads it)
+        assert config_of(_subparser("search").parse_args(["--tracking-uri", word])).tracking_uri is None
+    assert config_of(_subparser("search").parse_args(["--flops-bins", "4"])).flops_bins == 4
 
 
 def test_a_flag_of_another_task_is_refused():

@@ -8,7 +8,8 @@ Selection is UCB1-tuned with progressive widening: a node visited N times may ha
 visited children; the next child to reveal comes from a fixed seeded order. The first child outside the tree is
 the leaf, and a rollout completes it to an operator with `space.sample(1, seed=derived, prefix=leaf)` (then 4,
 16 completions while those found are taken). Operators in `taken` (evaluated, running or queued) are never
-proposed.
+proposed. With `flops_bins` > 0 each rollout draws from one of that many log-uniform FLOPs bands of the space's
+budget (chosen by the rollout's seed: space.sample), so that rollouts do not pile up at the cheapest operators.
 
 Everything is deterministic for (seed, decision number, observations, running, taken): sums are kept in
 fixed point, so the order observations arrive in does not matter; rollouts depend on (seed, leaf) only and are
@@ -96,7 +97,7 @@ class MCTS:
     def __init__(self, space: OperatorSpace, *, seed: int = 0, exploration: float = 1.0, widening: float = 1.0,
                  widening_power: float = 0.5, virtual_loss: int = 1, max_restarts: int = 2048,
                  max_rollout: int = 16, max_sample_calls: int = 128, rollout_attempts: int = 48,
-                 max_sample_seconds: float = 60.0) -> None:
+                 max_sample_seconds: float = 60.0, flops_bins: int = 0) -> None:
         if exploration < 0 or not math.isfinite(exploration):
             raise OptionError(f"exploration must be a finite number >= 0, got {exploration}")
         if widening <= 0 or not 0 < widening_power <= 1:
@@ -104,6 +105,8 @@ class MCTS:
                              f"{widening}, {widening_power}")
         if virtual_loss < 0:
             raise OptionError(f"virtual_loss must be >= 0 visits, got {virtual_loss}")
+        if isinstance(flops_bins, bool) or not isinstance(flops_bins, int) or flops_bins < 0:
+            raise OptionError(f"flops_bins must be an integer >= 0 (0: uniform rollouts), got {flops_bins!r}")
         self.space = space
         self.seed = seed
         self.exploration = exploration
@@ -115,6 +118,7 @@ class MCTS:
         self.max_sample_calls = max_sample_calls
         self.rollout_attempts = rollout_attempts
         self.max_sample_seconds = max_sample_seconds
+        self.flops_bins = flops_bins
         self._n: dict[str, int] = {}
         self._sum: dict[str, int] = {}
         self._sq: dict[str, int] = {}
@@ -264,7 +268,8 @@ class MCTS:
     def _sample(self, count: int, seed: int, prefix: Node | None, attempts: int) -> tuple[list[Operator], bool]:
         """(operators, whether the prefix's completions were exhausted); no completion at all -> ([], True)."""
         try:
-            ops = self.space.sample(count, seed=seed, prefix=prefix, max_attempts=attempts, time_limit=600.0)
+            ops = self.space.sample(count, seed=seed, prefix=prefix, max_attempts=attempts, time_limit=600.0,
+                                    flops_bins=self.flops_bins)
         except EmptySpaceError:
             return [], True
         return ops, self.space.last_report.stop_reason == "exhausted"

@@ -87,6 +87,7 @@ class SynoSampler(BaseSampler):
             (seed, trial number), so a resumed process does not repeat the values of the trials before it.
         widening, widening_power: progressive widening, ceil(widening * N ** widening_power) children.
         virtual_loss: visits with reward 0 that each RUNNING trial adds along its path.
+        flops_bins: rollouts drawn over this many FLOPs bands of the space's budget (0: uniformly; MCTS).
 
     Example:
         >>> sampler = SynoSampler(OperatorSpace("[N, C_in]", "[N, C_out]", primary=["N: 0", "C_in: 2",
@@ -99,7 +100,8 @@ class SynoSampler(BaseSampler):
 
     def __init__(self, space: OperatorSpace, *, seed: int | None = None, exploration: float = 1.0,
                  reward: Reward | ParetoReward | None = None, independent_sampler: BaseSampler | None = None,
-                 widening: float = 1.0, widening_power: float = 0.5, virtual_loss: int = 1) -> None:
+                 widening: float = 1.0, widening_power: float = 0.5, virtual_loss: int = 1,
+                 flops_bins: int = 0) -> None:
         if not isinstance(space, OperatorSpace):
             raise OptionTypeError(f"SynoSampler needs an OperatorSpace, got {type(space).__name__}")
         if reward is not None and not isinstance(reward, (Reward, ParetoReward)):
@@ -108,7 +110,7 @@ class SynoSampler(BaseSampler):
         self.seed = secrets.randbits(32) if seed is None else int(seed)
         self.reward = reward
         self._tree_options = dict(exploration=exploration, widening=widening, widening_power=widening_power,
-                                  virtual_loss=virtual_loss)
+                                  virtual_loss=virtual_loss, flops_bins=flops_bins)
         self._own_independent = independent_sampler is None
         self._independent = independent_sampler or RandomSampler(seed=self.seed)
         self._per_trial: dict[int, BaseSampler] = {}  # trial number -> its RandomSampler (default sampler only)

@@ -94,7 +94,7 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
     forms of the replaced layer, known.opening) or, with `resume`, loads and checks it."""
     storage = make_storage(config.storage, heartbeat_interval=config.heartbeat, grace_period=config.grace_period)
     sampler = sampler or SynoSampler(context.space, seed=config.seed, exploration=config.exploration,
-                                     reward=sampler_reward(config, context))
+                                     reward=sampler_reward(config, context), flops_bins=config.flops_bins)
     space_config = context.space.config()
     if check_study(config, resume, storage):
         study = optuna.load_study(study_name=config.study, storage=storage, sampler=sampler,

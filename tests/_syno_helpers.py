@@ -14,6 +14,19 @@ def tiny_space(depth: int = 4, max_flops: float | None = 1e9) -> OperatorSpace:
                          max_flops=max_flops)
 
 
+def assert_cost_bounds_hold(sp: OperatorSpace, ops) -> int:
+    """Along every operator's path, each prefix's ``cost_bound`` is at most the operator's planned cost (the bound
+    the cost pruning trusts: native/bounds.cpp); returns how many prefixes were checked."""
+    checked = 0
+    for op in ops:
+        node = sp.root()
+        for key in op.path[:-1]:
+            node = node.apply(key)
+            assert node.cost_bound <= op.total_cost() * (1 + 1e-9), (str(op), node.description)
+            checked += 1
+    return checked
+
+
 def pseudo_accuracy(op_hash: str) -> float:
     """A deterministic stand-in for training: an accuracy in [0.1, 1) from the operator's hash."""
     return 0.1 + 0.9 * random.Random(op_hash).random()

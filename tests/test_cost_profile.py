@@ -13,6 +13,7 @@ import math
 
 import pytest
 import torch
+from _syno_helpers import assert_cost_bounds_hold
 from torch import nn
 
 from syno_automl import OperatorSpace
@@ -70,12 +71,7 @@ def test_compiled_fuses_view_copies():
 def test_bound_is_sound_under_the_profile(target, max_depth, counts):
     sp = space(max_depth=max_depth, max_counts=counts, max_weights=2, cost_profile=target)
     ops = sp.enumerate(max_operators=300).operators
-    assert ops
-    for op in ops:
-        node = sp.root()
-        for key in op.path[:-1]:
-            node = node.apply(key)
-            assert node.cost_bound <= op.total_cost() * (1 + 1e-9), (str(op), node.description)
+    assert ops and assert_cost_bounds_hold(sp, ops) > 0
 
 
 @pytest.mark.parametrize("target", ["cuda.eager", "cuda.compiled"])

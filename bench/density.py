@@ -158,8 +158,8 @@ def space_of(context: Any, priors: bool | None) -> Any:
 
     seed_everything(context.config.seed)
     probe = build_model(context.config.model, context.num_classes, context.in_channels)
-    return substitute(probe, LAYERS[context.config.layer], context.example, **context.substitute_options,
-                      priors=priors).space
+    options = {**context.substitute_options, "priors": priors}  # the context's own options carry priors= now
+    return substitute(probe, LAYERS[context.config.layer], context.example, **options).space
 
 
 def file_rows(path: Path, only_final: bool) -> list[dict[str, Any]]:

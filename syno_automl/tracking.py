@@ -67,7 +67,11 @@ class TrialRun:
             from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
             uri = self.client.get_run(self.run_id).info.artifact_uri
-            self._repository = Deferring(get_artifact_repository(artifact_folder(self.tracking_uri, uri)))
+            # (the tracking URI: a server's mlflow-artifacts:/ locations are served by that server, as MLflow's client
+            # resolves them)
+            repository = get_artifact_repository(artifact_folder(self.tracking_uri, uri),
+                                                 tracking_uri=self.tracking_uri or None)
+            self._repository = Deferring(repository)
         return self._repository
 
     def _safe(self, what: str, fn: Any, *args: Any, **kw: Any) -> None:

@@ -19,12 +19,13 @@ ctest --test-dir build/ctest --output-on-failure
 # 'format'); alone it passes. It runs beside the others (it fills the cores while the last files finish), its
 # output printed after theirs. Both runs must pass.
 # The others: two pytest-xdist workers, one per core (each test trains on one torch thread); --dist loadfile keeps
-# a file's tests on one worker, so that a module-scoped fixture (a small study shared by a file's tests) runs once.
+# a file's tests on one worker, so that a module-scoped fixture (a small study shared by a file's tests) runs once;
+# --no-loadscope-reorder hands files out in collection order, which tests/conftest.py makes longest first.
 cd tests
 pytest -q -p no:cacheprovider test_e2e_latency.py >../build/e2e-latency.log 2>&1 &
 e2e=$!
 status=0
-pytest -q -p no:cacheprovider -n 2 --dist loadfile --ignore=test_e2e_latency.py "$@" || status=$?
+pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --ignore=test_e2e_latency.py "$@" || status=$?
 wait "$e2e" || status=$((status ? status : $?))
 echo "[test] test_e2e_latency.py, in its own process:"
 cat ../build/e2e-latency.log

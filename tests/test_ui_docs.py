@@ -22,6 +22,7 @@ from html import unescape
 from pathlib import Path
 
 import pytest
+from test_cli_search import cli_here
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 pytestmark = [pytest.mark.slow,
@@ -42,10 +43,7 @@ def ui(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ui")
     env = dict(os.environ)
     # no final stage: the pages checked here show the search's runs (test_search_finalists.py checks the final runs)
-    search = subprocess.run([sys.executable, "-m", "syno_automl.cli", "search", "--trials", "1", "--epochs", "1",
-                             "--finalists", "0"],
-                            cwd=folder, env=env, capture_output=True, text=True, timeout=600)
-    assert search.returncode == 0, search.stdout + search.stderr
+    cli_here(folder, "search", "--trials", "1", "--epochs", "1", "--finalists", "0")  # in this process: no imports
     from mlflow import MlflowClient
 
     client = MlflowClient(f"sqlite:///{folder / 'mlflow.db'}")

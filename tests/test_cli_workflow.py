@@ -139,7 +139,7 @@ def test_resume_refuses_other_training_settings_naming_them(tmp_path):
     for args, named in ((("--epochs", "5"), ["epochs 1 (now 5)"]),
                         (("--lr", "0.1", "--seed", "3"), ["lr 0.05 (now 0.1)", "seed 0 (now 3)"]),
                         (("--flops-ratio", "0.25"), ["flops_ratio 0.5 (now 0.25)"])):
-        done = cli(tmp_path, "search", "--resume", "--tracking-uri", "none", *args, check=False, timeout=300)
+        done = cli_here(tmp_path, "search", "--resume", "--tracking-uri", "none", *args, check=False)
         assert done.returncode == 1, done.stderr
         line = done.stderr.strip()
         assert len(line.splitlines()) == 1 and len(line) < 300, line
@@ -161,8 +161,8 @@ def searched(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("search")
     # completed operators to inspect, whatever the default budget admits; single-objective: the conventions test
     # reads study.best_trial (test_search_pareto.py covers the pareto study's)
-    cli(folder, "search", "--trials", "2", "--epochs", "1", "--timeout", "0", "--seed", "1",
-        "--cost-ratio", "0", "--objective", "accuracy", "--finalists", "0")
+    cli_here(folder, "search", "--trials", "2", "--epochs", "1", "--timeout", "0", "--seed", "1",
+             "--cost-ratio", "0", "--objective", "accuracy", "--finalists", "0")
     return folder
 
 

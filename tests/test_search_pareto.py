@@ -89,7 +89,7 @@ def test_the_report_draws_and_lists_the_front(searched):
 
 
 def test_objective_accuracy_is_single_objective_and_old_studies_resume_as_it(tmp_path):
-    cli(tmp_path, "search", "--trials", "1", "--epochs", "1", "--objective", "accuracy", "--tracking-uri", "none",
+    cli_here(tmp_path, "search", "--trials", "1", "--epochs", "1", "--objective", "accuracy", "--tracking-uri", "none",
         "--finalists", "0")
     study = _study(tmp_path)
     assert [d.name for d in study.directions] == ["MAXIMIZE"] and study.best_trial.number == 1
@@ -99,9 +99,9 @@ def test_objective_accuracy_is_single_objective_and_old_studies_resume_as_it(tmp
         settings.pop(key)
     settings["milestones"] = {"1": 0.2}
     study.set_user_attr(V.SETTINGS, settings)
-    out = cli(tmp_path, "search", "--resume", "--trials", "2", "--tracking-uri", "none", "--finalists", "0").stdout
+    out = cli_here(tmp_path, "search", "--resume", "--trials", "2", "--tracking-uri", "none", "--finalists", "0").stdout
     study = _study(tmp_path)
     assert len(study.trials) == 3 and len(study.directions) == 1 and "done in" in out
-    mismatch = cli(tmp_path, "search", "--resume", "--trials", "3", "--objective", "pareto", "--tracking-uri", "none",
-                   check=False)
+    mismatch = cli_here(tmp_path, "search", "--resume", "--trials", "3", "--objective", "pareto",
+                        "--tracking-uri", "none", check=False)
     assert mismatch.returncode != 0 and "objective" in mismatch.stderr + mismatch.stdout

@@ -182,28 +182,24 @@ def local_run_summary(tracking_uri: str, run_id: str) -> tuple[str, list[str]] |
     ``mlruns`` folder beside it, without MLflow (whose import takes seconds and ~200 MB). None when this cannot
     answer for sure -- a server, another artifact location (MLflow's client answers then)."""
     import sqlite3
-    from urllib.parse import unquote, urlparse
 
-    if not tracking_uri.startswith("sqlite:///"):
-        return None
-    db = Path(tracking_uri[len("sqlite:///"):])
-    if not db.is_file():
+    from syno_automl.tracking_store import ARTIFACT_FOLDER, artifact_folder, local_path, store_database
+
+    db = store_database(tracking_uri)
+    if db is None or not db.is_file():
         return None
     try:
-        with sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=10) as con:
+        with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=10) as con:
             row = con.execute("SELECT status, artifact_uri FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
     except sqlite3.Error:
         return None
     if row is None or not isinstance(row[1], str):
         return None
     status, uri = row
-    parsed = urlparse(uri)
-    if parsed.scheme not in ("", "file"):
+    folder = local_path(artifact_folder(tracking_uri, uri))  # a relative location is the store folder's
+    if folder is None:
         return None
-    folder = Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(uri)
-    if not folder.is_absolute():
-        folder = db.resolve().parent / folder
-    here = db.resolve().parent / "mlruns"
+    here = db.parent / ARTIFACT_FOLDER
     if not folder.is_dir() or here not in folder.resolve().parents:
         return None
     return str(status), sorted(p.name for p in folder.iterdir())

@@ -21,8 +21,8 @@ from typing import Any, Callable
 from syno_automl.errors import SynoError
 
 __all__ = ["Setting", "SETTINGS", "SETTING", "TASKS", "TASK_OBJECTIVES", "MODEL_NAMES", "DATASET_NAMES",
-           "LOCAL_DATASETS", "LAYER_NAMES", "SPEED_TARGETS", "MODEL_COMMANDS", "STORE_COMMANDS", "SettingError", "SettingTypeError",
-           "SettingRangeError", "SettingChoiceError", "SettingTaskError", "DataDirError", "settings_markdown",
+           "LOCAL_DATASETS", "LAYER_NAMES", "SPEED_TARGETS", "MODEL_COMMANDS", "STORE_COMMANDS", "SettingError",
+           "SettingTypeError", "SettingRangeError", "SettingChoiceError", "SettingTaskError", "DataDirError", "settings_markdown",
            "comma_list"]
 
 TASKS = ("image", "lm")

@@ -196,7 +196,6 @@ class SearchTracker:
         # reach the first folder's database, so the URI is made absolute here
         tracking_uri = absolute_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
-        make_artifact_paths_relative(tracking_uri)  # a store written before the rule: no folder to repair after
         # every call waits out a Ctrl-C: one landing inside a write would leave SQLite locked (interrupt.py)
         self.client = Deferring(MlflowClient(tracking_uri=tracking_uri))
         found = self.client.get_experiment_by_name(experiment)
@@ -211,7 +210,8 @@ class SearchTracker:
                 if found is None:
                     raise
                 self.experiment_id = found.experiment_id
-            make_artifact_paths_relative(tracking_uri)  # MLflow made the new experiment's location absolute
+        # MLflow made a new experiment's location absolute; a store written before the rule has absolute paths too
+        make_artifact_paths_relative(tracking_uri)
 
     def _search(self, filter_string: str, max_results: int = 1000) -> list[Any]:
         return list(self.client.search_runs([self.experiment_id], filter_string=filter_string,
@@ -226,7 +226,7 @@ class SearchTracker:
             return run_id
         run = self.client.create_run(self.experiment_id, run_name=f"study-{study}",
                                      tags={V.TAG_STUDY: study, V.TAG_ROLE: "study"})
-        TrialRun(self.client, run.info.run_id, self.tracking_uri).log_params({f"search.{k}": v for k, v in settings.items()})
+        self.run(run.info.run_id).log_params({f"search.{k}": v for k, v in settings.items()})
         return run.info.run_id
 
     def trial_run(self, parent_id: str, study: str, number: int, op: Operator | None,
@@ -238,7 +238,7 @@ class SearchTracker:
             self.experiment_id, run_name=f"trial-{number}-{label}",
             tags={"mlflow.parentRunId": parent_id, V.TAG_STUDY: study, V.TAG_ROLE: "trial",
                   V.TAG_TRIAL: str(number), V.HASH: label, **{k: str(v) for k, v in (tags or {}).items()}})
-        trial_run = TrialRun(self.client, run.info.run_id, self.tracking_uri)
+        trial_run = self.run(run.info.run_id)
         if settings:
             trial_run.log_params({f"search.{k}": v for k, v in settings.items()})
         if op is not None:
@@ -273,7 +273,7 @@ class SearchTracker:
                                            f"(run {search_run.info.run_id}) of study {study}.")
         run = self.client.create_run(self.experiment_id,
                                      run_name=f"reeval-{label}-{settings.get('dataset', '')}", tags=tags)
-        trial_run = TrialRun(self.client, run.info.run_id, self.tracking_uri)
+        trial_run = self.run(run.info.run_id)
         trial_run.log_params({f"search.{k}": v for k, v in settings.items()})
         if op is not None:
             trial_run.log_operator(op)

@@ -19,8 +19,8 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-__all__ = ["ARTIFACT_FOLDER", "absolute_tracking_uri", "store_folder", "artifact_location_for",
-           "make_artifact_paths_relative", "artifact_folder"]
+__all__ = ["ARTIFACT_FOLDER", "absolute_tracking_uri", "store_database", "store_folder", "artifact_location_for",
+           "make_artifact_paths_relative", "artifact_folder", "local_path"]
 
 ARTIFACT_FOLDER = "mlruns"  # beside the database, as MLflow's own default
 
@@ -39,14 +39,20 @@ def absolute_tracking_uri(tracking_uri: str) -> str:
     return tracking_uri
 
 
-def store_folder(tracking_uri: str) -> Path | None:
-    """The folder of a local ``sqlite:///`` store's database (absolute); None for a server or an in-memory store."""
+def store_database(tracking_uri: str) -> Path | None:
+    """The database file of a local ``sqlite:///`` store (absolute); None for a server or an in-memory store."""
     if not tracking_uri.startswith("sqlite:///"):
         return None
     path = tracking_uri[len("sqlite:///"):].split("?", 1)[0]
     if not path or path == ":memory:":
         return None
-    return Path(path).resolve().parent
+    return Path(path).resolve()
+
+
+def store_folder(tracking_uri: str) -> Path | None:
+    """The folder of a local ``sqlite:///`` store's database (absolute); None for a server or an in-memory store."""
+    db = store_database(tracking_uri)
+    return None if db is None else db.parent
 
 
 def artifact_location_for(tracking_uri: str) -> str | None:
@@ -57,7 +63,7 @@ def artifact_location_for(tracking_uri: str) -> str | None:
     return None if folder is None else (folder / ARTIFACT_FOLDER).as_uri()
 
 
-def _local_path(location: str) -> Path | None:
+def local_path(location: str) -> Path | None:
     """The filesystem path of a local artifact location (a path or a ``file://`` URI); None for other schemes."""
     parsed = urlparse(location)
     if parsed.scheme == "file":
@@ -72,8 +78,7 @@ def make_artifact_paths_relative(tracking_uri: str) -> int:
     runs rewritten. Locations in an ``mlruns`` folder elsewhere (a store moved or copied before this rule, or
     MLflow's absolute default) are pointed at the ``mlruns`` beside the database; other locations are left alone.
     MLflow has no API to change a location: the rows are rewritten in SQL, in one transaction."""
-    folder = store_folder(tracking_uri)
-    db = None if folder is None else Path(tracking_uri[len("sqlite:///"):].split("?", 1)[0])
+    db = store_database(tracking_uri)
     if db is None or not db.is_file():
         return 0
     updated = 0
@@ -84,7 +89,7 @@ def make_artifact_paths_relative(tracking_uri: str) -> int:
             return 0  # not an MLflow store (yet)
         relative = []
         for experiment_id, location in rows:
-            old = _local_path(location) if isinstance(location, str) else None
+            old = local_path(location) if isinstance(location, str) else None
             if old is not None and old.is_absolute() and old.name == ARTIFACT_FOLDER:
                 con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
                             (ARTIFACT_FOLDER, experiment_id))
@@ -105,7 +110,7 @@ def make_artifact_paths_relative(tracking_uri: str) -> int:
 def artifact_folder(tracking_uri: str, artifact_uri: str) -> str:
     """Where a run's artifacts are: a relative location resolved against the store's folder; others as given."""
     folder = store_folder(tracking_uri)
-    path = _local_path(artifact_uri)
+    path = local_path(artifact_uri)
     if folder is None or path is None or path.is_absolute():
         return artifact_uri
     return str(folder / path)

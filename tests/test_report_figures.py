@@ -171,11 +171,13 @@ def test_report_shows_reevaluated_and_tuned_figures(worked, tmp_path, monkeypatc
 @pytest.mark.tvm
 def test_report_labels_tuned_schedules(worked, tmp_path, monkeypatch):
     pytest.importorskip("tvm")
+    from test_cli_tune import QUICK
+
     from syno_automl import measure
 
-    # the tuning's own checks are tests/test_cli_tune.py's; here, its figures in the report: the quick protocol,
-    # candidates built in this process (as test_cli_tune.py)
-    monkeypatch.setattr(measure, "PROTOCOL", measure.TimingProtocol(warmup=1, number=3, repeat=5, min_repeat_ms=5))
+    # the tuning's own checks are tests/test_cli_tune.py's; here, its figures in the report: its quick protocol,
+    # candidates built in this process (as there)
+    monkeypatch.setattr(measure, "PROTOCOL", QUICK)
     monkeypatch.setenv("SYNO_MS_RUNNER", "inprocess")
     folder = tmp_path / "copy"
     shutil.copytree(worked, folder)

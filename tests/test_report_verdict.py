@@ -19,10 +19,9 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
-from test_cli_search import _env
+from test_cli_search import _env, cli_here
 
 from syno_automl import vocabulary as V
-from syno_automl.cli import main
 from syno_automl.config import SearchConfig
 from syno_automl.study import run_search
 
@@ -44,16 +43,10 @@ def searched(tmp_path_factory: pytest.TempPathFactory):
     return folder, result, screened
 
 
-def _cli(folder: Path, capsys: pytest.CaptureFixture, *args: str) -> str:
-    """`syno-automl ARGS` in this process (the subprocess ones are kept for what needs a fresh interpreter)."""
-    here = os.getcwd()
-    os.chdir(folder)
-    try:
-        capsys.readouterr()
-        assert main(list(args)) == 0, capsys.readouterr().err
-    finally:
-        os.chdir(here)
-    return capsys.readouterr().out
+def _cli(folder: Path, *args: str) -> str:
+    """`syno-automl ARGS` in this process: its output (the subprocess ones are kept for what needs a fresh
+    interpreter)."""
+    return cli_here(folder, *args).stdout
 
 
 def _client(folder: Path, monkeypatch: pytest.MonkeyPatch | None = None) -> MlflowClient:
@@ -70,10 +63,10 @@ def _runs(folder: Path, study: str) -> list:
     return list(client.search_runs([exp.experiment_id], filter_string=f"tags.`{V.TAG_STUDY}` = '{study}'"))
 
 
-def test_report_shows_the_verdict_first_with_its_figure(searched, capsys, monkeypatch) -> None:
+def test_report_shows_the_verdict_first_with_its_figure(searched, monkeypatch) -> None:
     folder, result, _ = searched
     final = result.final
-    _cli(folder, capsys, "report", "--out", "report")
+    _cli(folder, "report", "--out", "report")
     text = (folder / "report" / "report.md").read_text()
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert headings[0].startswith("## Verdict: the final stage") and "2 seeds × 1 epochs" in headings[0]
@@ -96,43 +89,43 @@ def test_report_shows_the_verdict_first_with_its_figure(searched, capsys, monkey
     assert "Not computed" in text.split("## Canonical rates")[1]
 
 
-def test_a_study_without_final_stage_says_so(searched, capsys) -> None:
+def test_a_study_without_final_stage_says_so(searched) -> None:
     folder, _, _ = searched
-    printed = _cli(folder, capsys, "report", "--study", "screened", "--out", "report-screened",
+    printed = _cli(folder, "report", "--study", "screened", "--out", "report-screened",
                    "--tracking-uri", "none")
     assert "## Verdict: no final stage" in printed and "not a comparison with the baseline" in printed
     assert "--resume --trials 1 --finalists 3" in printed
     assert not (folder / "report-screened" / "final.png").exists()
-    listed = _cli(folder, capsys, "show", "--study", "screened", "--tracking-uri", "none")
+    listed = _cli(folder, "show", "--study", "screened", "--tracking-uri", "none")
     assert "no final stage: the values are the search's (one seed × 1 epoch each)" in listed
 
 
-def test_show_and_list_print_the_retrained_figures_beside_the_search(searched, capsys) -> None:
+def test_show_and_list_print_the_retrained_figures_beside_the_search(searched) -> None:
     folder, result, _ = searched
     final, study = result.final, result.study
-    listed = _cli(folder, capsys, "show")
-    assert _cli(folder, capsys, "list") == listed
+    listed = _cli(folder, "show")
+    assert _cli(folder, "list") == listed
     assert f"final stage (2 seeds × 1 epochs, re-trained alike): {final.verdict()}" in listed
     for f in [final.baseline, *final.candidates]:
         row = next(line for line in listed.splitlines() if re.match(rf"\s+{f.trial}\s", line))
         search = next(t for t in study.trials if t.number == f.trial)
         assert f"{search.values[0]:.4f}  {f.figure()}" in row, row
     named = final.chosen
-    shown = _cli(folder, capsys, "show", str(named.trial))
+    shown = _cli(folder, "show", str(named.trial))
     assert f"val_acc: {named.search_value:.4f} (the search's: one seed × 1 epoch each)" in shown
     assert f"final stage: accuracy {named.figure()} (2 seeds × 1 epochs; baseline {final.baseline.figure()})" in shown
     assert "named: the fastest within 100 pp of the baseline" in shown
-    assert _cli(folder, capsys, "show", "final").splitlines()[0] == shown.splitlines()[0]
-    base = _cli(folder, capsys, "show", "baseline")
+    assert _cli(folder, "show", "final").splitlines()[0] == shown.splitlines()[0]
+    base = _cli(folder, "show", "baseline")
     assert f"final stage: accuracy {final.baseline.figure()}" in base
-    exported = _cli(folder, capsys, "export", "final", "-o", "op.py", "--tracking-uri", "none")
+    exported = _cli(folder, "export", "final", "-o", "op.py", "--tracking-uri", "none")
     assert f"operator {named.label}" in exported and "named: the fastest within 100 pp" in exported
 
 
-def test_show_prints_the_primitives_once_with_rounded_figures(searched, capsys) -> None:
+def test_show_prints_the_primitives_once_with_rounded_figures(searched) -> None:
     folder, result, _ = searched
     named = result.final.chosen
-    shown = _cli(folder, capsys, "show", str(named.trial), "--tracking-uri", "none")
+    shown = _cli(folder, "show", str(named.trial), "--tracking-uri", "none")
     primitives = [line.strip() for line in shown.splitlines() if line.startswith("  ")]
     assert primitives and all(shown.count(p) == primitives.count(p) for p in primitives), shown
     assert "primitives:" not in shown

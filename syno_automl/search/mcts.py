@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from syno_automl.errors import EmptySpaceError, OptionError
+from syno_automl.options import check_int
 from syno_automl.space import Node, Operator, OperatorSpace
 
 __all__ = ["MCTS", "Observation", "Proposal", "SearchExhaustedError", "derive_seed"]
@@ -105,8 +106,7 @@ class MCTS:
                              f"{widening}, {widening_power}")
         if virtual_loss < 0:
             raise OptionError(f"virtual_loss must be >= 0 visits, got {virtual_loss}")
-        if isinstance(flops_bins, bool) or not isinstance(flops_bins, int) or flops_bins < 0:
-            raise OptionError(f"flops_bins must be an integer >= 0 (0: uniform rollouts), got {flops_bins!r}")
+        check_int("flops_bins", flops_bins, 0, 64)  # as space.sample checks it, before the first rollout
         self.space = space
         self.seed = seed
         self.exploration = exploration

@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python bench/gpu_cost.py --offline [--data ../shared/data/gpu_step_times_h200.json]
     PYTHONPATH=. python bench/gpu_cost.py --fit            # the cuda.eager coefficients from that data
+    PYTHONPATH=. python bench/gpu_cost.py --ceiling        # how far any pricing of the plan's counts can rank it
     PYTHONPATH=. python bench/gpu_cost.py --gpu [--operators 24] [--compiled-operators 4] [--seed 0]
 
 ``--offline`` replays every row of the shared H200 data (ResNet-18 for CIFAR, batch 128, 13 3x3 convs
@@ -14,6 +15,11 @@ nearest the data has to compiled inference (which it timed for 8 operators witho
 ``--fit`` fits the cuda.eager coefficients to that data: whole-model time = rest + the 13 layers' predicted cost,
 ``rest`` being the baseline's time less its 13 convolutions' predicted cost; least squares of log(ratio) with the
 FLOP coefficient held at or above H200's dense TF32 peak (3 x 2 FLOPs per multiply-add, forward + backward).
+
+``--ceiling`` asks what no profile can beat on that data: the in-budget Spearman of the best non-negative
+combination of the plan's counts (FLOPs, elements written and read, kernels, view copies and their kernels) fitted
+to the in-budget rows themselves (in sample, so an upper bound for any profile of the same counts), beside how well
+the data's own measurements of one operator agree with each other (train_fp32 against train_bf16 and infer_fp32).
 
 ``--gpu`` (needs CUDA; skipped with a message otherwise) samples operators from that space as the data did (today's
 cost budget off and on), times each substituted model against the baseline model in the same run -- eager training
@@ -28,6 +34,7 @@ import json
 import statistics
 import sys
 import time
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +140,44 @@ def fit(path: Path, metric: str) -> None:
           f"{spearmanr(x @ c, y).statistic:.3f}")
 
 
+CEILING_COUNTS = ("flops", "materialized", "read", "kernels", "copied", "copy_kernels", "copy_read")
+
+
+def ceiling(path: Path, metric: str, draws: int = 20_000) -> None:
+    from scipy.optimize import nnls
+
+    data = json.loads(path.read_text())
+    counts, _ = replay(data)
+    inside = np.array([r["budget"] == "on" for r in data["rows"]])
+    measured = {m: np.array([r["ratio"][m] for r in data["rows"]])[inside]
+                for m in ("train_fp32", "train_bf16", "infer_fp32")}
+    y = measured[metric]
+    x = np.array([[sum(layer[k] for layer in layers) for k in CEILING_COUNTS] for layers in counts])[inside]
+    x = x / x.mean(axis=0)  # each count in units of its mean, so that weights are comparable
+
+    def rho(predicted: np.ndarray) -> float:
+        return -1.0 if np.ptp(predicted) == 0 else float(spearmanr(predicted, y).statistic)
+
+    print(f"{path.name}: {len(y)} rows inside the data's cost budget, {metric}")
+    for n in range(1, len(CEILING_COUNTS) + 1):  # least squares (with the rest of the model as a constant)
+        fits = []
+        for cols in combinations(range(len(CEILING_COUNTS)), n):
+            a = np.hstack([x[:, list(cols)], np.ones((len(y), 1))])
+            fits.append((rho(a @ nnls(a, y)[0]), cols))
+        r, cols = max(fits)
+        print(f"  least squares, best {n} count{'s' if n > 1 else ' '}: Spearman {r:.3f} "
+              f"({', '.join(CEILING_COUNTS[c] for c in cols)})")
+    # the rank itself, maximized over random non-negative weights (log-uniform over six decades, some zero)
+    rng = np.random.default_rng(0)
+    weights = 10.0 ** rng.uniform(-3, 3, (draws, len(CEILING_COUNTS))) * (rng.random((draws, len(CEILING_COUNTS))) < .7)
+    best = max(range(draws), key=lambda i: rho(x @ weights[i]))
+    print(f"  the best of {draws} random non-negative pricings, ranked in sample: Spearman {rho(x @ weights[best]):.3f}")
+    for other in measured:
+        if other != metric:
+            print(f"  the data's {metric} against its {other} (same operators, same run): Spearman "
+                  f"{spearmanr(y, measured[other]).statistic:.3f}")
+
+
 def gpu(count_eager: int, count_compiled: int, seed: int) -> None:
     import torch
 
@@ -209,6 +254,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--offline", action="store_true", help="evaluate the shipped profiles on --data")
     ap.add_argument("--fit", action="store_true", help="fit cuda.eager's coefficients on --data")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="the best in-budget Spearman any pricing of the plan's counts reaches on --data")
     ap.add_argument("--gpu", action="store_true", help="measure on this machine's GPU")
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--metric", default="train_fp32", choices=("train_fp32", "train_bf16", "infer_fp32"))
@@ -216,12 +263,14 @@ def main() -> None:
     ap.add_argument("--compiled-operators", type=int, default=4, help="per budget, compiled (--gpu)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    if not (args.offline or args.fit or args.gpu):
+    if not (args.offline or args.fit or args.ceiling or args.gpu):
         args.offline = args.gpu = True
     if args.fit:
         fit(args.data, args.metric)
     if args.offline:
         offline(args.data, args.metric)
+    if args.ceiling:
+        ceiling(args.data, args.metric)
     if args.gpu:
         gpu(args.operators, args.compiled_operators, args.seed)
 

@@ -90,6 +90,10 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def offline(path: Path, metric: str) -> None:
+    if not path.is_file():  # e.g. on a GPU host the checkout travelled to without ../shared
+        print(f"bench/gpu_cost.py --offline: no data at {path}: skipped (copy ../shared/data/{path.name} into the "
+              f"checkout's shared/data/, as scripts/fetch_gpu_wheels.sh does)")
+        return
     data = json.loads(path.read_text())
     counts, convs = replay(data)
     ratio = np.array([r["ratio"][metric] for r in data["rows"]])

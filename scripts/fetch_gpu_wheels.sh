@@ -3,7 +3,8 @@
 # torch but no index: optuna, mlflow and graphviz at the versions CI tests, for the GPU host's Python (default 3.12),
 # with only those of their dependencies that the host lacks. What the host has (scripts/gpu_image_packages.txt:
 # torch, numpy, pandas, pyarrow, scipy, scikit-learn, matplotlib...) is not carried: the host keeps its own builds,
-# and the device tool carries at most 64 MiB.
+# and the device tool carries at most 64 MiB. Also copies the shared H200 data (../shared/data) into shared/data/,
+# which travels with the checkout.
 #
 #   bash scripts/fetch_gpu_wheels.sh [PYTHON_VERSION]      # into .whl/ (git-ignored through .git/info/exclude)
 set -euo pipefail
@@ -34,6 +35,14 @@ count=$(ls .whl/*.whl | wc -l)
 size_mb=$(du -sm .whl | cut -f1)
 echo "fetch_gpu_wheels.sh: $count wheels, ${size_mb} MiB in .whl/"
 ls .whl
+# the shared H200 data bench/gpu_cost.py --offline reads: the device tool sends the checkout (with its shared/
+# folder) but not the ../shared beside it
+data=../shared/data/gpu_step_times_h200.json
+if [[ -f $data ]]; then
+  grep -qx '/shared/' .git/info/exclude || echo '/shared/' >> .git/info/exclude
+  mkdir -p shared/data && cp "$data" shared/data/
+  echo "fetch_gpu_wheels.sh: copied $data into shared/data/"
+fi
 if (( size_mb > limit_mb )); then
   echo "fetch_gpu_wheels.sh: .whl/ holds ${size_mb} MiB, over the ${limit_mb} MiB the device tool can carry" >&2
   exit 1

@@ -19,6 +19,13 @@
 //   contraction, whose letters include all of T's stored dims, or a reduce of a stored dim) computes at least
 //   numel(T) >= numel(input) / S FLOPs, and an operator with a weight has a contraction. Those FLOPs may be the
 //   ones of (a), so min_cost = max((a)'s FLOPs, numel(input) / S) + kElementCost x the weights' elements.
+//   Under a cost profile (point 6 below) the same counts are priced by its coefficients (all >= 0): a training
+//   profile's cost is at least flop x numel(input) / S + element x W (W: the weights' elements, the gradients;
+//   the FLOPs of (b) and the writes of (a) are different counts) and at least min(flop + element, 2 element) x W
+//   (point 4: a weight computes a FLOP per element, or, strided, writes its gradient twice), plus launch x the
+//   weights (one gradient kernel each; a compiler fuses view copies, never a gradient's write); an inference
+//   profile's (no gradients) at least flop x numel(input) / S. Under cpu.eager (flop 1, element kElementCost)
+//   that is max(W, numel(input) / S) + kElementCost x W, the formula above.
 //
 // Cost bound of a node that is not final (cost_bound). The search builds an operator from the output up, so a
 // node's path P is the forward tail of the program of every operator below it; a completion C adds steps in
@@ -124,7 +131,13 @@ BudgetBounds budget_bounds(const Space& space) {
                         ctx.variables[i].max_occurrences * std::log(std::max<double>(ctx.valuations[v][i], 1.0));
             double read = std::exp(std::min(log_input - log_strides, 700.0)) * (1 - 1e-9);  // rounding stays below
             double weight_elements = weights_at_least * weight_min;
-            b.min_cost += std::max(weight_elements, read) + kElementCost * weight_elements;
+            const CostProfile& q = o.cost_profile;
+            if (q.inference)
+                b.min_cost += q.flop * read;
+            else
+                b.min_cost += std::max(q.flop * read + q.element * weight_elements,
+                                       std::min(q.flop + q.element, 2 * q.element) * weight_elements) +
+                              q.launch * weights_at_least;
         }
     }
     b.min_memory = weights_at_least > 0 ? 4 : 0;

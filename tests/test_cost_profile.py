@@ -74,6 +74,26 @@ def test_bound_is_sound_under_the_profile(target, max_depth, counts):
     assert ops and assert_cost_bounds_hold(sp, ops) > 0
 
 
+@pytest.mark.parametrize("target", SHIPPED)
+@pytest.mark.parametrize("counts", [{}, {"EXPAND": 1}])
+def test_the_space_wide_cost_floor_is_priced_by_the_profile(target, counts):
+    """budget_bounds' min_cost (what refuses a max_cost up front) is under every operator's cost on the profile's
+    own scale: it once priced cpu.eager's counts under every profile, and so refused every cuda.compiled budget
+    (an inference profile in ns, whose costs are far below cpu.eager's FLOPs)."""
+    inp, out, primary, coefficients, _ = SPEC
+    large = [{"N": 128, "C_in": 64, "C_out": 64, "L": 1024}]  # a real layer's sizes: FLOPs dwarf a launch
+    options = dict(max_depth=5, max_weights=2, max_counts=counts, cost_profile=target, threads=1)
+    sp = OperatorSpace(inp, out, primary, coefficients, large, **options)
+    floor = sp._native.budget_bounds()["min_cost"]
+    ops = sp.enumerate(max_operators=300).operators
+    assert len(ops) > 20 and floor > 0
+    cheapest = min(op.total_cost() for op in ops)
+    assert floor <= cheapest * (1 + 1e-9)
+    # a budget some operator meets is not proven empty
+    assert OperatorSpace(inp, out, primary, coefficients, large, max_cost=cheapest * 1.01,
+                         **options)._budget_conflict is None
+
+
 @pytest.mark.parametrize("target", ["cuda.eager", "cuda.compiled"])
 def test_cost_pruning_keeps_every_operator_under_the_profile(target):
     options = dict(max_depth=5, max_weights=2, max_counts={"SHIFT": 1, "UNFOLD": 1, "STRIDE": 1}, cost_profile=target)

@@ -143,6 +143,19 @@ def test_cli_errors_are_one_line(tmp_path):
     assert "Traceback" in debug.stderr
 
 
+def test_a_budget_that_empties_the_space_is_refused_before_anything_trains(tmp_path):
+    """Once the baseline trained first, and then every operator trial failed with 'all 0 operators of the space
+    are evaluated'. Now the search checks the space before it opens a study: one line, naming the budget and the
+    settings that move it, and no study, run or trial left behind."""
+    empty = cli_here(tmp_path, "search", "--flops-ratio", "1e-9", "--trials", "2", "--epochs", "1", check=False)
+    assert empty.returncode == 1, empty.stdout + empty.stderr
+    assert len(empty.stderr.strip().splitlines()) == 1
+    assert "max_flops=" in empty.stderr and "empties the space" in empty.stderr and "--flops-ratio" in empty.stderr
+    assert "trial 0" not in empty.stdout and "baseline" not in empty.stdout
+    assert optuna.study.get_all_study_summaries(f"sqlite:///{tmp_path / 'syno.db'}") == []
+    assert not (tmp_path / "mlflow.db").exists()
+
+
 def test_enumerate(tmp_path):
     out = cli(tmp_path, "enumerate", "--time-limit", "1")  # the limit bounds the enumeration and the sampling
     assert "canonical rate" in out.stdout and "| depth | nodes | final |" in out.stdout

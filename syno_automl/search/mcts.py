@@ -312,7 +312,12 @@ class MCTS:
         while True:
             calls[0] += 1
             seed = derive_seed(self.seed, "fallback", decision, count)
-            ops, exhausted = self._sample(count, seed, None, max(1000, 100 * count))
+            try:  # the whole space: its own reason (a budget that empties it) is the one to give
+                ops = self.space.sample(count, seed=seed, max_attempts=max(1000, 100 * count), time_limit=600.0,
+                                        flops_bins=self.flops_bins)
+            except EmptySpaceError as e:
+                raise SearchExhaustedError(str(e)) from e
+            exhausted = self.space.last_report.stop_reason == "exhausted"
             fresh = [op for op in ops if op.hash not in taken]
             if fresh:
                 return fresh[0]

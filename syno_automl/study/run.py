@@ -41,7 +41,7 @@ from syno_automl.study.lost_trials import fail_unstarted
 from syno_automl.study.opening import check_study, open_study, remaining_trials
 from syno_automl.study.trial import INTERRUPTED, Objective
 
-__all__ = ["SearchResult", "run_search", "SearchFailedError", "failure_of"]
+__all__ = ["SearchResult", "run_search", "SearchFailedError", "failure_of", "check_space_holds_operators"]
 
 
 class SearchFailedError(SynoError, RuntimeError):
@@ -64,6 +64,7 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
     config.validate()
     check_study(config, resume)  # before loading data: a wrong invocation fails at once
     context = prepare(config)
+    check_space_holds_operators(context.space, config)  # before any study, run or training: nothing to lose
     study = open_study(config, context, resume=resume)
     tracker = parent = None
     if config.tracking_uri:
@@ -100,6 +101,36 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
             _summarize_parent(tracker, parent, study)
             tracker.run(parent).finish(status)
     return SearchResult(study, context, parent, time.time() - started, final)
+
+
+#: how hard the pre-flight looks for one operator: twice one MCTS fallback draw (1,000 descents), a few seconds
+#: in a nearly empty space; bounded by descents, not time, so that the verdict does not depend on the machine's
+#: speed or load (the time limit is only a safety net)
+PREFLIGHT_ATTEMPTS = 2_000
+PREFLIGHT_SECONDS = 600.0
+
+
+def check_space_holds_operators(space: Any, config: SearchConfig) -> None:
+    """Raises EmptySpaceError, naming the budget, when the space holds no operator the search could propose: a
+    budget the core's bounds prove impossible, or (a cost budget) none found in PREFLIGHT_ATTEMPTS descents.
+    Otherwise the baseline would train first and every operator trial then fail with the same reason."""
+    import warnings
+
+    from syno_automl.errors import EmptySpaceError, NothingSampledWarning
+
+    settings = "the search's settings: --flops-ratio, --cost-ratio (0: off), --cost-profile, --max-depth"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NothingSampledWarning)
+            found = space.sample(1, seed=config.seed, max_attempts=PREFLIGHT_ATTEMPTS,
+                                 time_limit=PREFLIGHT_SECONDS)
+    except EmptySpaceError as e:
+        raise EmptySpaceError(f"{e} ({settings})") from e
+    if not found:
+        report = space.last_report
+        raise EmptySpaceError(
+            f"the search space holds no operator within its budgets ({space.budgets}): none found in "
+            f"{report.attempts} descents ({report.seconds:.0f} s); raise them ({settings})")
 
 
 def _summarize_parent(tracker: Any, parent: str, study: optuna.Study) -> None:

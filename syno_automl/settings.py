@@ -284,7 +284,8 @@ def _rows() -> list[Setting]:
           optional=True, task_defaults={"image": None, "lm": "*.qkv"}),
         S("image_size", int, None, "side of the images (the dataset's own by default; digits: 8)", "--image-size", model,
           minimum=1, optional=True, tasks=("image",)),
-        S("batch_size", int, 64, "training batch size", minimum=1),
+        S("batch_size", int, 64, "training batch size (also the batch the layers' sizes, and so the operators' "
+          "costs, are taken at)", "--batch-size", model, minimum=1),
         # -- the space and its budgets
         S("flops_ratio", float, 0.5, "FLOPs budget relative to the replaced layers", "--flops-ratio", model,
           above=0),

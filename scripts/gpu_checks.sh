@@ -6,11 +6,15 @@
 #   2. builds the native module for that python, in place;
 #   3. the CUDA tests (tests/test_cuda.py: generated modules and TVM kernels against the CPU, latency with TVM and
 #      TorchInductor, training on the GPU; TVM's parts skip cleanly without TVM);
-#   4. a short search end to end on the GPU: ResNet-18 on the digits upscaled to 32x32, batch 128 (at 64 the
+#   4. the cost model (scripts/gpu_cost_checks.sh): bench/gpu_cost.py (per target: Spearman of the predicted cost
+#      with the measured time, step-time ratios inside the budget), then calibrate on cuda (cuda.eager and
+#      cuda.compiled profiles of that space), first because its figures are the acceptance;
+#   5. a short search end to end on the GPU: ResNet-18 on the digits upscaled to 32x32, batch 128 (at 64 the
 #      cuda.compiled budget holds next to no operator: a launch weighs more), --accelerator gpu, cost profile and
 #      speed target cuda.compiled; the verdict names its target;
-#   5. calibrate on cuda (a cuda.compiled profile of that space) and bench/gpu_cost.py (per target: Spearman of
-#      the predicted cost with the measured time, step-time ratios inside the budget).
+#
+# Each step's output lands in $OUT as it runs (tests.log, gpu_cost.log, search.log), so a run cut short by the
+# device's time limit still brings back what it finished.
 #
 #   bash scripts/gpu_checks.sh [--bench] [--latency-trials N] [--latency-layers 0,1,...]
 #
@@ -33,6 +37,7 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 step() { echo "[gpu_checks $(date +%H:%M:%S)] $*"; }
+failed=()  # a failing step is reported and the next ones still run: every figure the run can give comes back
 
 "$PY" -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print('torch', torch.__version__, torch.cuda.get_device_name(0))"
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -54,22 +59,30 @@ cp build/gpu/native/_native*.so syno_automl/
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 step "CUDA tests"
-(cd tests && "$PY" -m pytest -q -p no:cacheprovider test_cuda.py test_accelerator.py -rs) 2>&1 | tee "$OUT/tests.log"
+(cd tests && "$PY" -m pytest -q -p no:cacheprovider test_cuda.py test_accelerator.py -rs) 2>&1 | tee "$OUT/tests.log" \
+  || failed+=("CUDA tests (tests.log)")
+
+step "the cost model on this GPU: bench/gpu_cost.py (the acceptance figures), then calibrate cuda.eager and cuda.compiled"
+OUT="$OUT" PYTHON="$PY" bash scripts/gpu_cost_checks.sh 2>&1 | tee "$OUT/gpu_cost.log" || failed+=("cost model (gpu_cost.log)")
 
 step "a short search on the GPU (ResNet-18, digits at 32x32, target cuda.compiled)"
 rm -rf "$OUT/search" && mkdir -p "$OUT/search"
 (cd "$OUT/search" && "$PY" -m syno_automl.cli search --model resnet18 --image-size 32 --batch-size 128 --accelerator gpu \
    --precision bf16-mixed --cost-profile cuda.compiled --target cuda.compiled --trials 6 --epochs 2 \
-   --final-epochs 3 --finalists 2 --final-seeds 1 --timeout 0) 2>&1 | tee "$OUT/search.log"
-grep -q "cuda.compiled" "$OUT/search.log" && step "the verdict names its target"
-
-step "calibrate on cuda"
-"$PY" -m syno_automl.cli calibrate --target cuda.compiled --model resnet18 --image-size 32 --batch-size 128 --operators 6 \
-  --out "$OUT/cuda.compiled.json" 2>&1 | tee "$OUT/calibrate.log" || true
-OUT="$OUT" PYTHON="$PY" bash scripts/gpu_cost_checks.sh 2>&1 | tee "$OUT/gpu_cost.log"
+   --final-epochs 3 --finalists 2 --final-seeds 1 --timeout 0) 2>&1 | tee "$OUT/search.log" \
+  || failed+=("search (search.log)")
+if tail -n 1 "$OUT/search.log" | grep -q "cuda.compiled"; then  # the verdict, its last line
+  step "the verdict names its target"
+else
+  failed+=("the search's verdict does not name cuda.compiled (search.log)")
+fi
 
 if [[ $bench -eq 1 ]]; then
   "$PY" bench/codegen.py --device cuda --batch 32
   "$PY" bench/latency.py --target cuda --trials "$trials" ${layers:+--layers "$layers"}
+fi
+if (( ${#failed[@]} )); then
+  step "done, with failures: ${failed[*]}"
+  exit 1
 fi
 step "done"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The cost-model part of the GPU check (issue 24 part 5), for scripts/gpu_checks.sh to call: calibrate the
-# cuda.eager and cuda.compiled profiles on this GPU (ResNet-18 for CIFAR, the shared data's space) and print
-# bench/gpu_cost.py's figures (offline on the shared data, then measured here). About 4-6 minutes on an H100/H200.
+# The cost-model part of the GPU check (issue 24 part 5), for scripts/gpu_checks.sh to call: prints
+# bench/gpu_cost.py's figures (offline on the shared data, then measured here), then calibrates the cuda.eager and
+# cuda.compiled profiles on this GPU (ResNet-18 for CIFAR, the shared data's space). About 4-6 minutes on an H100/H200.
 # Without CUDA it says so and exits 0. Profiles land in $OUT (default ./gpu_checks_out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,7 @@ if ! $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
   echo "[gpu_cost_checks] no CUDA device (torch.cuda.is_available() is False): skipped"
   exit 0
 fi
+PYTHONPATH=. $PY bench/gpu_cost.py --offline --gpu --operators 16 --compiled-operators 4
 PYTHONPATH=. OUT="$OUT" $PY - <<'PYEOF'
 import os, time
 import torch
@@ -31,4 +32,3 @@ for target, count in (("cuda.eager", 16), ("cuda.compiled", 4)):
     print(f"[gpu_cost_checks] {target}: {path} in {time.time() - start:.0f} s: flop {p.flop:.3g} element "
           f"{p.element:.3g} read {p.read:.3g} launch {p.launch:.3g} ns; fit {p.fit}", flush=True)
 PYEOF
-PYTHONPATH=. $PY bench/gpu_cost.py --offline --gpu --operators 16 --compiled-operators 4

@@ -18,6 +18,9 @@
 #
 #   bash scripts/gpu_checks.sh [--bench] [--latency-trials N] [--latency-layers 0,1,...]
 #
+# Through the device tool: `bash scripts/fetch_gpu_wheels.sh` here (wheels into .whl/, the shared H200 data into
+# shared/), then run(command="bash scripts/gpu_checks.sh", carry=[".whl", "shared"], timeout_s=560), then give_back.
+#
 # Figures land in $OUT (default ./gpu_checks_out). --bench adds bench/codegen.py and bench/latency.py on cuda.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -284,6 +284,9 @@ def _rows() -> list[Setting]:
           optional=True, task_defaults={"image": None, "lm": "*.qkv"}),
         S("image_size", int, None, "side of the images (the dataset's own by default; digits: 8)", "--image-size", model,
           minimum=1, optional=True, tasks=("image",)),
+        S("groups", bool, False, "also substitute grouped and depthwise convolutions (ResNeXt's 3x3 convs are all "
+          "grouped; the grouped conv itself is then in the space)", "--groups", model, tasks=("image",),
+          legacy=False),
         S("batch_size", int, 64, "training batch size (also the batch the layers' sizes, and so the operators' "
           "costs, are taken at)", "--batch-size", model, minimum=1),
         # -- the space and its budgets

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from syno_automl.config import SearchConfig
+from syno_automl.errors import SubstitutionError
 from syno_automl.placeholder import Substitution, substitute
 from syno_automl.space import OperatorSpace
 from syno_automl.tasks import task_of
@@ -81,6 +82,8 @@ def prepare(config: SearchConfig) -> SearchContext:
     options["priors"] = config.priors
     if config.cost_profile is not None:
         options["target"] = config.cost_profile
+    if config.groups:
+        options["groups"] = True
     if config.where is not None:
         options["where"] = config.where
     elif layer is nn.Conv2d:  # keep the stem (it reads the image channels), as the original did
@@ -90,5 +93,12 @@ def prepare(config: SearchConfig) -> SearchContext:
     seed_everything(config.seed)
     probe = build_model(config.model, num_classes, in_channels)
     task.check_model(config, probe)
-    sub = substitute(probe, layer, example, **options)
+    try:
+        sub = substitute(probe, layer, example, **options)
+    except SubstitutionError as e:  # say it in the search's words: its flag, not substitute()'s argument
+        head = "no layer can be substituted"
+        if str(e).startswith(head) and "pass groups=True" in str(e):
+            raise SubstitutionError(f"{head} without --groups (grouped and depthwise convolutions too)"
+                                    f"{str(e)[len(head):]}") from e
+        raise
     return SearchContext(config, datamodule, example, num_classes, in_channels, options, sub.space, sub)

@@ -255,6 +255,16 @@ def _profile_check(value: str) -> str | None:
     return None
 
 
+def _devices_check(value: int) -> str | None:
+    # Lightning trains on several devices with DDP, which starts each further rank as a new copy of the running
+    # program: here, of the whole search (its study, its trials). A search scales out by workers instead.
+    if value > 1:
+        return (f"must be 1, got {value}: a trial trains on one device (DDP would start every rank as a new copy "
+                f"of the whole search); to use {value} GPUs, run {value} workers on one storage, one per GPU "
+                f"(CUDA_VISIBLE_DEVICES=i syno-automl search --resume ...; docs/search.md, 'Several workers')")
+    return None
+
+
 def _milestones_check(value: dict) -> str | None:
     for epoch, floor in value.items():
         if not (isinstance(epoch, int) or (isinstance(epoch, str) and epoch.isdigit())) or \
@@ -359,8 +369,8 @@ def _rows() -> list[Setting]:
         # -- the device trials train on (Lightning's names), every Trainer the package builds
         S("accelerator", str, "auto", "what trials train on: auto (a GPU when there is one), cpu or gpu (Lightning's "
           "names)", "--accelerator", model, choices=("auto", "cpu", "gpu"), resumable=True),
-        S("devices", int, 1, "devices per trial (Lightning's devices; one worker per GPU scales a search out)",
-          "--devices", model, minimum=1, resumable=True),
+        S("devices", int, 1, "devices per trial (Lightning's devices): 1; one worker per GPU scales a search out",
+          "--devices", model, minimum=1, resumable=True, check=_devices_check),
         S("precision", str, "32", "training precision (Lightning's): 32, bf16-mixed or 16-mixed", "--precision",
           model, choices=("32", "bf16-mixed", "16-mixed"), legacy="32"),
         S("speed_target", str, "auto", "where and how the model will run, what the final stage's speedup is measured "

@@ -75,3 +75,30 @@ def test_the_final_stage_and_reevaluate_train_on_the_study_device(tmp_path: Path
                  "--accelerator", "cpu", "--precision", "bf16-mixed", "-q"]) == 0
     assert len(built_trainers) > searched
     assert {_device_of(t) for t in built_trainers} == {("CPUAccelerator", "bf16-mixed", 1)}
+
+
+def test_a_gpu_asked_for_where_torch_sees_none_is_refused_before_the_study(tmp_path: Path, monkeypatch):
+    """It once created the study and failed every trial with Lightning's 'No supported gpu backend found!'."""
+    import torch
+
+    from syno_automl.settings import SettingError
+    from syno_automl.study.run import run_search
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this CPU machine, on a GPU one too
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    storage = f"sqlite:///{tmp_path / 'syno.db'}"
+    with pytest.raises(SettingError, match=r"--accelerator gpu: .* sees no GPU here"):
+        run_search(SearchConfig(accelerator="gpu", epochs=1, trials=1, storage=storage, tracking_uri=None),
+                   out=None)
+    import optuna
+
+    assert optuna.study.get_all_study_summaries(storage) == []
+
+
+def test_several_devices_per_trial_are_refused_with_the_way_to_scale_out():
+    """Lightning's DDP starts each further rank as a new copy of the running program: with --devices 2 on a CPU
+    the whole search ran twice, the copy failing on the study the first had created."""
+    from syno_automl.settings import SettingError
+
+    with pytest.raises(SettingError, match=r"--devices must be 1, got 2: .*run 2 workers on one storage"):
+        SearchConfig(devices=2).validate()

@@ -18,7 +18,7 @@ from syno_automl.errors import SubstitutionError
 from syno_automl.placeholder import Substitution, substitute
 from syno_automl.space import OperatorSpace
 from syno_automl.tasks import task_of
-from syno_automl.tasks.base import uses_gpu
+from syno_automl.tasks.base import check_accelerator, uses_gpu
 
 __all__ = ["SearchContext", "prepare", "seed_everything", "LAYERS"]
 
@@ -58,6 +58,7 @@ def prepare(config: SearchConfig) -> SearchContext:
     from lightning_modules import build_datamodule
 
     config.validate()
+    check_accelerator(config)
     embedded = config.data_dir is None and config.dataset in ("digits", "text")
     threads = config.threads or (1 if embedded else None)
     if threads:  # tiny models: more threads only contend (50x slower with 2 threads on a busy 2-core VM)

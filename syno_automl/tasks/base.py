@@ -30,6 +30,21 @@ def uses_gpu(config: SearchConfig) -> bool:
     return torch.cuda.is_available()
 
 
+def check_accelerator(config: SearchConfig) -> None:
+    """Refuses ``--accelerator gpu`` where torch sees no GPU (SettingError), before any study or training: Lightning
+    would otherwise fail every trial, one by one, with its own MisconfigurationException."""
+    if config.accelerator != "gpu":
+        return
+    import torch
+
+    from syno_automl.settings import SettingError
+
+    mps = getattr(torch.backends, "mps", None)
+    if not torch.cuda.is_available() and not (mps is not None and mps.is_available()):
+        raise SettingError(f"--accelerator gpu: torch {torch.__version__} sees no GPU here "
+                           f"(torch.cuda.is_available() is False); use --accelerator auto or cpu")
+
+
 def speed_target(config: SearchConfig) -> str:
     """The target the final stage measures speed on: ``config.speed_target``, or for ``auto`` the accelerator
     trained on (compiled on CUDA, eager on a CPU, as today's)."""

@@ -215,6 +215,13 @@ def _tokenizer_check(value: str) -> str | None:
 _TVM_KINDS = ("llvm", "cuda", "c", "rocm", "metal", "vulkan", "opencl", "nvptx", "hexagon", "webgpu")
 
 
+def _speed_targets_check(value: tuple) -> str | None:
+    for target in value:
+        if target not in SPEED_TARGETS:
+            return f"has {_echo(target)}: a speed target is one of {', '.join(SPEED_TARGETS)}"
+    return None
+
+
 def _latency_targets_check(value: tuple) -> str | None:
     for target in value:
         if target == "torch" or target.startswith("{"):
@@ -377,6 +384,10 @@ def _rows() -> list[Setting]:
           "on: cpu.eager, cpu.compiled, cuda.eager or cuda.compiled (torch.compile); auto: cuda.compiled when trials "
           "train on a GPU, else cpu.eager", "--target", choices=("auto",) + SPEED_TARGETS, resumable=True,
           legacy="cpu.eager", metavar="TARGET"),
+        S("also_measure", tuple, (), "more speed targets the final stage times the finalists on, beside --target "
+          "(e.g. cpu.eager,cuda.eager): each logged as speedup.<target> and printed after the table; the verdict "
+          "and the budget keep --target's", "--also-measure", resumable=True, parse=comma_list, metavar="TARGETS",
+          legacy=(), check=_speed_targets_check),
         S("threads", int, None, "torch threads (none: 1 for the embedded datasets, else torch's default)",
           "--threads", minimum=1, optional=True, recorded=False),
         # -- where the study and its runs live

@@ -265,8 +265,8 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
         if tracker is not None:
             run = _final_run(tracker, parent, config.study, finalist.label, op, finalist.trial)
             finalist.run_id = run.run_id
-            if op is not None:   # what the operator runs as on the speed target the stage measures
-                run.log_kernels(op, [speed_target(config)])
+            if op is not None:   # what the operator runs as on each speed target the stage measures
+                run.log_kernels(op, measured_targets(config))
         try:
             retrain(context, finalist, op, seeds, budget, run, out)
         except KeyboardInterrupt:  # the run says so, rather than staying RUNNING for ever
@@ -300,7 +300,31 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     if out is not None:
         print(f"final stage ({result.seconds:.0f} s):", file=out)
         print("\n".join(result.table()), file=out, flush=True)
+    for other in measured_targets(config)[1:]:
+        _measure_also(context, ops, [baseline, *candidates], other, tracker, out)
     return result
+
+
+def measured_targets(config: Any) -> list[str]:
+    """The speed targets the final stage measures: the verdict's (tasks.base.speed_target), then --also-measure's."""
+    main = speed_target(config)
+    return [main, *(t for t in dict.fromkeys(config.also_measure) if t != main)]
+
+
+def _measure_also(context: Any, ops: list[Any], finalists: list[Finalist], target: str, tracker: Any | None,
+                  out: TextIO | None) -> None:
+    """Times the finalists on one more speed target: ``speedup.<target>`` on their runs and one line after the
+    table. The verdict stays the main target's."""
+    base_ms, measured, timing = measure_speedups(context, ops, target=target) if ops else (None, [], "not timed")
+    speedups = [1.0 if base_ms else None] + [speedup for _, speedup in measured]
+    if tracker is not None:
+        for finalist, speedup in zip(finalists, speedups):
+            if finalist.run_id is not None and speedup is not None:
+                tracker.run(finalist.run_id).log_metrics({V.speedup_metric(target): speedup})
+    if out is not None:
+        shown = ", ".join(f"{f.label} {s:.2f}×" if s is not None else f"{f.label} unmeasured"
+                          for f, s in zip(finalists[1:], speedups[1:]))
+        print(f"  also on {target}: {shown or 'no finalist'} ({timing})", file=out, flush=True)
 
 
 def _record(study: optuna.Study, result: FinalResult, name: str, tracker: Any | None, parent: str | None,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from test_cli_search import cli
+from test_cli_search import cli, cli_here
 
 SEARCH = ("search", "--trials", "2", "--epochs", "1", "--seed", "5", "--tracking-uri", "none", "--quiet",
           "--finalists", "0")  # the trials are compared; the final stage has its own determinism test
@@ -33,7 +33,7 @@ def test_same_seed_same_trials_on_a_quiet_and_a_loaded_machine(tmp_path: Path) -
     quiet, loaded = tmp_path / "quiet", tmp_path / "loaded"
     quiet.mkdir()
     loaded.mkdir()
-    cli(quiet, *SEARCH)
+    cli_here(quiet, *SEARCH)  # in this process; the loaded run in a process of its own, as a worker would be
     hogs = _hog(max(2, os.cpu_count() or 2))
     try:
         cli(loaded, *SEARCH)

@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from syno_automl import vocabulary as V
 from syno_automl.search.objectives import best_operator_trial, operator_front
 
-from test_cli_search import _runs, _study, cli, cli_here
+from test_cli_search import _runs, _study, cli_here
 
 # no final stage: its multi-objective ranking is test_search_finalists.py's (it would re-train 4 models 3 times)
 SEARCH = ("search", "--trials", "3", "--epochs", "2", "--seed", "3", "--timeout", "0", "--pruner", "halving",
@@ -26,7 +26,7 @@ SEARCH = ("search", "--trials", "3", "--epochs", "2", "--seed", "3", "--timeout"
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory) -> tuple[Path, str]:
     folder = tmp_path_factory.mktemp("pareto")
-    out = cli(folder, *SEARCH).stdout
+    out = cli_here(folder, *SEARCH).stdout  # in process: seconds of imports saved; it only reads the study
     cli_here(folder, "report")
     return folder, out
 

@@ -266,11 +266,14 @@ class MCTS:
         return best[0] if len(best) == 1 else best[rng.randrange(len(best))]
 
     def _sample(self, count: int, seed: int, prefix: Node | None, attempts: int) -> tuple[list[Operator], bool]:
-        """(operators, whether the prefix's completions were exhausted); no completion at all -> ([], True)."""
+        """(operators, whether the prefix's completions were exhausted); no completion at all -> ([], True). For the
+        whole space (no prefix) that is SearchExhaustedError with the space's own reason (a budget that empties it)."""
         try:
             ops = self.space.sample(count, seed=seed, prefix=prefix, max_attempts=attempts, time_limit=600.0,
                                     flops_bins=self.flops_bins)
-        except EmptySpaceError:
+        except EmptySpaceError as e:
+            if prefix is None:
+                raise SearchExhaustedError(str(e)) from e
             return [], True
         return ops, self.space.last_report.stop_reason == "exhausted"
 
@@ -312,12 +315,7 @@ class MCTS:
         while True:
             calls[0] += 1
             seed = derive_seed(self.seed, "fallback", decision, count)
-            try:  # the whole space: its own reason (a budget that empties it) is the one to give
-                ops = self.space.sample(count, seed=seed, max_attempts=max(1000, 100 * count), time_limit=600.0,
-                                        flops_bins=self.flops_bins)
-            except EmptySpaceError as e:
-                raise SearchExhaustedError(str(e)) from e
-            exhausted = self.space.last_report.stop_reason == "exhausted"
+            ops, exhausted = self._sample(count, seed, None, max(1000, 100 * count))
             fresh = [op for op in ops if op.hash not in taken]
             if fresh:
                 return fresh[0]

@@ -280,11 +280,9 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     baseline.latency_ms, baseline.speedup = base_ms, (1.0 if base_ms else None)
     for finalist, (ms, speedup) in zip(candidates, measured):
         finalist.latency_ms, finalist.speedup = ms, speedup
-    target = speed_target(config)
-    if tracker is not None:  # the speedup named by its target too: speedup.cpu.eager, speedup.cuda.compiled ...
-        for finalist in [baseline, *candidates]:
-            if finalist.run_id is not None and finalist.speedup is not None:
-                tracker.run(finalist.run_id).log_metrics({V.speedup_metric(target): finalist.speedup})
+    # the speedup named by its target too: speedup.cpu.eager, speedup.cuda.compiled ...
+    _log_speedups(tracker, [baseline, *candidates], [f.speedup for f in [baseline, *candidates]],
+                  speed_target(config))
     task = task_of(config)
     if task.counts_tokens and base_ms:  # the baseline's tokens over its median latency; an operator's: that times its speedup, the
         # paired per-round ratio (not its own median's), so that the tokens/s ratio is the speedup the verdict gives
@@ -317,14 +315,20 @@ def _measure_also(context: Any, ops: list[Any], finalists: list[Finalist], targe
     table. The verdict stays the main target's."""
     base_ms, measured, timing = measure_speedups(context, ops, target=target) if ops else (None, [], "not timed")
     speedups = [1.0 if base_ms else None] + [speedup for _, speedup in measured]
-    if tracker is not None:
-        for finalist, speedup in zip(finalists, speedups):
-            if finalist.run_id is not None and speedup is not None:
-                tracker.run(finalist.run_id).log_metrics({V.speedup_metric(target): speedup})
+    _log_speedups(tracker, finalists, speedups, target)
     if out is not None:
         shown = ", ".join(f"{f.label} {s:.2f}×" if s is not None else f"{f.label} unmeasured"
                           for f, s in zip(finalists[1:], speedups[1:]))
         print(f"  also on {target}: {shown or 'no finalist'} ({timing})", file=out, flush=True)
+
+
+def _log_speedups(tracker: Any | None, finalists: list[Finalist], speedups: list[float | None], target: str) -> None:
+    """``speedup.<target>`` on each finalist's run (those measured, with a run)."""
+    if tracker is None:
+        return
+    for finalist, speedup in zip(finalists, speedups):
+        if finalist.run_id is not None and speedup is not None:
+            tracker.run(finalist.run_id).log_metrics({V.speedup_metric(target): speedup})
 
 
 def _record(study: optuna.Study, result: FinalResult, name: str, tracker: Any | None, parent: str | None,

@@ -2,7 +2,7 @@
 applies to, whether a ``--resume`` may change it, and what a study recorded before it existed ran with.
 
 Everything else is made from this table: ``SearchConfig``'s fields and their checks (syno_automl.config), the
-command line's flags and help (syno_automl.cli_options), the settings stored with a study and logged to MLflow
+command line's flags and help (syno_automl.cli.options), the settings stored with a study and logged to MLflow
 (``search.<name>`` params), the resume rules, and the settings section of docs/search.md
 (``python -m syno_automl.settings`` prints it; tests/test_settings.py keeps the two equal). Adding a setting is
 one entry here plus the code that uses it. Imports nothing heavy: it is read before torch, Lightning or MLflow.

@@ -101,7 +101,7 @@ def test_rejected_invocations_fail_before_the_imports_and_create_nothing(tmp_pat
         assert "loading torch" not in done.stdout  # rejected before the heavy imports
         assert sorted(p.name for p in tmp_path.iterdir()) == [], (args, list(tmp_path.iterdir()))
     # the library modules that decide are light: no torch, lightning, mlflow or tvm
-    probe = ("import sys, syno_automl.cli, syno_automl.config, syno_automl.lookup, syno_automl.vocabulary; "
+    probe = ("import sys, syno_automl.cli, syno_automl.config, syno_automl.cli.lookup, syno_automl.vocabulary; "
              "print(sorted(m for m in ('torch', 'lightning', 'mlflow', 'tvm') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], env=_env(), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout

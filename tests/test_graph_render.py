@@ -7,8 +7,8 @@ import warnings
 
 import pytest
 
-from syno_automl import graph_render
-from syno_automl.graph_render import render_svg
+from syno_automl.tracking import graph as graph_render
+from syno_automl.tracking.graph import render_svg
 
 DOT = "digraph { a -> b }"
 

@@ -6,7 +6,7 @@ import pytest
 from torch import nn
 
 from syno_automl.cli import build_parser
-from syno_automl.cli_options import config_of
+from syno_automl.cli.options import config_of
 from syno_automl.errors import SubstitutionError
 from syno_automl.study import prepare
 

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from syno_automl import OperatorSpace, known  # noqa: E402
 from syno_automl import measure as lat  # noqa: E402
-from syno_automl.cli_text import layer_line  # noqa: E402
+from syno_automl.cli.text import layer_line  # noqa: E402
 from syno_automl.codegen.tvm import build_kernel  # noqa: E402
 
 pytestmark = pytest.mark.tvm

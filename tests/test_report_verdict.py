@@ -220,7 +220,7 @@ def test_the_stored_verdict_reads_back_as_the_search_judged(maximize, unit) -> N
 
 
 def test_the_verdict_table_marks_the_named_operator_and_the_margin() -> None:
-    from syno_automl.report_final import final_table
+    from syno_automl.report.final import final_table
 
     result = _result()  # margin 30 pp: ad6c... (-16 pp, 1.46x) is named, af58... (-22 pp) within but slower
     rows = final_table(result).splitlines()
@@ -232,7 +232,7 @@ def test_the_verdict_table_marks_the_named_operator_and_the_margin() -> None:
 
 
 def test_a_baseline_never_retrained_is_not_shown_as_failed() -> None:
-    from syno_automl.lookup import trial_line
+    from syno_automl.cli.lookup import trial_line
 
     result = _result(candidates=False)   # no operator qualified: the baseline was not re-trained either
     assert result.of_trial(0) is None

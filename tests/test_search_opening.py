@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from syno_automl import OperatorSpace, known
 from syno_automl import vocabulary as V
 from syno_automl.cli import build_parser
-from syno_automl.cli_options import config_of
+from syno_automl.cli.options import config_of
 from syno_automl.config import SearchConfig
 from syno_automl.search.sampler import SynoSampler
 from syno_automl.study import prepare

@@ -11,7 +11,7 @@ import pytest
 
 from syno_automl import config as C
 from syno_automl.cli import build_parser
-from syno_automl.cli_options import config_of, dest_of, fill_from_recorded
+from syno_automl.cli.options import config_of, dest_of, fill_from_recorded
 from syno_automl.errors import SynoError
 from syno_automl.settings import (MODEL_COMMANDS, SETTING, SETTINGS, SettingChoiceError, SettingError,
                                   SettingRangeError, SettingTaskError, SettingTypeError, settings_markdown)

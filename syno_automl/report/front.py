@@ -19,7 +19,7 @@ from typing import Any
 import optuna
 
 from syno_automl import vocabulary as V
-from syno_automl.report import Point, plot_pareto, points_of
+from syno_automl.report.pareto import Point, plot_pareto, points_of
 from syno_automl.search.objectives import (
     baseline_trial,
     cost_of,

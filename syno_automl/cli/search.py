@@ -7,10 +7,10 @@ import sys
 from typing import Any
 
 from syno_automl import vocabulary as V
-from syno_automl.cli_common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
-from syno_automl.cli_options import config_of
+from syno_automl.cli.common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
+from syno_automl.cli.options import config_of
 from syno_automl.errors import NotFoundError, OptionError
-from syno_automl.lookup import (check_tracking_uri, find_trial, local_run_summary, resume_defaults,
+from syno_automl.cli.lookup import (check_tracking_uri, find_trial, local_run_summary, resume_defaults,
                                 trial_header, trial_line)
 
 __all__ = ["cmd_search", "cmd_show", "cmd_export"]
@@ -81,7 +81,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     # light: optuna, the study's SQLite file and the native core; no torch, Lightning or (for a local store) MLflow
-    from syno_automl.report_final import search_budget
+    from syno_automl.report.final import search_budget
     from syno_automl.search.objectives import objective_name, primary_value
     from syno_automl.study.verdict import stored_final
 

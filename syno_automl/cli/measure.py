@@ -7,10 +7,10 @@ import traceback
 from typing import Any
 
 from syno_automl import vocabulary as V
-from syno_automl.cli_common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
-from syno_automl.cli_options import config_of
+from syno_automl.cli.common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
+from syno_automl.cli.options import config_of
 from syno_automl.errors import LatencyError, OptionError
-from syno_automl.lookup import find_trial
+from syno_automl.cli.lookup import find_trial
 from syno_automl.tasks import task_of
 
 __all__ = ["cmd_enumerate", "cmd_reevaluate", "cmd_tune"]
@@ -95,7 +95,7 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from syno_automl import measure
-    from syno_automl.cli_text import layer_line, progress_printer, total_line
+    from syno_automl.cli.text import layer_line, progress_printer, total_line
 
     if args.tune_trials < 0:
         raise OptionError(f"--tune-trials must be >= 0, got {args.tune_trials}")

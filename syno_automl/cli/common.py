@@ -10,7 +10,7 @@ from typing import Sequence
 
 from syno_automl import vocabulary as V
 from syno_automl.errors import MissingDependencyError, NotFoundError
-from syno_automl.lookup import check_tracking_uri, existing_storage, find_operator
+from syno_automl.cli.lookup import check_tracking_uri, existing_storage, find_operator
 from syno_automl.settings import SETTING
 
 __all__ = ["quiet_logs", "require_tvm", "tracking_of", "load_study", "space_of", "operator_of"]
@@ -83,5 +83,5 @@ def space_of(study):
 
 
 def operator_of(study, ref: str):
-    """(trial, Operator) for a trial number, ``best`` or an operator hash prefix (syno_automl.lookup)."""
+    """(trial, Operator) for a trial number, ``best`` or an operator hash prefix (syno_automl.cli.lookup)."""
     return find_operator(study, ref, space_of)

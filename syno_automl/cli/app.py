@@ -24,10 +24,10 @@ import sys
 import traceback
 from typing import Sequence
 
-from syno_automl.cli_measure import cmd_calibrate, cmd_enumerate, cmd_reevaluate, cmd_tune
-from syno_automl.cli_options import add_setting_flags
-from syno_automl.cli_report import cmd_report
-from syno_automl.cli_search import cmd_export, cmd_search, cmd_show
+from syno_automl.cli.measure import cmd_calibrate, cmd_enumerate, cmd_reevaluate, cmd_tune
+from syno_automl.cli.options import add_setting_flags
+from syno_automl.cli.report import cmd_report
+from syno_automl.cli.search import cmd_export, cmd_search, cmd_show
 from syno_automl.cost_profile import TARGETS as COST_TARGETS
 
 __all__ = ["main", "build_parser"]
@@ -192,6 +192,3 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"syno-automl: error: {message}", file=sys.stderr)
         return 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from syno_automl import vocabulary as V
-from syno_automl.cli_common import load_study, space_of, tracking_of
+from syno_automl.cli.common import load_study, space_of, tracking_of
 
 __all__ = ["cmd_report"]
 
@@ -16,7 +16,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from syno_automl.report import (canonical_rate_table, latency_devices, latency_schedules, latency_series,
                                     latency_table, plot_pareto, points_of, reevaluation_series, reevaluation_table,
                                     reevaluations_of, search_label, trial_table)
-    from syno_automl.report_final import final_series, plot_final, verdict_section
+    from syno_automl.report.final import final_series, plot_final, verdict_section
     from syno_automl.search.objectives import objective_name
     from syno_automl.study.verdict import stored_final
 
@@ -46,7 +46,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                          budget=settings.get("flops_ratio"), label=f"operators ({search_label(settings)})",
                          series=[*final_series(study, final, V.FLOPS_RATIO), *reevaluation_series(reevaluated)],
                          **axis)
-    from syno_automl.report_front import front_table, plot_cost_front
+    from syno_automl.report.front import front_table, plot_cost_front
 
     files += plot_cost_front(study, out / "pareto_cost", series=final_series(study, final), **axis)
     for device in latency_devices(study):  # measured by the search or by `syno-automl tune`, side by side

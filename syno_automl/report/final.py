@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from syno_automl import vocabulary as V
-from syno_automl.report import Point, Series
+from syno_automl.report.pareto import Point, Series
 from syno_automl.study.verdict import Finalist, FinalResult
 
 __all__ = ["final_table", "verdict_section", "final_series", "plot_final", "search_budget"]

@@ -72,7 +72,7 @@ def resume_defaults(args: argparse.Namespace) -> dict[str, Any]:
     if isinstance(recorded, dict):  # a study recorded before --objective / --pruner: single-objective, unpruned
         recorded = with_legacy_settings(recorded)
     recorded = recorded if isinstance(recorded, dict) else {}
-    from syno_automl.cli_options import fill_from_recorded
+    from syno_automl.cli.options import fill_from_recorded
 
     fill_from_recorded(args, recorded)
     return recorded
@@ -183,7 +183,7 @@ def local_run_summary(tracking_uri: str, run_id: str) -> tuple[str, list[str]] |
     answer for sure -- a server, another artifact location (MLflow's client answers then)."""
     import sqlite3
 
-    from syno_automl.tracking_store import ARTIFACT_FOLDER, artifact_folder, local_path, store_database
+    from syno_automl.tracking.store import ARTIFACT_FOLDER, artifact_folder, local_path, store_database
 
     db = store_database(tracking_uri)
     if db is None or not db.is_file():

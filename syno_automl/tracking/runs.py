@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from syno_automl import vocabulary as V
-from syno_automl.graph_render import render_svg
+from syno_automl.tracking.graph import render_svg
 from syno_automl.interrupt import Deferring
 from syno_automl.measure.result import latency_metrics
 from syno_automl.space import Operator
-from syno_automl.tracking_store import (absolute_tracking_uri, artifact_folder, artifact_location_for,
+from syno_automl.tracking.store import (absolute_tracking_uri, artifact_folder, artifact_location_for,
                                         make_artifact_paths_relative)
 
 __all__ = ["SearchTracker", "TrialRun", "DEFAULT_TRACKING_URI", "render_svg", "artifact_location_for",

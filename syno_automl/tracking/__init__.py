@@ -1,0 +1,34 @@
+"""MLflow tracking of a search: the study's and trials' runs (runs), the store's folder and relative artifact paths
+(store), the operator's graph drawn as SVG (graph).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+_NAMES = {
+    "SearchTracker": "runs",
+    "TrialRun": "runs",
+    "DEFAULT_TRACKING_URI": "runs",
+    "render_svg": "runs",
+    "artifact_location_for": "runs",
+    "absolute_tracking_uri": "runs",
+    "TRIAL_RUN_SETTINGS": "runs",
+    "latency_metrics": "runs",
+    "log_latency": "runs",
+    "ARTIFACT_FOLDER": "store",
+    "store_database": "store",
+    "store_folder": "store",
+    "make_artifact_paths_relative": "store",
+    "artifact_folder": "store",
+    "local_path": "store",
+}
+__all__ = list(_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    # lazy: the face names every submodule's public names without importing them (matplotlib, MLflow) until used
+    if name in _NAMES:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,14 +9,29 @@ groups: B = T & w & out (batch), M = T & out - w, N = w & out - T, K = T & w - o
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Iterable, Protocol
 
-from syno_automl.ir import ContractInfo, Transition
+from syno_automl.ir import ContractInfo, State, Transition
 
-if TYPE_CHECKING:
-    from syno_automl.codegen.torch_steps import TorchGen
+__all__ = ["emit_contract", "emit_conv", "Emitter"]
 
-__all__ = ["emit_contract", "emit_conv"]
+
+class Emitter(Protocol):
+    """What a contract step needs of the generator (torch_steps.TorchGen has it): the emitted lines, the current
+    dims and their sizes. A protocol, so that this module and torch_steps do not import each other."""
+
+    dims: list[int]
+    virtual: set[int]
+    free: set[int]   # the run-time sized dims
+
+    def emit(self, line: str) -> None: ...
+    def size(self, d: int) -> int: ...
+    def group_size(self, ds: Iterable[int]) -> str: ...
+    def weight_name(self, k: int) -> str: ...
+    def phys(self) -> list[int]: ...
+    def ppos(self, d: int) -> int: ...
+    def set_state(self, state: State) -> None: ...
+    def describe(self) -> str: ...
 
 
 def _tuple(values) -> str:
@@ -41,12 +56,12 @@ def _unsqueezed(out: list[int], have: set[int]) -> str:
     return "[" + ", ".join(idx) + "]"
 
 
-def _factor(gen: "TorchGen", c: ContractInfo) -> int:
+def _factor(gen: Emitter, c: ContractInfo) -> int:
     """T's summed broadcast dims that the weight does not provide: a constant factor, not a loop."""
     return math.prod(gen.size(d) for d in c.factor_dims)
 
 
-def emit_contract(gen: "TorchGen", c: ContractInfo) -> None:
+def emit_contract(gen: Emitter, c: ContractInfo) -> None:
     """``t = einsum(t, w_k) -> out`` as explicit view/copy ops and one bmm / mm / broadcast product."""
     gen.dims, gen.virtual = list(c.renamed.dims), set(c.renamed.bcast)
     out = [d for d in c.out if d not in c.still_bcast]
@@ -136,7 +151,7 @@ def emit_contract(gen: "TorchGen", c: ContractInfo) -> None:
         gen.emit(f"t = t.permute({', '.join(str(res.index(d)) for d in out)})")
 
 
-def emit_conv(gen: "TorchGen", trs: list[Transition]) -> bool:
+def emit_conv(gen: Emitter, trs: list[Transition]) -> bool:
     """unfold, unfold, contract -> one ``F.conv2d`` on the tensor before the unfolds, when the contraction sums
     exactly both windows against the weight and keeps both main dims (the conv pattern: the unfolds' k//2 zero
     padding both sides is conv2d's ``padding``, stride 1). Other letters: B (in T, w and out) are conv groups,

@@ -9,6 +9,7 @@ codegen/torch_contract.py. Positions ``p`` in the emitted code are positions in 
 from __future__ import annotations
 
 import math
+from typing import Iterable
 
 from syno_automl.codegen.torch_contract import emit_contract, emit_conv
 from syno_automl.ir import Program, State, StepBackend, Transition, walk, weight_order, weight_program
@@ -34,7 +35,7 @@ class TorchGen(StepBackend):
     def size(self, d: int) -> int:
         return self.p.sizes[d]
 
-    def group_size(self, ds) -> str:
+    def group_size(self, ds: Iterable[int]) -> str:
         """Π|d| as code, ``-1`` when a run-time sized dim is among them."""
         return "-1" if any(d in self.free for d in ds) else str(math.prod(self.size(d) for d in ds))
 

@@ -157,7 +157,7 @@ Cost first_run_bound(const Program& p, size_t b, double unfold_growth) {
         const ProgramStep& s = p.steps[i];
         for (int d : s.src) dims.erase(std::find(dims.begin(), dims.end(), d));
         dims.insert(dims.end(), s.dst.begin(), s.dst.end());
-        if (s.op == "unfold") windows *= static_cast<double>(s.window);
+        if (s.op == StepOp::Unfold) windows *= static_cast<double>(s.window);
     }
     double at_b = 1;
     for (int d : dims) at_b *= static_cast<double>(p.sizes.at(d));
@@ -165,17 +165,17 @@ Cost first_run_bound(const Program& p, size_t b, double unfold_growth) {
     std::vector<std::pair<double, double>> unfolds;  // (windows written, padding written)
     for (size_t i = 0; i < b; ++i) {
         const ProgramStep& s = p.steps[i];
-        if (s.op == "unfold") {
+        if (s.op == StepOp::Unfold) {
             double k = static_cast<double>(s.window), after = at_b / (windows / k);
             unfolds.emplace_back(after, after / k);
-        } else if (s.op == "shift") {
+        } else if (s.op == StepOp::Shift) {
             bool fused = false;
-            for (size_t j = 0; j < b; ++j) fused |= p.steps[j].op == "stride" && p.steps[j].src[0] == s.dst[0];
+            for (size_t j = 0; j < b; ++j) fused |= p.steps[j].op == StepOp::Stride && p.steps[j].src[0] == s.dst[0];
             if (!fused) rolls.push_back(at_b / (windows * unfold_growth));  // 0 when C may add unfolds: still a kernel
         }
     }
     std::sort(unfolds.begin(), unfolds.end());
-    if (p.steps[b].op == "contract") unfolds.resize(unfolds.size() > 2 ? unfolds.size() - 2 : 0);
+    if (p.steps[b].op == StepOp::Contract) unfolds.resize(unfolds.size() > 2 ? unfolds.size() - 2 : 0);
     auto copy = [&](double elements) {  // each of these copies reads at least what the bound says it writes
         c.materialized += elements;
         c.copied += elements;
@@ -257,7 +257,7 @@ double cost_bound(const Space& space, const NodeState& node) {
     for (size_t v = 0; v < space.ctx.valuations.size(); ++v) {
         Program p = lower_partial(space, node, static_cast<int>(v));
         size_t b = 0;
-        while (b < p.steps.size() && p.steps[b].op != "reduce" && p.steps[b].op != "contract") ++b;
+        while (b < p.steps.size() && p.steps[b].op != StepOp::Reduce && p.steps[b].op != StepOp::Contract) ++b;
         Cost c = plan_cost_bound(p, b);
         c += first_run_bound(p, b, unfold_growth);
         total += c.total(q);

@@ -25,13 +25,15 @@ public:
         const auto& steps = p_.steps;
         for (size_t i = 0; i < steps.size(); ++i) {
             counting_ = i >= from_;
-            if (counting_ && i + 2 < steps.size() && steps[i].op == "unfold" && steps[i + 1].op == "unfold" &&
-                steps[i + 2].op == "contract" && conv(steps[i], steps[i + 1], steps[i + 2])) {
+            if (counting_ && i + 2 < steps.size() && steps[i].op == StepOp::Unfold &&
+                steps[i + 1].op == StepOp::Unfold && steps[i + 2].op == StepOp::Contract &&
+                conv(steps[i], steps[i + 1], steps[i + 2])) {
                 i += 2;
                 continue;
             }
-            if (counting_ && i + 1 < steps.size() && steps[i].op == "shift" && steps[i + 1].op == "stride" &&
-                steps[i + 1].src[0] == steps[i].dst[0] && !virtual_.count(steps[i].src[0])) {
+            if (counting_ && i + 1 < steps.size() && steps[i].op == StepOp::Shift &&
+                steps[i + 1].op == StepOp::Stride && steps[i + 1].src[0] == steps[i].dst[0] &&
+                !virtual_.count(steps[i].src[0])) {
                 rename(steps[i].src[0], steps[i].dst[0]);  // roll + stride = one offset slice (a view)
                 contiguous_ = false;
                 rename(steps[i + 1].src[0], steps[i + 1].dst[0]);
@@ -123,7 +125,7 @@ private:
     }
 
     void step(const ProgramStep& s) {
-        if (s.op == "split") {
+        if (s.op == StepOp::Split) {
             size_t i = at(s.src[0]);
             bool v = virtual_.erase(s.src[0]) > 0;
             dims_[i] = s.dst[0];
@@ -134,7 +136,7 @@ private:
                 *l = s.dst[0];
                 layout_.insert(l + 1, s.dst[1]);
             }
-        } else if (s.op == "merge") {
+        } else if (s.op == StepOp::Merge) {
             int a = s.src[0], b = s.src[1];
             bool both_virtual = virtual_.count(a) && virtual_.count(b);
             bool copy = false;
@@ -155,15 +157,15 @@ private:
                 layout_.erase(std::find(layout_.begin(), layout_.end(), b));
                 std::replace(layout_.begin(), layout_.end(), a, s.dst[0]);
             }
-        } else if (s.op == "shift") {
+        } else if (s.op == StepOp::Shift) {
             bool roll = !virtual_.count(s.src[0]);
             if (roll) copy(numel(phys()), numel(phys()));  // torch.roll copies T
             rename(s.src[0], s.dst[0]);
             if (roll) copied();
-        } else if (s.op == "stride") {
+        } else if (s.op == StepOp::Stride) {
             if (!virtual_.count(s.src[0]) && s.stride != 1) contiguous_ = false;
             rename(s.src[0], s.dst[0]);
-        } else if (s.op == "unfold") {
+        } else if (s.op == StepOp::Unfold) {
             store({s.src[0]});
             double before = numel(phys());
             copy(before / size(s.src[0]) * (size(s.src[0]) + static_cast<double>(s.window) - 1), before);  // F.pad
@@ -172,10 +174,10 @@ private:
             dims_.insert(dims_.begin() + static_cast<long>(i) + 1, s.dst[1]);
             copy(numel(phys()), numel(phys()));  // the window view is copied by whatever reads it next
             copied();
-        } else if (s.op == "expand") {
+        } else if (s.op == StepOp::Expand) {
             dims_.push_back(s.dst[0]);
             virtual_.insert(s.dst[0]);
-        } else if (s.op == "reduce") {
+        } else if (s.op == StepOp::Reduce) {
             int d = s.src[0];
             end_run(true);
             if (!virtual_.count(d)) {
@@ -186,10 +188,11 @@ private:
             bool stored = !virtual_.erase(d);
             dims_.erase(dims_.begin() + static_cast<long>(at(d)));
             if (stored) copied();
-        } else if (s.op == "contract") {
+        } else if (s.op == StepOp::Contract) {
             contract(s);
         } else {
-            throw std::logic_error("internal error: unknown step '" + s.op + "' in the cost model");
+            throw std::logic_error(std::string("internal error: unknown step '") + step_op_name(s.op) +
+                                   "' in the cost model");
         }
     }
 
@@ -215,18 +218,18 @@ private:
         bool copied = false;
         for (size_t i = 0; i < w.views.size(); ++i) {
             const ProgramStep& v = w.views[i];
-            bool fused = v.op == "shift" && i + 1 < w.views.size() && w.views[i + 1].op == "stride" &&
+            bool fused = v.op == StepOp::Shift && i + 1 < w.views.size() && w.views[i + 1].op == StepOp::Stride &&
                          w.views[i + 1].src[0] == v.dst[0] && w.views[i + 1].stride >= 2;
-            if (v.op == "shift" && !fused) copy(numel(dims), numel(dims)), copied = true;
-            if (v.op == "unfold") {
+            if (v.op == StepOp::Shift && !fused) copy(numel(dims), numel(dims)), copied = true;
+            if (v.op == StepOp::Unfold) {
                 copy(numel(dims) / size(v.src[0]) * (size(v.src[0]) + static_cast<double>(v.window) - 1), numel(dims));
                 copied = true;
             }
-            if (v.op == "merge") {
+            if (v.op == StepOp::Merge) {
                 auto a = std::find(dims.begin(), dims.end(), v.src[0]), b = std::find(dims.begin(), dims.end(), v.src[1]);
                 if (b != a + 1) relayout(numel(dims));
             }
-            if (v.op == "contract") {  // the product with another weight (plan.hpp point 3), its gradient after
+            if (v.op == StepOp::Contract) {  // the product with another weight (plan.hpp point 3), its gradient after
                 const ProgramTensor& other = p_.weights[static_cast<size_t>(v.weight)];
                 weight_cost(other);
                 std::vector<int> od = viewed_dims(other), mine = dims;
@@ -240,13 +243,13 @@ private:
                 copied = true;
             }
             apply_view(dims, v);
-            if (v.op == "unfold") copy(numel(dims), numel(dims));
+            if (v.op == StepOp::Unfold) copy(numel(dims), numel(dims));
         }
         if (copied) gradient(numel(dims));
         // a strided weight's gradient is scattered into a zero-filled tensor of the parameter's size (so a weight
         // still writes at least twice its elements, which bounds.cpp's EXPAND case relies on)
         for (const ProgramStep& v : w.views)
-            if (v.op == "stride") {
+            if (v.op == StepOp::Stride) {
                 gradient(numel(w.dims));
                 break;
             }

@@ -153,7 +153,7 @@ private:
         for (size_t i = 0; i < t_.size();) {
             const Dim* d = dim_of(t_[i]);
             if (d->is_bare_reduce()) {
-                ProgramStep s{"reduce", {t_[i]}};
+                ProgramStep s{StepOp::Reduce, {t_[i]}};
                 if (node_.is_final()) s.mean = !weight_reductions_.count(reduction_ordinal_.at(d));
                 p_.flops += numel(t_);
                 p_.steps.push_back(s);
@@ -178,26 +178,26 @@ private:
                 size_t at = position(x);
                 t_[at] = l;
                 t_.insert(t_.begin() + static_cast<long>(at) + 1, r);
-                p_.steps.push_back({"split", {x}, {l, r}});
+                p_.steps.push_back({StepOp::Split, {x}, {l, r}});
                 return;
             }
             case Prim::Merge: {  // forward: (lhs, rhs) into one coordinate
                 int l = id(s.produced[0]), r = id(s.produced[1]), o = id(s.consumed[0]);
                 t_.erase(t_.begin() + static_cast<long>(position(r)));
                 t_[position(l)] = o;
-                p_.steps.push_back({"merge", {l, r}, {o}});
+                p_.steps.push_back({StepOp::Merge, {l, r}, {o}});
                 return;
             }
             case Prim::Shift: {
                 int x = id(s.produced[0]), o = id(s.consumed[0]);
                 t_[position(x)] = o;
-                p_.steps.push_back({"shift", {x}, {o}});
+                p_.steps.push_back({StepOp::Shift, {x}, {o}});
                 return;
             }
             case Prim::Stride: {
                 int x = id(s.produced[0]), o = id(s.consumed[0]);
                 t_[position(x)] = o;
-                ProgramStep st{"stride", {x}, {o}};
+                ProgramStep st{StepOp::Stride, {x}, {o}};
                 st.stride = *space_.ctx.value(s.param, v_);
                 p_.steps.push_back(st);
                 return;
@@ -207,7 +207,7 @@ private:
                 size_t at = position(x);
                 t_[at] = m;
                 t_.insert(t_.begin() + static_cast<long>(at) + 1, w);
-                ProgramStep st{"unfold", {x}, {m, w}};
+                ProgramStep st{StepOp::Unfold, {x}, {m, w}};
                 st.window = size(s.consumed[1]);
                 p_.steps.push_back(st);
                 track_peak(numel(t_));
@@ -216,7 +216,7 @@ private:
             case Prim::Expand: {
                 int x = id(s.consumed[0]);
                 t_.push_back(x);
-                p_.steps.push_back({"expand", {}, {x}});
+                p_.steps.push_back({StepOp::Expand, {}, {x}});
                 return;
             }
             case Prim::Contraction: contract(s); return;
@@ -227,7 +227,7 @@ private:
     void contract(const Step& s) {
         int weight = static_cast<int>(std::find(weight_groups_.begin(), weight_groups_.end(), s.group) -
                                       weight_groups_.begin());
-        ProgramStep st{"contract"};
+        ProgramStep st{StepOp::Contract};
         st.weight = weight;
         for (const Dim* d : s.produced)
             if (d->is(DimKind::ShareL)) {
@@ -320,6 +320,20 @@ private:
 };
 
 }  // namespace
+
+const char* step_op_name(StepOp op) {
+    switch (op) {
+        case StepOp::Split: return "split";
+        case StepOp::Merge: return "merge";
+        case StepOp::Shift: return "shift";
+        case StepOp::Stride: return "stride";
+        case StepOp::Unfold: return "unfold";
+        case StepOp::Expand: return "expand";
+        case StepOp::Reduce: return "reduce";
+        case StepOp::Contract: return "contract";
+    }
+    return "unknown";  // not a StepOp (a corrupted value): the callers' internal errors name it so
+}
 
 Program lower(const Space& space, const NodeState& final_node, int valuation) {
     if (!final_node.is_final()) throw std::invalid_argument("only a final operator can be lowered");

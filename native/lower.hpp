@@ -18,8 +18,12 @@ struct Expr {
     std::vector<Expr> args;
 };
 
+// The kind of a program step. step_op_name gives its name in the program Python reads ("split", ...).
+enum class StepOp { Split, Merge, Shift, Stride, Unfold, Expand, Reduce, Contract };
+const char* step_op_name(StepOp op);
+
 struct ProgramStep {
-    std::string op;
+    StepOp op;
     std::vector<int> src, dst;
     int64_t window = 0, stride = 0;
     bool mean = false;

@@ -10,16 +10,16 @@ namespace syno {
 
 namespace {
 
-int priority(const std::string& op) {
-    if (op == "stride") return 0;  // selections first: every later copy is smaller
-    if (op == "split") return 1;
-    if (op == "merge") return 2;
-    if (op == "expand") return 3;
-    if (op == "shift") return 4;   // a roll copies T: after the selections (and right before a dependent stride)
-    return 5;                      // unfold: expands T; last, next to the contraction that may make it a conv
+int priority(StepOp op) {
+    if (op == StepOp::Stride) return 0;  // selections first: every later copy is smaller
+    if (op == StepOp::Split) return 1;
+    if (op == StepOp::Merge) return 2;
+    if (op == StepOp::Expand) return 3;
+    if (op == StepOp::Shift) return 4;   // a roll copies T: after the selections (and right before a dependent stride)
+    return 5;                            // unfold: expands T; last, next to the contraction that may make it a conv
 }
 
-bool is_barrier(const ProgramStep& s) { return s.op == "reduce" || s.op == "contract"; }
+bool is_barrier(const ProgramStep& s) { return s.op == StepOp::Reduce || s.op == StepOp::Contract; }
 
 // A stable list schedule of steps[begin, end) (view steps only): repeatedly the ready step of lowest priority,
 // earliest first. A step is ready once every step producing one of its source dims is scheduled.
@@ -47,8 +47,9 @@ void schedule(std::vector<ProgramStep>& steps, size_t begin, size_t end) {
 // An unfold that the cost walker and the generators fuse with its neighbours into one convolution
 // (unfold, unfold, contract): left on T.
 bool in_conv_pattern(const std::vector<ProgramStep>& steps, size_t j) {
-    auto op = [&](size_t i) { return i < steps.size() ? steps[i].op : std::string(); };
-    return (op(j + 1) == "unfold" && op(j + 2) == "contract") || (j > 0 && op(j - 1) == "unfold" && op(j + 1) == "contract");
+    auto is = [&](size_t i, StepOp op) { return i < steps.size() && steps[i].op == op; };
+    return (is(j + 1, StepOp::Unfold) && is(j + 2, StepOp::Contract)) ||
+           (j > 0 && is(j - 1, StepOp::Unfold) && is(j + 1, StepOp::Contract));
 }
 
 // Point 2 of plan.hpp: the views of the run after each contraction that act on weight-only coordinates alone
@@ -57,7 +58,7 @@ void move_weight_views(Program& p) {
     auto& steps = p.steps;
     std::vector<int> t = p.input.dims;
     for (size_t i = 0; i < steps.size(); ++i) {
-        if (steps[i].op != "contract") {
+        if (steps[i].op != StepOp::Contract) {
             apply_view(t, steps[i]);
             continue;
         }
@@ -67,9 +68,10 @@ void move_weight_views(Program& p) {
         for (int d : viewed_dims(w))
             if (std::find(t.begin(), t.end(), d) == t.end()) only.insert(d);
         size_t j = i + 1;
-        while (j < steps.size() && steps[j].op != "contract" && steps[j].op != "reduce") {
+        while (j < steps.size() && steps[j].op != StepOp::Contract && steps[j].op != StepOp::Reduce) {
             const ProgramStep v = steps[j];
-            bool movable = v.op != "expand" && !v.src.empty() && !(v.op == "unfold" && in_conv_pattern(steps, j)) &&
+            bool movable = v.op != StepOp::Expand && !v.src.empty() &&
+                           !(v.op == StepOp::Unfold && in_conv_pattern(steps, j)) &&
                            std::all_of(v.src.begin(), v.src.end(), [&](int d) { return only.count(d) > 0; });
             for (int d : v.src) only.erase(d);
             if (!movable) {
@@ -111,11 +113,11 @@ std::vector<int> joined(std::vector<int> a, const std::vector<int>& b) {
 void contract_weights_first(Program& p) {
     auto& steps = p.steps;
     for (const ProgramStep& s : steps)
-        if (s.op == "expand") return;  // a broadcast T would make some letters constant factors: not handled
+        if (s.op == StepOp::Expand) return;  // a broadcast T would make some letters constant factors: not handled
     std::vector<int> t = p.input.dims;
     size_t i = 0;
     while (i < steps.size()) {
-        if (steps[i].op != "contract" || i + 1 >= steps.size() || steps[i + 1].op != "contract") {
+        if (steps[i].op != StepOp::Contract || i + 1 >= steps.size() || steps[i + 1].op != StepOp::Contract) {
             apply_view(t, steps[i++]);
             continue;
         }
@@ -142,12 +144,12 @@ void contract_weights_first(Program& p) {
             apply_view(t, steps[i++]);
             continue;
         }
-        ProgramStep view{"contract"};
+        ProgramStep view{StepOp::Contract};
         view.weight = ck.weight;
         for (auto [from, to] : ck.rename)
             if (std::find(vj.begin(), vj.end(), from) != vj.end()) view.rename.emplace_back(from, to);
         view.out = ow;
-        ProgramStep both{"contract"};
+        ProgramStep both{StepOp::Contract};
         both.weight = cj.weight;
         for (auto [from, to] : cj.rename) both.rename.emplace_back(from, renamed(ck.rename, to));
         for (auto [from, to] : ck.rename)
@@ -168,24 +170,25 @@ void apply_view(std::vector<int>& dims, const ProgramStep& s) {
         if (it == dims.end()) throw std::logic_error("internal error: a view of a coordinate the tensor lacks");
         return it;
     };
-    if (s.op == "split" || s.op == "unfold") {
-        auto it = at(s.src[0]);
-        *it = s.dst[0];
-        dims.insert(it + 1, s.dst[1]);
-    } else if (s.op == "merge") {
-        dims.erase(at(s.src[1]));
-        *at(s.src[0]) = s.dst[0];
-    } else if (s.op == "shift" || s.op == "stride") {
-        *at(s.src[0]) = s.dst[0];
-    } else if (s.op == "expand") {
-        dims.push_back(s.dst[0]);
-    } else if (s.op == "reduce") {
-        dims.erase(at(s.src[0]));
-    } else if (s.op == "contract") {
-        dims = s.out;
-    } else {
-        throw std::logic_error("internal error: apply_view of a '" + s.op + "' step");
+    switch (s.op) {
+        case StepOp::Split:
+        case StepOp::Unfold: {
+            auto it = at(s.src[0]);
+            *it = s.dst[0];
+            dims.insert(it + 1, s.dst[1]);
+            return;
+        }
+        case StepOp::Merge:
+            dims.erase(at(s.src[1]));
+            *at(s.src[0]) = s.dst[0];
+            return;
+        case StepOp::Shift:
+        case StepOp::Stride: *at(s.src[0]) = s.dst[0]; return;
+        case StepOp::Expand: dims.push_back(s.dst[0]); return;
+        case StepOp::Reduce: dims.erase(at(s.src[0])); return;
+        case StepOp::Contract: dims = s.out; return;
     }
+    throw std::logic_error(std::string("internal error: apply_view of a '") + step_op_name(s.op) + "' step");
 }
 
 std::vector<int> viewed_dims(const ProgramTensor& weight) {

@@ -25,20 +25,20 @@ __all__ = ["check_space_arguments", "check_sample_arguments", "check_enumerate_a
            "check_size_enumeration", "budget_conflict", "INT_OPTIONS", "NUMBER_OPTIONS", "BOOL_OPTIONS", "BUDGETS",
            "MAX_THREADS", "MAX_SIZE_CANDIDATES"]
 
+# The options of OperatorSpace, as the core's option table (native/bindings_options.cpp, where each option and
+# its range are written once) lists them: its internal rows (set by syno_automl.space itself) left out.
+_TABLE: dict[str, dict[str, Any]] = {row["name"]: row for row in _native.option_table() if not row["internal"]}
 #: integer options and their inclusive ranges (the core's int fields; degrees beyond 8 make size enumeration
 #: blow up combinatorially, as spec exponents are limited to [-8, 8] per factor)
-INT_OPTIONS: dict[str, tuple[int, int]] = {
-    "max_depth": (1, 30), "max_reductions": (0, 64), "max_weights": (0, 64), "min_weights": (0, 64),
-    "max_shares": (0, 64), "max_primary_degree": (0, 8), "max_coefficient_degree": (0, 8),
-    "max_size_variables": (1, 16), "max_unfold_window": (1, 1 << 30), "prior_lowrank_size": (0, 1 << 30),
-}
+INT_OPTIONS: dict[str, tuple[int, int]] = {name: row["range"] for name, row in _TABLE.items() if row["kind"] == "int"}
 #: non-negative finite numbers
-NUMBER_OPTIONS = ("min_unfold_ratio", "min_weight_params", "prior_max_outer", "prior_max_pooling")
+NUMBER_OPTIONS = tuple(name for name, row in _TABLE.items() if row["kind"] == "number")
 #: non-negative numbers, infinity meaning "no limit"
-BUDGETS = ("max_flops", "min_flops", "max_params", "min_params", "max_memory", "max_cost")
-BOOL_OPTIONS = ("distance_pruning", "flops_pruning", "cost_pruning", "canonical_rules", "prior_weight_io",
-                "prior_outer_kinds")
+BUDGETS = tuple(name for name, row in _TABLE.items() if row["kind"] == "budget")
+BOOL_OPTIONS = tuple(name for name, row in _TABLE.items() if row["kind"] == "bool")
 PRIMITIVES = tuple(_native.default_options()["max_counts"])
+_CHANNEL_INPUTS: tuple[int, int] = _TABLE["channel_inputs"]["range"]  # each input position's range
+_MAX_COUNT: int = _TABLE["max_counts"]["range"][1]  # each primitive's largest count (the core's -1 is None here)
 MAX_THREADS: int = _native.MAX_THREADS
 _INT64_MAX = (1 << 63) - 1
 
@@ -130,7 +130,7 @@ def check_max_counts(value: Any) -> dict[str, int | None]:
     for key, v in value.items():
         if key not in PRIMITIVES:
             raise OptionError(f"max_counts: unknown primitive {shown(key)} (one of {', '.join(PRIMITIVES)})")
-        out[key] = None if v is None else check_int(f"max_counts[{shown(key)}]", v, 0, 64)
+        out[key] = None if v is None else check_int(f"max_counts[{shown(key)}]", v, 0, _MAX_COUNT)
     return out
 
 
@@ -165,7 +165,7 @@ def check_space_arguments(input_shape: Any, output_shape: Any, primary: Any, coe
         elif name == "channel_inputs":  # input positions that are channels (rule channel-split-order)
             if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
                 raise OptionTypeError(f"channel_inputs must be a list of input positions, got {value!r}")
-            native[name] = [check_int(f"channel_inputs[{i}]", v, 0, 63) for i, v in enumerate(value)]
+            native[name] = [check_int(f"channel_inputs[{i}]", v, *_CHANNEL_INPUTS) for i, v in enumerate(value)]
         else:
             known = sorted([*INT_OPTIONS, *BUDGETS, *NUMBER_OPTIONS, *BOOL_OPTIONS, "max_counts", "channel_inputs"])
             raise OptionError(f"unknown option {shown(name)} (known: {', '.join(known)})")

@@ -9,6 +9,8 @@ from typing import Any, Sequence
 
 from hypothesis import strategies as st
 
+from syno_automl import options as _options
+
 BASES: list[dict[str, Any]] = [
     {"input_shape": "[N, C_in, H, W]", "output_shape": "[N, C_out, H, W]",
      "primary": ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"], "coefficients": ["k=3: 2"],
@@ -23,11 +25,10 @@ BASES: list[dict[str, Any]] = [
 NAMES = ["N", "C_in", "C_out", "H", "W", "C", "k", "s", "g", "x_1"]
 NASTY = ["\x00", "\udc80", "\ud800", "é", "😀", "\n", "\x7f", "[", "]", ",", "^", "*", ":", "=", "-", "+", " ",
          "9", "0", "_", "unordered", "H", "\t"]
-INT_OPTIONS = {  # the documented ranges (README/docs: OperatorSpace options)
-    "max_depth": (1, 30), "max_reductions": (0, 64), "max_weights": (0, 64), "min_weights": (0, 64),
-    "max_shares": (0, 64), "max_primary_degree": (0, 8), "max_coefficient_degree": (0, 8),
-    "max_size_variables": (1, 16), "max_unfold_window": (1, 1 << 30),
-}
+# the integer options fuzzed, at the ranges the core's options table gives (written once, in the core)
+INT_OPTIONS = {name: _options.INT_OPTIONS[name] for name in (
+    "max_depth", "max_reductions", "max_weights", "min_weights", "max_shares", "max_primary_degree",
+    "max_coefficient_degree", "max_size_variables", "max_unfold_window")}
 FINITE_OPTIONS = ("min_unfold_ratio", "min_weight_params")
 BUDGETS = ("max_flops", "min_flops", "max_params", "min_params", "max_memory")
 BOOL_OPTIONS = ("distance_pruning", "flops_pruning", "canonical_rules")

@@ -262,6 +262,26 @@ static void test_priors_are_exact_filters() {
     }
 }
 
+// Program steps carry a StepOp; step_op_name gives the names the program Python reads has always used.
+static void test_step_op_names() {
+    const std::vector<std::pair<StepOp, std::string>> names{
+        {StepOp::Split, "split"}, {StepOp::Merge, "merge"}, {StepOp::Shift, "shift"}, {StepOp::Stride, "stride"},
+        {StepOp::Unfold, "unfold"}, {StepOp::Expand, "expand"}, {StepOp::Reduce, "reduce"},
+        {StepOp::Contract, "contract"}};
+    for (auto& [op, name] : names) CHECK(step_op_name(op) == name);
+    Options o;
+    o.max_depth = 4;
+    Space s = linear_space(o);
+    auto r = enumerate(s, s.root, 4, 1u << 20, 0, 50);
+    CHECK(!r.operators.empty());
+    bool contracted = false;
+    for (auto& op : r.operators) {
+        Program p = lower(s, *op, 0);
+        for (const ProgramStep& st : p.steps) contracted |= st.op == StepOp::Contract;
+    }
+    CHECK(contracted);  // every linear operator multiplies by a weight
+}
+
 int main() {
     test_hash_constants();
     test_sizes();
@@ -274,6 +294,7 @@ int main() {
     test_exponent_overflow_is_never_a_wrap();
     test_budget_bounds_hold();
     test_priors_are_exact_filters();
+    test_step_op_names();
     if (failures) std::printf("%d check(s) failed\n", failures);
     else std::printf("all native checks passed\n");
     return failures ? 1 : 0;

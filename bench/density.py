@@ -158,7 +158,7 @@ def space_of(context: Any, priors: bool | None) -> Any:
 
     seed_everything(context.config.seed)
     probe = build_model(context.config.model, context.num_classes, context.in_channels)
-    options = {**context.substitute_options, "priors": priors}  # the context's own options carry priors= now
+    options = {**context.budgets.substitute_options(), **context.space_options, "priors": priors}
     return substitute(probe, LAYERS[context.config.layer], context.example, **options).space
 
 

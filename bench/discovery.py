@@ -77,6 +77,7 @@ from syno_automl.study import prepare  # noqa: E402
 from syno_automl.study.opening import open_study, remaining_trials  # noqa: E402
 from syno_automl.study.storage import make_storage  # noqa: E402,F401 (the study's storage, as the CLI's)
 from syno_automl.study.trial import Objective  # noqa: E402
+from syno_automl.tasks import task_of  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 import lightning.pytorch  # noqa: E402,F401 - sets its loggers' levels on import: quiet them after
@@ -317,7 +318,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="syno-discovery-"))
     print(f"discovery: {args.seeds} seeds x {args.budget} operator trials, methods {', '.join(methods)}; search "
           f"{config.epochs} epochs/trial, pruner {config.pruner}, final stage {args.finalists} finalists x "
-          f"{args.final_seeds} seeds x {finalists.final_budget(config)[0]} epochs; hit = speedup >= {args.speedup}x at "
+          f"{args.final_seeds} seeds x {task_of(config).final_budget(config)[0]} epochs; hit = speedup >= {args.speedup}x at "
           f"<= {args.margin * 100:g} pp (cache {args.cache})", flush=True)
     rows: dict[str, list[dict]] = {m: [] for m in methods}
     for seed in range(args.seeds):

@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from syno_automl.cost_profile import COEFFICIENTS, TARGETS, CostProfile
+from syno_automl.runtime.target import parse_target
 from syno_automl.errors import CostProfileError, EmptySpaceError, OptionTypeError
 from syno_automl.space import Operator, OperatorSpace
 
@@ -136,8 +137,9 @@ def calibrate(space_or_substitution: Any, target: str, *, operators: int = 24, s
 
     if target not in TARGETS:
         raise CostProfileError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
-    device, execution = target.split(".")
-    if device == "cuda" and not torch.cuda.is_available():
+    parsed = parse_target(target)
+    device = parsed.device
+    if parsed.cuda and not torch.cuda.is_available():
         raise CostProfileError(f"target {target} needs a CUDA device, and torch.cuda.is_available() is False")
     space = _space_of(space_or_substitution)
     try:
@@ -145,7 +147,7 @@ def calibrate(space_or_substitution: Any, target: str, *, operators: int = 24, s
     except EmptySpaceError as e:
         raise CostProfileError(f"calibrate found no operator to time: {e}") from None
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    fuse = execution == "compiled"
+    fuse = parsed.compiled
     inference = fuse  # a compiled target is the deployed model: its speed is inference's (as the shipped one)
     rows, seconds, failed = [], [], 0
     distinct = []  # layers of the same sizes (ResNet-18's 13 convs have 4) are one program: timed once

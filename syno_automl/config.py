@@ -12,7 +12,7 @@ Example:
 from __future__ import annotations
 
 import json
-from dataclasses import field, make_dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -22,11 +22,13 @@ from syno_automl.settings import (
     LAYER_NAMES,
     LOCAL_DATASETS,
     MODEL_NAMES,
+    SETTING,
     SETTINGS,
     TASK_OBJECTIVES,
     TASKS,
     DataDirError,
     SettingError,
+    Setting,
     SettingTaskError,
 )
 
@@ -96,7 +98,20 @@ class _SearchConfigMethods:
         return [self.objective_name] + (["cost_ratio"] if self.objective == "pareto" else [])
 
     def validate(self) -> None:
-        """Every setting checked against its table entry (SettingError and its kinds, naming the flag)."""
+        """Every setting checked against its table entry (SettingError and its kinds, naming the flag).
+
+        Once per entry point: the CLI, ``run_search`` and ``prepare`` each call it, and a config whose values have
+        not changed since it was last validated is not checked again (a changed one, e.g. ``reevaluate``'s epochs,
+        is)."""
+        if getattr(self, "_validated", None) == self._values():
+            return
+        self._check()
+        self._validated = self._values()
+
+    def _values(self) -> str:
+        return json.dumps({s.name: getattr(self, s.name) for s in SETTINGS}, default=repr, sort_keys=True)
+
+    def _check(self) -> None:
         for s in SETTINGS:
             value = s.validate(getattr(self, s.name))
             # a setting of the other task that was clearly asked for (an optional one given, a choice changed) is
@@ -123,24 +138,94 @@ class _SearchConfigMethods:
         return out
 
 
-def _field(s: Any) -> tuple[str, Any, Any]:
-    kind = {tuple: "tuple[str, ...]", dict: "dict[int, float]"}.get(s.kind, s.kind.__name__)
-    if s.default is None and s.task_defaults is not None:  # resolved per task in __post_init__
-        return s.name, f"{kind} | None", field(default=None)
+def _setting(name: str) -> Any:
+    """The field of the settings table's entry `name`: its default (None where the task decides, in
+    __post_init__), and the entry itself in the field's metadata."""
+    s = SETTING[name]
+    if s.default is None and s.task_defaults is not None:
+        return field(default=None, metadata={"setting": s})
     if callable(s.default):
-        return s.name, kind, field(default_factory=s.default)
-    return s.name, f"{kind} | None" if s.optional else kind, field(default=s.default)
+        return field(default_factory=s.default, metadata={"setting": s})
+    return field(default=s.default, metadata={"setting": s})
 
 
-SearchConfig = make_dataclass("SearchConfig", [_field(s) for s in SETTINGS], bases=(_SearchConfigMethods,))
-SearchConfig.__module__ = __name__
-SearchConfig.__doc__ = """Everything a search depends on: one field per entry of syno_automl.settings.SETTINGS (its
-default, range and help are there). Defaults: the embedded digits demo.
+def field_type(s: Setting) -> str:
+    """The annotation a setting's field carries (tests/test_settings.py holds SearchConfig's fields to it)."""
+    kind = {tuple: "tuple[str, ...]", dict: "dict[int, float]"}.get(s.kind, s.kind.__name__)
+    optional = s.optional or (s.default is None and s.task_defaults is not None)
+    return f"{kind} | None" if optional else kind
+
+
+@dataclass
+class SearchConfig(_SearchConfigMethods):
+    """Everything a search depends on: one field per entry of syno_automl.settings.SETTINGS, in its order (its
+    default, range and help are there; each field carries its entry in ``metadata["setting"]``). Defaults: the
+    embedded digits demo.
 
     Example:
         >>> SearchConfig(trials=3, epochs=1).settings()["flops_ratio"]
         0.5
     """
+
+    task: str = _setting("task")
+    model: str | None = _setting("model")
+    dataset: str | None = _setting("dataset")
+    data_dir: str | None = _setting("data_dir")
+    layer: str | None = _setting("layer")
+    where: str | None = _setting("where")
+    image_size: int | None = _setting("image_size")
+    groups: bool = _setting("groups")
+    batch_size: int = _setting("batch_size")
+    flops_ratio: float = _setting("flops_ratio")
+    cost_ratio: float | None = _setting("cost_ratio")
+    cost_profile: str | None = _setting("cost_profile")
+    priors: bool = _setting("priors")
+    max_depth: int = _setting("max_depth")
+    seed: int = _setting("seed")
+    epochs: int = _setting("epochs")
+    lr: float | None = _setting("lr")
+    lr_schedule: str = _setting("lr_schedule")
+    max_steps: int = _setting("max_steps")
+    time_budget: float | None = _setting("time_budget")
+    seq_len: int = _setting("seq_len")
+    val_every: int = _setting("val_every")
+    val_batches: int = _setting("val_batches")
+    tokenizer: str = _setting("tokenizer")
+    max_loss: float | None = _setting("max_loss")
+    milestones: dict[int, float] = _setting("milestones")
+    trials: int = _setting("trials")
+    objective: str = _setting("objective")
+    pruner: str = _setting("pruner")
+    opening: str = _setting("opening")
+    screen: str = _setting("screen")
+    screen_threshold: float | None = _setting("screen_threshold")
+    reward_speedup: float = _setting("reward_speedup")
+    reward_lower: float | None = _setting("reward_lower")
+    reward_upper: float = _setting("reward_upper")
+    reward_power: float = _setting("reward_power")
+    exploration: float = _setting("exploration")
+    flops_bins: int = _setting("flops_bins")
+    trial_timeout: float | None = _setting("trial_timeout")
+    accelerator: str = _setting("accelerator")
+    devices: int = _setting("devices")
+    precision: str = _setting("precision")
+    speed_target: str = _setting("speed_target")
+    also_measure: tuple[str, ...] = _setting("also_measure")
+    threads: int | None = _setting("threads")
+    storage: str = _setting("storage")
+    study: str = _setting("study")
+    tracking_uri: str | None = _setting("tracking_uri")
+    heartbeat: int | None = _setting("heartbeat")
+    grace_period: int | None = _setting("grace_period")
+    latency_targets: tuple[str, ...] = _setting("latency_targets")
+    latency_trials: int = _setting("latency_trials")
+    latency_margin: float | None = _setting("latency_margin")
+    latency_inductor: bool = _setting("latency_inductor")
+    finalists: int = _setting("finalists")
+    final_epochs: int | None = _setting("final_epochs")
+    final_steps: int | None = _setting("final_steps")
+    final_seeds: int = _setting("final_seeds")
+    final_margin: float = _setting("final_margin")
 
 
 def _comparable(settings: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,14 +30,13 @@ from pathlib import Path
 from typing import Any, Mapping, Union
 
 from syno_automl.errors import CostProfileError
+from syno_automl.runtime.target import SPEED_TARGETS, SpeedTarget, parse_target
 
 __all__ = ["CostProfile", "FORMAT", "TARGETS", "SHIPPED", "COEFFICIENTS", "load", "resolve", "from_dict",
            "shipped_path"]
 
 FORMAT = "syno-cost-profile/1"
-DEVICES = ("cpu", "cuda")
-EXECUTIONS = ("eager", "compiled")
-TARGETS = tuple(f"{d}.{e}" for d in DEVICES for e in EXECUTIONS)
+TARGETS = SPEED_TARGETS
 SHIPPED = ("cpu.eager", "cuda.eager", "cuda.compiled")
 #: the priced quantities: one FLOP, one element materialized (written), one element read, one kernel launched
 COEFFICIENTS = ("flop", "element", "read", "launch")
@@ -63,12 +62,16 @@ class CostProfile:
     step: str = "train"  # what the coefficients price: a training step, or an inference (forward) one
 
     @property
+    def speed_target(self) -> SpeedTarget:
+        return parse_target(self.target)
+
+    @property
     def device_type(self) -> str:
-        return self.target.split(".")[0]
+        return self.speed_target.device
 
     @property
     def execution(self) -> str:
-        return self.target.split(".")[1]
+        return self.speed_target.execution
 
     @property
     def fuse_views(self) -> bool:

@@ -19,11 +19,10 @@ from __future__ import annotations
 from typing import Any
 
 from syno_automl.errors import OptionError
+from syno_automl.runtime.target import KERNEL_TARGETS, parse_target
 from syno_automl.space import Operator
 
 __all__ = ["kernel_sources", "KERNEL_TARGETS"]
-
-KERNEL_TARGETS = ("cpu.eager", "cpu.compiled", "cuda.eager", "cuda.compiled", "tvm.llvm", "tvm.cuda")
 
 
 def kernel_sources(op: Operator, target: str, mapping: Any = 0) -> dict[str, str]:
@@ -34,7 +33,8 @@ def kernel_sources(op: Operator, target: str, mapping: Any = 0) -> dict[str, str
     """
     if target not in KERNEL_TARGETS:
         raise OptionError(f"kernel_sources: unknown target {target!r} (one of {', '.join(KERNEL_TARGETS)})")
-    kind, execution = target.split(".")
+    parsed = parse_target(target, KERNEL_TARGETS)
+    kind, execution = parsed.device, parsed.execution
     if kind == "tvm":
         return _tvm_sources(op, execution, mapping)
     if kind == "cuda":

@@ -18,7 +18,9 @@ import numbers
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from syno_automl import _native  # the core's option ranges (cheap: the package has imported it already)
 from syno_automl.errors import SynoError
+from syno_automl.runtime.target import SPEED_TARGETS
 
 __all__ = ["Setting", "SETTINGS", "SETTING", "TASKS", "TASK_OBJECTIVES", "MODEL_NAMES", "DATASET_NAMES",
            "LOCAL_DATASETS", "LAYER_NAMES", "SPEED_TARGETS", "MODEL_COMMANDS", "STORE_COMMANDS", "SettingError",
@@ -30,7 +32,6 @@ TASKS = ("image", "lm")
 TASK_OBJECTIVES: dict[str, tuple[str, str]] = {"image": ("val_acc", "maximize"), "lm": ("val_loss", "minimize")}
 LAYER_NAMES = ("conv2d", "linear")
 # where and how a model runs: device . execution (syno_automl.cost_profile prices each)
-SPEED_TARGETS = ("cpu.eager", "cpu.compiled", "cuda.eager", "cuda.compiled")
 # lightning_modules' registries (MODEL_NAMES, DATAMODULE_NAMES) import torch: their names are repeated here so
 # that a wrong name fails before the imports (tests/test_cli_workflow.py keeps the two lists equal)
 MODEL_NAMES = ("small_cnn", "resnet18", "resnet34", "resnext29_2x64d", "densenet121", "efficientnet_v2_s", "gpt",
@@ -317,7 +318,8 @@ def _rows() -> list[Setting]:
         S("priors", bool, True, "the original Syno's space priors (syno_automl.priors: every weight meets the input "
           "and the output, bounded outer products, low rank 8, unweighted pooling <= 8, a FLOPs floor of 0.05x, no "
           "channel-interleaved twins); --no-priors searches the whole space", "--no-priors", model, legacy=False),
-        S("max_depth", int, 8, "maximum primitives per operator", "--max-depth", model, minimum=1, maximum=30),
+        S("max_depth", int, 8, "maximum primitives per operator", "--max-depth", model,
+          minimum=_native.option_ranges()["max_depth"][0], maximum=_native.option_ranges()["max_depth"][1]),
         S("seed", int, 0, "search seed", "--seed", model),
         # -- training a trial
         S("epochs", int, 3, "training epochs per trial", "--epochs", model, minimum=1, tasks=("image",)),

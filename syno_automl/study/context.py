@@ -1,12 +1,14 @@
-"""What every trial of a search shares (SearchContext): the data, one example batch, the model, the space.
+"""The resolved run context (SearchContext): what every trial of a search shares, each value resolved once.
 
-:func:`prepare` loads the task's data (syno_automl.tasks) and builds the operator space from one real forward pass
-of the model.
+:func:`prepare` turns a config into it: it validates the config, resolves the task object, the device (``auto``
+by one rule, syno_automl.runtime.device), the speed targets (parsed) and the budgets (a record apart from the
+space options), loads the task's data and builds the operator space from one real forward pass of the model.
+Everything downstream reads these and re-derives nothing from the config's strings.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import lightning as L
@@ -16,35 +18,85 @@ from torch import nn
 from syno_automl.config import SearchConfig
 from syno_automl.errors import SubstitutionError
 from syno_automl.placeholder import Substitution, substitute
+from syno_automl.runtime import Device, SpeedTarget, parse_target, resolve_device
 from syno_automl.space import OperatorSpace
-from syno_automl.tasks import task_of
-from syno_automl.tasks.base import check_accelerator, uses_gpu
+from syno_automl.tasks import Task, task_of
 
-__all__ = ["SearchContext", "prepare", "seed_everything", "LAYERS"]
+__all__ = ["SearchContext", "Budgets", "Resolved", "resolve", "prepare", "seed_everything", "LAYERS"]
 
 LAYERS: dict[str, type] = {"conv2d": nn.Conv2d, "linear": nn.Linear}
 
 
+@dataclass(frozen=True)
+class Budgets:
+    """The search's budgets, relative to the replaced layers (``--flops-ratio``, ``--cost-ratio``): what bounds the
+    space. Not a trial's figures (its ``flops_ratio``/``cost_ratio`` attributes are measurements)."""
+
+    flops: float
+    cost: float | None   # None: no cost budget
+
+    def substitute_options(self) -> dict[str, Any]:
+        """As ``substitute()`` takes them."""
+        return {"flops_ratio": self.flops, "cost_ratio": self.cost}
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The config's values that need a rule to read, each read once (:func:`resolve`)."""
+
+    task: Task
+    device: Device
+    speed: SpeedTarget                        # the verdict's speed target (``--target``; auto: the device's)
+    also_measure: tuple[SpeedTarget, ...]     # --also-measure's, the verdict's left out, each once
+    budgets: Budgets
+
+    @property
+    def speed_targets(self) -> list[SpeedTarget]:
+        """Every target the final stage times: the verdict's first."""
+        return [self.speed, *self.also_measure]
+
+
+def resolve(config: SearchConfig) -> Resolved:
+    """The task object, the device, the parsed speed targets and the budgets of a validated `config`."""
+    device = resolve_device(config.accelerator, config.devices, config.precision)
+    speed = device.default_speed_target() if config.speed_target == "auto" else parse_target(config.speed_target)
+    also = tuple(parse_target(t) for t in dict.fromkeys(config.also_measure) if t != speed.name)
+    return Resolved(task_of(config), device, speed, also, Budgets(config.flops_ratio, config.cost_ratio))
+
+
 @dataclass
 class SearchContext:
-    """What every trial shares: data, one example batch, how to build the model, the space."""
+    """What every trial shares: the config and its resolved values, data, one example batch, the space."""
 
     config: SearchConfig
+    resolved: Resolved
     datamodule: Any
     example: torch.Tensor
     num_classes: int
     in_channels: int
-    substitute_options: dict[str, Any]
+    space_options: dict[str, Any]   # substitute()'s options beside the budgets: depth, priors, where, groups...
     space: OperatorSpace
     substitution: Substitution  # on a throw-away model: baseline FLOPs, mappings, skipped layers
 
+    @property
+    def task(self) -> Task:
+        return self.resolved.task
+
+    @property
+    def device(self) -> Device:
+        return self.resolved.device
+
+    @property
+    def budgets(self) -> Budgets:
+        return self.resolved.budgets
+
     def build_model(self) -> nn.Module:
-        from lightning_modules import build_model
+        """A fresh model of the config (the task builds it)."""
+        return self.task.build_model(self.config, self.num_classes, self.in_channels)
 
-        return build_model(self.config.model, self.num_classes, self.in_channels)
-
-    def build_task(self, model: nn.Module) -> Any:
-        return task_of(self.config).build_module(self.config, model, self.num_classes)
+    def with_config(self, config: SearchConfig) -> SearchContext:
+        """This context for a changed config (a final-stage seed, another speed target), its values resolved again."""
+        return replace(self, config=config, resolved=resolve(config))
 
 
 def seed_everything(seed: int) -> None:
@@ -53,34 +105,8 @@ def seed_everything(seed: int) -> None:
     L.seed_everything(seed % (1 << 32), workers=False, verbose=False)
 
 
-def prepare(config: SearchConfig) -> SearchContext:
-    """Loads the data and builds the operator space from one real forward pass of the model."""
-    from lightning_modules import build_datamodule
-
-    config.validate()
-    check_accelerator(config)
-    embedded = config.data_dir is None and config.dataset in ("digits", "text")
-    threads = config.threads or (1 if embedded else None)
-    if threads:  # tiny models: more threads only contend (50x slower with 2 threads on a busy 2-core VM)
-        torch.set_num_threads(threads)
-    task = task_of(config)
-    kwargs: dict[str, Any] = {"batch_size": config.batch_size, **task.datamodule_kwargs(config)}
-    if uses_gpu(config) and not embedded:  # feed the GPU: page-locked batches from worker processes
-        kwargs["num_workers"] = min(4, max(1, (os.cpu_count() or 2) // 2))
-    datamodule = build_datamodule(config.dataset, config.data_dir, **kwargs)
-    datamodule.pin_memory = uses_gpu(config)
-    datamodule.setup("fit")
-    # the example batch sizes the layers and sets every operator's initial scale (match_output_scale): seeded,
-    # so that it is the same batch in every process (the shuffling loader draws from the global RNG)
-    seed_everything(config.seed)
-    batch = next(iter(datamodule.train_dataloader()))
-    example = batch[0] if isinstance(batch, (tuple, list)) else batch
-    num_classes, in_channels = task.sizes(datamodule)
-    layer = LAYERS[config.layer]
-    options: dict[str, Any] = {"max_depth": config.max_depth, "flops_ratio": config.flops_ratio,
-                               "seed": config.seed}
-    options["cost_ratio"] = config.cost_ratio   # None: no cost budget (substitute's own default is 1.0)
-    options["priors"] = config.priors
+def _space_options(config: SearchConfig, layer: type, in_channels: int) -> dict[str, Any]:
+    options: dict[str, Any] = {"max_depth": config.max_depth, "seed": config.seed, "priors": config.priors}
     if config.cost_profile is not None:
         options["target"] = config.cost_profile
     if config.groups:
@@ -89,17 +115,48 @@ def prepare(config: SearchConfig) -> SearchContext:
         options["where"] = config.where
     elif layer is nn.Conv2d:  # keep the stem (it reads the image channels), as the original did
         options["where"] = lambda name, m: m.in_channels != in_channels
-    from lightning_modules import build_model
+    return options
 
+
+def _load_data(config: SearchConfig, resolved: Resolved) -> Any:
+    from lightning_modules import build_datamodule
+
+    embedded = config.data_dir is None and config.dataset in ("digits", "text")
+    threads = config.threads or (1 if embedded else None)
+    if threads:  # tiny models: more threads only contend (50x slower with 2 threads on a busy 2-core VM)
+        torch.set_num_threads(threads)
+    kwargs: dict[str, Any] = {"batch_size": config.batch_size, **resolved.task.datamodule_kwargs(config)}
+    if resolved.device.gpu and not embedded:  # feed the GPU: page-locked batches from worker processes
+        kwargs["num_workers"] = min(4, max(1, (os.cpu_count() or 2) // 2))
+    datamodule = build_datamodule(config.dataset, config.data_dir, **kwargs)
+    datamodule.pin_memory = resolved.device.cuda
+    datamodule.setup("fit")
+    return datamodule
+
+
+def prepare(config: SearchConfig) -> SearchContext:
+    """Validates and resolves `config`, loads the data and builds the operator space from one real forward pass of
+    the model."""
+    config.validate()
+    resolved = resolve(config)
+    datamodule = _load_data(config, resolved)
+    # the example batch sizes the layers and sets every operator's initial scale (match_output_scale): seeded,
+    # so that it is the same batch in every process (the shuffling loader draws from the global RNG)
     seed_everything(config.seed)
-    probe = build_model(config.model, num_classes, in_channels)
-    task.check_model(config, probe)
+    batch = next(iter(datamodule.train_dataloader()))
+    example = batch[0] if isinstance(batch, (tuple, list)) else batch
+    num_classes, in_channels = resolved.task.sizes(datamodule)
+    layer = LAYERS[config.layer]
+    options = _space_options(config, layer, in_channels)
+    seed_everything(config.seed)
+    probe = resolved.task.build_model(config, num_classes, in_channels)
+    resolved.task.check_model(config, probe)
     try:
-        sub = substitute(probe, layer, example, **options)
+        sub = substitute(probe, layer, example, **resolved.budgets.substitute_options(), **options)
     except SubstitutionError as e:  # say it in the search's words: its flag, not substitute()'s argument
         head = "no layer can be substituted"
         if str(e).startswith(head) and "pass groups=True" in str(e):
             raise SubstitutionError(f"{head} without --groups (grouped and depthwise convolutions too)"
                                     f"{str(e)[len(head):]}") from e
         raise
-    return SearchContext(config, datamodule, example, num_classes, in_channels, options, sub.space, sub)
+    return SearchContext(config, resolved, datamodule, example, num_classes, in_channels, options, sub.space, sub)

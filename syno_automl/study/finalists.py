@@ -44,11 +44,10 @@ from syno_automl import vocabulary as V
 from syno_automl.search.objectives import baseline_trial, is_pareto, maximizes, operator_front, primary_value
 from syno_automl.study.trial import INTERRUPTED
 from syno_automl.study.verdict import Finalist, FinalResult, describe_kind
-from syno_automl.tasks import task_of
-from syno_automl.tasks.base import speed_target
+from syno_automl.runtime import SpeedTarget
 
-__all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage",
-           "final_budget", "timing_batch", "TIMING_ROUNDS", "TIE_MARGIN"]
+__all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "measured_targets",
+           "timing_batch", "TIMING_ROUNDS", "TIE_MARGIN"]
 
 TIMING_ROUNDS = 7          # interleaved rounds: baseline, op 1, op 2, ..., baseline, op 1, ...
 # finalists: a trial value (accuracy) this close to a chosen one's is within one seed's noise of it, so that operator
@@ -57,11 +56,6 @@ TIMING_ROUNDS = 7          # interleaved rounds: baseline, op 1, op 2, ..., base
 # of the difference of two such values is sqrt(2) x 0.0067 = 0.0095, about this margin
 TIE_MARGIN = 0.01
 _ROUND = dict(warmup=2, number=1, repeat=5, min_repeat_ms=20)   # per model and round (measure.TimingProtocol)
-
-
-def final_budget(config: Any) -> tuple[int, str]:
-    """What every finalist and the baseline train for, per seed: (epochs, "epochs") or, lm, (steps, "steps")."""
-    return task_of(config).final_budget(config)
 
 
 def choose_finalists(study: optuna.Study, k: int, tie: float | None = None,
@@ -131,9 +125,10 @@ def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, 
 
     config = context.config
     name = config.objective_name
-    task = task_of(config)
+    task = context.task
     for s in range(seeds):
         changes: dict[str, Any] = {"seed": config.seed + s, **task.final_changes(budget)}
+        # a seed and a training length: nothing that was resolved from the config changes
         seeded = dataclasses.replace(context, config=dataclasses.replace(config, **changes))
         started = time.time()
         try:
@@ -162,13 +157,13 @@ def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, 
 def timing_batch(context: Any) -> Any:
     """The inputs the whole models are timed on: the search's example batch (image); lm: the tokens of the first
     validation batch (the validation loader does not shuffle: the same batch in every process and run)."""
-    return task_of(context.config).timing_batch(context)
+    return context.task.timing_batch(context)
 
 
 def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS, threads: int | None = None,
-                     target: str | None = None) -> tuple[float | None, list[tuple[float | None, float | None]], str]:
+                     target: SpeedTarget | None = None) -> tuple[float | None, list[tuple[float | None, float | None]], str]:
     """Times the original model and the model with each of `ops` substituted on the speed `target` (default the
-    config's: tasks.base.speed_target; cpu/cuda, eager or torch.compile'd once per model), eval mode, inference
+    context's resolved ``speed``; cpu/cuda, eager or torch.compile'd once per model), eval mode, inference
     on :func:`timing_batch`, `threads` torch threads (default the search's), interleaved: every round
     times each model once with the measurement protocol; a model's latency is the median over all its samples,
     its speedup the median over rounds of (baseline's round median / its round median).
@@ -180,14 +175,13 @@ def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS, 
     from syno_automl.measure.substituted_model import substituted_models
     from syno_automl.measure.timing import time_torch
 
-    target = target or speed_target(context.config)
-    device, execution = target.split(".")
-    compiled = execution == "compiled"
+    target = target or context.resolved.speed
+    device, compiled = target.device, target.compiled
     if device == "cuda" and not torch.cuda.is_available():
         return None, [(None, None) for _ in ops], f"{target}: not timed (no CUDA device here)"
     threads = threads or torch.get_num_threads()
     example = timing_batch(context).to(device)
-    batch = task_of(context.config).timing_label(example)
+    batch = context.task.timing_label(example)
     where = f"{threads} thread{'s' if threads > 1 else ''}" if device == "cpu" else torch.cuda.get_device_name()
     label = f"{target}: torch {'compiled' if compiled else 'eager'} inference, {batch}, {where}"
     protocol = TimingProtocol(**_ROUND)
@@ -243,7 +237,7 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     if config.finalists <= 0 or config.final_seeds <= 0:
         return None
     started = time.time()
-    (budget, unit), seeds = final_budget(config), config.final_seeds
+    (budget, unit), seeds = context.task.final_budget(config), config.final_seeds
     trials = choose_finalists(study, config.finalists)
     if out is not None:
         extra = (f" ({len(trials) - config.finalists} beyond --finalists {config.finalists}: trial values within "
@@ -266,7 +260,7 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
             run = _final_run(tracker, parent, config.study, finalist.label, op, finalist.trial)
             finalist.run_id = run.run_id
             if op is not None:   # what the operator runs as on each speed target the stage measures
-                run.log_kernels(op, measured_targets(config))
+                run.log_kernels(op, [t.name for t in measured_targets(context)])
         try:
             retrain(context, finalist, op, seeds, budget, run, out)
         except KeyboardInterrupt:  # the run says so, rather than staying RUNNING for ever
@@ -282,8 +276,8 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
         finalist.latency_ms, finalist.speedup = ms, speedup
     # the speedup named by its target too: speedup.cpu.eager, speedup.cuda.compiled ...
     _log_speedups(tracker, [baseline, *candidates], [f.speedup for f in [baseline, *candidates]],
-                  speed_target(config))
-    task = task_of(config)
+                  context.resolved.speed)
+    task = context.task
     if task.counts_tokens and base_ms:  # the baseline's tokens over its median latency; an operator's: that times its speedup, the
         # paired per-round ratio (not its own median's), so that the tokens/s ratio is the speedup the verdict gives
         baseline.tokens_per_s = int(timing_batch(context).numel()) / (base_ms / 1e3)
@@ -298,18 +292,18 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     if out is not None:
         print(f"final stage ({result.seconds:.0f} s):", file=out)
         print("\n".join(result.table()), file=out, flush=True)
-    for other in measured_targets(config)[1:]:
+    for other in measured_targets(context)[1:]:
         _measure_also(context, ops, [baseline, *candidates], other, tracker, out)
     return result
 
 
-def measured_targets(config: Any) -> list[str]:
-    """The speed targets the final stage measures: the verdict's (tasks.base.speed_target), then --also-measure's."""
-    main = speed_target(config)
-    return [main, *(t for t in dict.fromkeys(config.also_measure) if t != main)]
+def measured_targets(context: Any) -> list[SpeedTarget]:
+    """The speed targets the final stage measures: the verdict's (the context's resolved ``speed``), then
+    --also-measure's, each once."""
+    return context.resolved.speed_targets
 
 
-def _measure_also(context: Any, ops: list[Any], finalists: list[Finalist], target: str, tracker: Any | None,
+def _measure_also(context: Any, ops: list[Any], finalists: list[Finalist], target: SpeedTarget, tracker: Any | None,
                   out: TextIO | None) -> None:
     """Times the finalists on one more speed target: ``speedup.<target>`` on their runs and one line after the
     table. The verdict stays the main target's."""
@@ -322,13 +316,14 @@ def _measure_also(context: Any, ops: list[Any], finalists: list[Finalist], targe
         print(f"  also on {target}: {shown or 'no finalist'} ({timing})", file=out, flush=True)
 
 
-def _log_speedups(tracker: Any | None, finalists: list[Finalist], speedups: list[float | None], target: str) -> None:
+def _log_speedups(tracker: Any | None, finalists: list[Finalist], speedups: list[float | None],
+                  target: SpeedTarget) -> None:
     """``speedup.<target>`` on each finalist's run (those measured, with a run)."""
     if tracker is None:
         return
     for finalist, speedup in zip(finalists, speedups):
         if finalist.run_id is not None and speedup is not None:
-            tracker.run(finalist.run_id).log_metrics({V.speedup_metric(target): speedup})
+            tracker.run(finalist.run_id).log_metrics({V.speedup_metric(target.name): speedup})
 
 
 def _record(study: optuna.Study, result: FinalResult, name: str, tracker: Any | None, parent: str | None,

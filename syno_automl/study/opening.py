@@ -29,22 +29,21 @@ from syno_automl.study.context import SearchContext
 from syno_automl.study.lost_trials import LOST_IN_CREATION, fail_lost_in_creation
 from syno_automl.study.storage import make_storage
 from syno_automl.study.trial import INTERRUPTED
-from syno_automl.tasks import task_of
 
 __all__ = ["check_study", "check_resumed", "open_study", "remaining_trials", "sampler_reward"]
 
 
 def sampler_reward(config: SearchConfig, context: SearchContext) -> Reward | ParetoReward:
     """The SynoSampler's reward of a trial: the task's reward of its value (pareto: credited at a speedup)."""
-    reward = task_of(config).reward(config, context.num_classes)
+    reward = context.task.reward(config, context.num_classes)
     # pareto: accuracy is credited only at a speedup over the replaced layers (syno_automl.search.pareto)
     return ParetoReward(reward, speedup=config.reward_speedup) if config.objective == "pareto" else reward
 
 
-def _study_pruner(config: SearchConfig) -> optuna.pruners.BasePruner:
+def _study_pruner(config: SearchConfig, context: SearchContext) -> optuna.pruners.BasePruner:
     """The search study's own pruner: an accuracy study prunes through it; a pareto study cannot (Optuna's
     pruners are single-objective): its trials report to the companion study instead (search.fidelity)."""
-    if config.objective == "pareto" or not task_of(config).prunes_in_study:
+    if config.objective == "pareto" or not context.task.prunes_in_study:
         return optuna.pruners.NopPruner()
     return make_pruner(config.pruner, config.epochs)
 
@@ -98,14 +97,14 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
     space_config = context.space.config()
     if check_study(config, resume, storage):
         study = optuna.load_study(study_name=config.study, storage=storage, sampler=sampler,
-                                  pruner=_study_pruner(config))
+                                  pruner=_study_pruner(config, context))
         check_resumed(study, config, space_config)
         _ensure_baseline(study)
         return study
     # no median pruning: most operators start below the baseline; Hyperband / successive halving compare the
     # operators with each other (FidelityPruning)
     study = optuna.create_study(study_name=config.study, storage=storage, sampler=sampler,
-                                directions=config.directions, pruner=_study_pruner(config), load_if_exists=True)
+                                directions=config.directions, pruner=_study_pruner(config, context), load_if_exists=True)
     if not study.trials:
         study.set_user_attr(V.SPACE, space_config)
         study.set_user_attr(V.SETTINGS, config.settings())

@@ -139,11 +139,10 @@ class Screen:
 
         context = self.context
         seed_everything(seed)
-        task = context.build_task(context.build_model())
+        task = context.task.build(context)
         if target is not None:
-            options = {k: v for k, v in context.substitute_options.items() if k not in ("flops_ratio", "cost_ratio")}
             substitution = SynoSubstitution(target, LAYERS[context.config.layer], example_input=context.example,
-                                            cost_ratio=None, **options)   # the search's space holds the budget
+                                            cost_ratio=None, **context.space_options)   # the space holds the budget
             substitution.setup(None, task, "fit")  # type: ignore[arg-type] -- the trainer is read only without example
         return task
 

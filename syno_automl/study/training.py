@@ -13,7 +13,6 @@ from syno_automl import vocabulary as V
 from syno_automl.search.callbacks import SynoSubstitution
 from syno_automl.space import Operator
 from syno_automl.study.context import LAYERS, SearchContext, seed_everything
-from syno_automl.tasks import task_of
 
 __all__ = ["train_operator"]
 
@@ -35,12 +34,11 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
     seed_everything(config.seed + (trial.number if trial is not None else 0))
     substitution = SynoSubstitution(operator if operator is not None else trial, LAYERS[config.layer],
                                     example_input=context.example,
-                                    flops_ratio=None if operator is not None else config.flops_ratio,
+                                    flops_ratio=None if operator is not None else context.budgets.flops,
                                     # the search's space already holds the budgets: the trial's own
                                     # substitution only sizes the operator (no cost budget of its own)
-                                    cost_ratio=None, **{k: v for k, v in context.substitute_options.items()
-                                                        if k not in ("flops_ratio", "cost_ratio")})
-    value = task_of(config).train(context, trial, run, substitution, epochs=epochs, milestones=milestones,
+                                    cost_ratio=None, **context.space_options)
+    value = context.task.train(context, trial, run, substitution, epochs=epochs, milestones=milestones,
                                   timeout=timeout, steps=steps)
     _log_weights(run, substitution)
     return value

@@ -10,52 +10,32 @@ and direction from here before the heavy imports.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from syno_automl.config import SearchConfig
+    from syno_automl.runtime import Device
     from syno_automl.search.reward import Reward
 
-__all__ = ["Task", "trainer_device_options", "uses_gpu", "speed_target"]
+__all__ = ["Task", "TrainingContext"]
 
 
-def uses_gpu(config: SearchConfig) -> bool:
-    """Whether the config's trials train on a GPU (``auto``: when torch sees one)."""
-    if config.accelerator == "gpu":
-        return True
-    if config.accelerator != "auto":
-        return False
-    import torch
+class TrainingContext(Protocol):
+    """What a task's training reads of the search: the config and its resolved device, the data, one example batch
+    and the sizes the model is built at (syno_automl.study.context.SearchContext has them)."""
 
-    return torch.cuda.is_available()
-
-
-def check_accelerator(config: SearchConfig) -> None:
-    """Refuses ``--accelerator gpu`` where torch sees no GPU (SettingError), before any study or training: Lightning
-    would otherwise fail every trial, one by one, with its own MisconfigurationException."""
-    if config.accelerator != "gpu":
-        return
-    import torch
-
-    from syno_automl.settings import SettingError
-
-    mps = getattr(torch.backends, "mps", None)
-    if not torch.cuda.is_available() and not (mps is not None and mps.is_available()):
-        raise SettingError(f"--accelerator gpu: torch {torch.__version__} sees no GPU here "
-                           f"(torch.cuda.is_available() is False); use --accelerator auto or cpu")
-
-
-def speed_target(config: SearchConfig) -> str:
-    """The target the final stage measures speed on: ``config.speed_target``, or for ``auto`` the accelerator
-    trained on (compiled on CUDA, eager on a CPU, as today's)."""
-    if config.speed_target != "auto":
-        return config.speed_target
-    return "cuda.compiled" if uses_gpu(config) else "cpu.eager"
-
-
-def trainer_device_options(config: SearchConfig) -> dict[str, Any]:
-    """What every Trainer of a search runs on: the config's accelerator, devices and precision (Lightning's)."""
-    return {"accelerator": config.accelerator, "devices": config.devices, "precision": config.precision}
+    @property
+    def config(self) -> SearchConfig: ...
+    @property
+    def device(self) -> Device: ...
+    @property
+    def datamodule(self) -> Any: ...
+    @property
+    def example(self) -> Any: ...
+    @property
+    def num_classes(self) -> int: ...
+    @property
+    def in_channels(self) -> int: ...
 
 
 class Task:
@@ -90,11 +70,22 @@ class Task:
         """The Lightning module that trains `model`."""
         raise NotImplementedError
 
+    def build_model(self, config: SearchConfig, num_classes: int, in_channels: int) -> Any:
+        """A fresh model of the config (lightning_modules' zoo)."""
+        from lightning_modules import build_model
+
+        return build_model(config.model, num_classes, in_channels)
+
+    def build(self, context: TrainingContext) -> Any:
+        """The Lightning module of a fresh model: what a training fits."""
+        return self.build_module(context.config, self.build_model(context.config, context.num_classes,
+                                                                  context.in_channels), context.num_classes)
+
     def reward(self, config: SearchConfig, num_classes: int) -> Reward:
         """The sampler's reward of a trial's value (before the pareto credit for speed)."""
         raise NotImplementedError
 
-    def train(self, context: Any, trial: Any | None, run: Any | None, substitution: Any, *, epochs: int,
+    def train(self, context: TrainingContext, trial: Any | None, run: Any | None, substitution: Any, *, epochs: int,
               milestones: dict[int, float] | None, timeout: float | None, steps: int | None) -> float:
         """Trains the task with `substitution` (a SynoSubstitution callback); returns the trial's value (see
         syno_automl.study.training.train_operator for the arguments)."""
@@ -124,7 +115,7 @@ class Task:
         """The `steps` argument of a final-stage training of `budget` units (None: not counted in steps)."""
         return None
 
-    def timing_batch(self, context: Any) -> Any:
+    def timing_batch(self, context: TrainingContext) -> Any:
         """The inputs the final stage times the whole models on."""
         return context.example
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from syno_automl import vocabulary as V
 from syno_automl.errors import TrialResultError
-from syno_automl.tasks.base import Task, trainer_device_options
+from syno_automl.tasks.base import Task, TrainingContext
 
 if TYPE_CHECKING:
     import optuna
@@ -53,7 +53,7 @@ class ImageTask(Task):
         lower = config.reward_lower if config.reward_lower is not None else 1.0 / max(num_classes, 2)
         return Reward(lower=lower, upper=config.reward_upper, power=config.reward_power)
 
-    def train(self, context: Any, trial: Any | None, run: Any | None, substitution: Any, *, epochs: int,
+    def train(self, context: TrainingContext, trial: Any | None, run: Any | None, substitution: Any, *, epochs: int,
               milestones: dict[int, float] | None, timeout: float | None, steps: int | None) -> float:
         """`epochs` of Lightning fit; `timeout`: -1 for the config's trial_timeout, None or 0 for no limit (over
         it: failed)."""
@@ -64,7 +64,7 @@ class ImageTask(Task):
         from syno_automl.search.time_limits import SlowTrialGuard
 
         config = context.config
-        task = context.build_task(context.build_model())
+        task = self.build(context)
         callbacks: list[Any] = [substitution]
         if run is not None:
             callbacks.append(EpochMetricsLogger(run))
@@ -72,11 +72,12 @@ class ImageTask(Task):
         callbacks.append(_fidelity_pruning(config, trial, epochs, milestones))
         timeout = config.trial_timeout if timeout == -1.0 else timeout
         if timeout:  # a safety net measured against the baseline model in this process: load does not decide
-            callbacks.append(SlowTrialGuard(timeout, baseline=context.build_model))
+            callbacks.append(SlowTrialGuard(timeout, baseline=lambda: self.build_model(config, context.num_classes,
+                                                                                       context.in_channels)))
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*does not have many workers.*")
             warnings.filterwarnings("ignore", message=".*LeafSpec.*")
-            trainer = L.Trainer(max_epochs=epochs, **trainer_device_options(config), logger=False,
+            trainer = L.Trainer(max_epochs=epochs, **context.device.trainer_options(), logger=False,
                                 enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                                 num_sanity_val_steps=0, callbacks=callbacks)
             started = time.time()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from syno_automl import vocabulary as V
 from syno_automl.settings import SettingError
-from syno_automl.tasks.base import Task
+from syno_automl.tasks.base import Task, TrainingContext
 
 if TYPE_CHECKING:
     import optuna
@@ -54,7 +54,7 @@ class LMTask(Task):
         max_loss = config.max_loss if config.max_loss is not None else math.log(num_classes)
         return Reward.for_loss(upper=max_loss, power=config.reward_power)
 
-    def train(self, context: Any, trial: Any | None, run: Any | None, substitution: Any, *, epochs: int,
+    def train(self, context: TrainingContext, trial: Any | None, run: Any | None, substitution: Any, *, epochs: int,
               milestones: dict[int, float] | None, timeout: float | None, steps: int | None) -> float:
         """`steps` (default the config's max_steps); `timeout`: -1 for the config's time_budget, None or 0 for
         none (at the budget training stops and the model is validated)."""
@@ -62,7 +62,7 @@ class LMTask(Task):
 
         config = context.config
         budget = config.time_budget if timeout == -1.0 else timeout
-        return train_lm(context, trial, run, substitution=substitution, steps=steps or config.max_steps,
+        return train_lm(context, self.build(context), trial, run, substitution=substitution, steps=steps or config.max_steps,
                         time_budget=budget or None)
 
     def budget_label(self, config: SearchConfig) -> str:
@@ -100,7 +100,7 @@ class LMTask(Task):
     def final_steps(self, budget: int) -> int | None:
         return budget
 
-    def timing_batch(self, context: Any) -> Any:
+    def timing_batch(self, context: TrainingContext) -> Any:
         """The tokens of the first validation batch (the validation loader does not shuffle: the same batch in
         every process and run)."""
         batch = next(iter(context.datamodule.val_dataloader()))

@@ -21,7 +21,7 @@ from syno_automl import vocabulary as V
 from syno_automl.errors import TrialResultError
 from syno_automl.interrupt import fit
 from syno_automl.search.time_limits import TrainingTimeBudget
-from syno_automl.tasks.base import trainer_device_options
+from syno_automl.tasks.base import TrainingContext
 
 __all__ = ["LMTrialMeter", "train_lm"]
 
@@ -91,11 +91,12 @@ class LMTrialMeter(L.Callback):
         self._logged_val = len(self.val_loss)
 
 
-def train_lm(context: Any, trial: Any | None, run: Any | None, *, substitution: L.Callback, steps: int,
-             time_budget: float | None) -> float:
-    """Trains ``context``'s language model with ``substitution`` installed; returns the final val_loss."""
+def train_lm(context: TrainingContext, module: L.LightningModule, trial: Any | None, run: Any | None, *,
+             substitution: L.Callback, steps: int, time_budget: float | None) -> float:
+    """Trains `module` (the task's, of a fresh model) with ``substitution`` installed on ``context``'s data;
+    returns the final val_loss."""
     config = context.config
-    task = context.build_task(context.build_model())
+    task = module
     meter = LMTrialMeter(run)
     callbacks: list[Any] = [substitution, meter]
     budget = TrainingTimeBudget(time_budget) if time_budget else None
@@ -108,7 +109,7 @@ def train_lm(context: Any, trial: Any | None, run: Any | None, *, substitution: 
         trainer = L.Trainer(max_steps=steps, max_epochs=-1, val_check_interval=min(config.val_every, train_batches),
                             check_val_every_n_epoch=None, limit_val_batches=config.val_batches,
                             gradient_clip_val=1.0,  # as GPT-2 training does; a loss spike then rarely turns NaN
-                            **trainer_device_options(config), logger=False, enable_checkpointing=False,
+                            **context.device.trainer_options(), logger=False, enable_checkpointing=False,
                             enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
                             callbacks=callbacks)
         started = time.time()

@@ -62,7 +62,7 @@ class TrialRun:
 
     def artifacts(self) -> Any:
         """The run's MLflow artifact repository, a relative location resolved against the store's folder
-        (tracking_store; MLflow's client would resolve it against the working folder)."""
+        (tracking.store; MLflow's client would resolve it against the working folder)."""
         if self._repository is None:
             from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 

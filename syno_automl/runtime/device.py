@@ -1,0 +1,73 @@
+"""The device trials train on, resolved once from the settings (``--accelerator``, ``--devices``, ``--precision``).
+
+``auto`` is resolved here, by one rule, and every Trainer the package builds is given the result (a concrete
+accelerator: ``cpu``, ``cuda`` or ``mps``), so Lightning never resolves ``auto`` by a rule of its own that could
+disagree with ours (CUDA, else Apple's MPS, else the CPU). Everything that asks "is this a GPU?" reads the one
+:class:`Device`.
+
+Example:
+    >>> resolve_device("cpu", 1, "32").trainer_options()
+    {'accelerator': 'cpu', 'devices': 1, 'precision': '32'}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from syno_automl.runtime.target import SpeedTarget
+
+__all__ = ["Device", "resolve_device"]
+
+
+@dataclass(frozen=True)
+class Device:
+    """What every trial trains on: a concrete accelerator (never ``auto`` or ``gpu``), the devices per trial, the
+    precision (Lightning's names)."""
+
+    accelerator: str   # "cpu", "cuda" or "mps"
+    devices: int = 1
+    precision: str = "32"
+
+    @property
+    def gpu(self) -> bool:
+        return self.accelerator != "cpu"
+
+    @property
+    def cuda(self) -> bool:
+        return self.accelerator == "cuda"
+
+    def trainer_options(self) -> dict[str, Any]:
+        """The keyword arguments of every ``lightning.Trainer`` of a search."""
+        return {"accelerator": self.accelerator, "devices": self.devices, "precision": self.precision}
+
+    def default_speed_target(self) -> SpeedTarget:
+        """``--target auto``: the model timed where it trained, compiled on CUDA; eager on the CPU otherwise (there
+        is no MPS speed target: a model trained on MPS is timed on the CPU)."""
+        return SpeedTarget("cuda", "compiled") if self.cuda else SpeedTarget("cpu", "eager")
+
+
+def _mps_available() -> bool:
+    import torch
+
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps is not None and mps.is_available())
+
+
+def resolve_device(accelerator: str, devices: int = 1, precision: str = "32") -> Device:
+    """The :class:`Device` of the settings: ``cpu``; ``gpu`` (CUDA, else MPS; SettingError where torch sees
+    neither, before any study or training: Lightning would fail every trial with its own error); ``auto`` (CUDA,
+    else MPS, else the CPU)."""
+    import torch
+
+    from syno_automl.settings import SettingError
+
+    if accelerator == "cpu":
+        return Device("cpu", devices, precision)
+    if torch.cuda.is_available():
+        return Device("cuda", devices, precision)
+    if _mps_available():
+        return Device("mps", devices, precision)
+    if accelerator == "gpu":
+        raise SettingError(f"--accelerator gpu: torch {torch.__version__} sees no GPU here "
+                           f"(torch.cuda.is_available() is False); use --accelerator auto or cpu")
+    return Device("cpu", devices, precision)

@@ -81,7 +81,7 @@ def pick_sampled(layers, args, protocol) -> list[tuple[str, object]]:
         probe = next((i for i, layer in enumerate(layers) if layer == (128, 128, 28)), len(layers) // 2)
         scored = []
         for op in ops:
-            r = lat.tune_and_time(op.program(probe), args.target, trials=0, protocol=protocol)
+            r = lat.tune_and_time(op.program(probe), args.target, lat.MeasureRequest(trials=0, protocol=protocol))
             scored.append((r.median_ms if r.ok else math.inf, op))
         chosen = [op for _, op in sorted(scored, key=lambda t: t[0])[:args.best]]
     else:
@@ -199,8 +199,9 @@ def main() -> None:
             t0 = time.time()
             isolate = args.hang_timeout > 0
             budget = min(args.seconds or args.hang_timeout, args.hang_timeout) if isolate else args.seconds
-            r = lat.tune_and_time(kernel, args.target, args.trials, args.work_dir, budget, protocol=protocol,
-                                  runner=args.runner, isolate=isolate, progress=log,
+            request = lat.MeasureRequest(trials=args.trials, seconds=budget, work_dir=args.work_dir,
+                                         protocol=protocol, runner=args.runner, isolate=isolate)
+            r = lat.tune_and_time(kernel, args.target, request, progress=log,
                                   label=f"{layer_name(c_in, c_out, h)} {name}: ")
             results[i, name] = r
             shown = f"{r.median_ms:.3f} ms" if r.ok else f"missing ({r.note})"

@@ -11,7 +11,6 @@ from syno_automl.cli.common import load_study, operator_of, quiet_logs, require_
 from syno_automl.cli.options import config_of
 from syno_automl.errors import LatencyError, OptionError
 from syno_automl.cli.lookup import find_trial
-from syno_automl.tasks import task_of
 
 __all__ = ["cmd_enumerate", "cmd_reevaluate", "cmd_tune"]
 
@@ -59,9 +58,9 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
         config.epochs = 10
     if args.steps is None and config.task == "lm":
         config.max_steps = 1000
-    label, schedule = config.objective_name, task_of(config).budget_label(config)
     quiet_logs(training=True, verbose=args.verbose)
     context = prepare(config)
+    label, schedule = config.objective_name, context.task.budget_label(config)
     free_space = context.space.with_mappings(context.space.mappings)  # the new model's sizes, no FLOPs budget
     tracker = None
     if config.tracking_uri:
@@ -112,9 +111,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     settings = study.user_attrs.get(V.SETTINGS, {})
     batch = args.batch if args.batch is not None else (
         settings.get("seq_len", 64) if settings.get("task") == "lm" else 1)
-    result = measure.measure_layers(op, [args.target], args.tune_trials, args.seconds, work_dir=args.work_dir,
-                                    inductor=not args.no_inductor, protocol=measure.PROTOCOL, fail_fast=True,
-                                    sizes={"N": batch} if batch else None,
+    request = measure.MeasureRequest(targets=(args.target,), trials=args.tune_trials, seconds=args.seconds,
+                                     work_dir=args.work_dir, inductor=not args.no_inductor, protocol=measure.PROTOCOL)
+    result = measure.measure_layers(op, request, fail_fast=True, sizes={"N": batch} if batch else None,
                                     progress=progress_printer(quiet=args.quiet))
     summary = result["devices"][device]
     for layer in summary["layers"]:

@@ -5,6 +5,8 @@ One concept per module, in MetaSchedule's vocabulary:
 
 * :mod:`~syno_automl.measure.result`: :class:`Latency`, :class:`TimingProtocol`/:data:`PROTOCOL`, speedups,
   schedule labels, failure notes (imports neither torch nor tvm);
+* :mod:`~syno_automl.measure.request`: :class:`MeasureRequest`, the settings every entry point below takes
+  (targets, trials, seconds, work_dir, protocol, seed, inductor, isolate, runner...), frozen and checked once;
 * :mod:`~syno_automl.measure.target`: target parsing, ``<device>`` names, RPC reachability;
 * :mod:`~syno_automl.measure.database`: the on-disk tuning database (``$SYNO_TVM_WORK_DIR``);
 * :mod:`~syno_automl.measure.metaschedule`: builder, runner, tuning monitor, THE tuning loop;
@@ -21,8 +23,10 @@ Env knobs: ``SYNO_TVM_WORK_DIR``, ``SYNO_MS_RUNNER``, ``SYNO_TVM_FULL_INTRIN``, 
 Example::
 
     from syno_automl import measure
-    lat = measure.tune_and_time(measure.conv2d_nchw_te(1, 64, 64, 56, 56, 3), "llvm", trials=64)
+    req = measure.MeasureRequest(targets=("llvm",), trials=64)
+    lat = measure.tune_and_time(measure.conv2d_nchw_te(1, 64, 64, 56, 56, 3), "llvm", req)
     lat.median_ms, lat.spread_ms, lat.note
+    measure.measure_layers(op, req, sizes={"N": 1})["metrics"]  # an operator in every layer it replaces
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from syno_automl.measure.baseline import baseline_kernel, baseline_module, conv2
 from syno_automl.measure.database import DEFAULT_WORK_DIR
 from syno_automl.measure.kernel import apply_record, compare, tune_and_time
 from syno_automl.measure.replaced_layers import measure_layers, measure_operator
+from syno_automl.measure.request import MeasureRequest
 from syno_automl.measure.model import compare_models, model_latency
 from syno_automl.measure.relax import export_relax, prepare_relax, relax_run
 from syno_automl.measure.result import (
@@ -52,7 +57,7 @@ from syno_automl.measure.target import TVM_HINT, device_name, needs_tvm, parse_t
 from syno_automl.measure.timing import time_main, time_torch
 
 __all__ = [
-    "Latency", "TimingProtocol", "PROTOCOL", "UNTUNED", "EAGER", "schedules_label", "schedules_tag", "speedup",
+    "MeasureRequest", "Latency", "TimingProtocol", "PROTOCOL", "UNTUNED", "EAGER", "schedules_label", "schedules_tag", "speedup",
     "stored_entry", "error_note", "failed_at", "slug",
     "parse_target", "device_name", "resolve_target", "torch_device", "needs_tvm", "TVM_HINT",
     "DEFAULT_WORK_DIR", "tune_and_time", "compare", "apply_record", "time_main", "time_torch",

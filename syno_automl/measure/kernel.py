@@ -1,14 +1,14 @@
 """One kernel (a PrimFunc): tune it with MetaSchedule into the on-disk database, and time it with the protocol.
 
-``trials == 0`` gives TVM's default schedule (DLight defaults on CUDA) and no database. With ``trials > 0`` the
-database under ``work_dir`` is read first: a workload with ``>= trials`` records for the target is not re-tuned
-(``Latency.reused``), otherwise only the missing trials are run. ``seconds`` is a tuning budget (soft, checked
-after each measured batch; hard with ``isolate=True``, which runs the whole call in a child process).
+The settings come in a :class:`~syno_automl.measure.request.MeasureRequest`. ``trials == 0`` gives TVM's default
+schedule (DLight defaults on CUDA) and no database. With ``trials > 0`` the database under ``work_dir`` is read
+first: a workload with ``>= trials`` records for the target is not re-tuned (``Latency.reused``), otherwise only
+the missing trials are run. ``seconds`` is a tuning budget (soft, checked after each measured batch; hard with
+``isolate=True``, which runs the whole call in a child process).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import tempfile
@@ -17,7 +17,8 @@ from typing import Any
 
 from syno_automl.measure.database import DEFAULT_WORK_DIR, open_database, records_for
 from syno_automl.measure.isolate import run_child
-from syno_automl.measure.result import PROTOCOL, Latency, TimingProtocol, failed_at, slug, speedup
+from syno_automl.measure.request import MeasureRequest, job_payload
+from syno_automl.measure.result import Latency, failed_at, slug, speedup
 from syno_automl.measure.target import parse_target, resolve_target
 
 __all__ = ["to_irmodule", "tune_kernel", "apply_record", "tune_and_time", "compare", "run_job"]
@@ -74,20 +75,21 @@ def _tir_contexts(mod, tgt, work_dir: str, trials: int, seed: int) -> list:
     ]
 
 
-def tune_kernel(mod, tgt, trials: int, work_dir: str, seconds: float | None, runner, seed: int,
-                in_memory: bool = False, progress=None, label: str = ""):
-    """Tune ``mod`` into the JSON database; a :class:`TuningInfo` whose ``best`` is the best schedule's module
-    (None without a valid record)."""
-    from syno_automl.measure.metaschedule import ensure_tensor_intrin, run_tuning
+def tune_kernel(mod, tgt, work_dir: str, runner, request: MeasureRequest, in_memory: bool = False, progress=None,
+                label: str = ""):
+    """Tune ``mod`` into the JSON database under ``work_dir`` (``request.trials``, ``seconds``, ``seed``); a
+    :class:`TuningInfo` whose ``best`` is the best schedule's module (None without a valid record)."""
+    from syno_automl.measure.metaschedule import ensure_tensor_intrin, labelled, run_tuning
 
+    trials = request.trials
     ensure_tensor_intrin(tgt.kind.name)
     db = open_database(work_dir)
     have = len(records_for(db, mod, tgt))
     t0 = time.time()
     if have < trials:
-        contexts = _tir_contexts(mod, tgt, work_dir, trials, seed)
-        info = run_tuning(contexts, [1.0] * len(contexts), work_dir, db, trials, [trials - have] * len(contexts),
-                          seconds, runner, in_memory, progress, label)
+        contexts = _tir_contexts(mod, tgt, work_dir, trials, request.seed)
+        info = run_tuning(contexts, [1.0] * len(contexts), [trials - have] * len(contexts), db, work_dir, runner,
+                          request, in_memory=in_memory, progress=labelled(progress, label))
         info.tuned_tasks = 1
         db = open_database(work_dir)  # re-read from disk
     else:
@@ -104,41 +106,34 @@ def tune_kernel(mod, tgt, trials: int, work_dir: str, seconds: float | None, run
 
 def tune_and_time(
     program_or_primfunc,
-    target: Any = "llvm",
-    trials: int = 0,
-    work_dir: str | None = None,
-    seconds: float | None = None,
+    target: Any = None,
+    request: MeasureRequest = MeasureRequest(),
     *,
-    protocol: TimingProtocol = PROTOCOL,
-    build_target: Any = None,
-    seed: int = 0,
-    isolate: bool = False,
-    isolate_grace_s: float = 120.0,
-    rpc_session_timeout: float = 120.0,
-    runner: str | None = None,
     progress=None,
     label: str = "",
 ) -> Latency:
-    """Tune (``trials > 0``) and time a program dict / PrimFunc / IRModule / ``(inputs, out)`` TE pair.
+    """Tune (``request.trials > 0``) and time a program dict / PrimFunc / IRModule / ``(inputs, out)`` TE pair on
+    ``target`` (default: the request's only target).
 
-    ``trials=0``: TVM's default schedule (DLight defaults on CUDA), no database.
+    From the :class:`MeasureRequest`: ``trials=0``: TVM's default schedule (DLight defaults on CUDA), no database.
     ``seconds``: tuning time budget (soft, checked after each batch; hard when ``isolate=True``).
     ``build_target``: what to compile for when ``target`` is ``rpc:...`` (default: the host llvm target).
-    ``isolate``: run in a child process, killed after ``seconds + isolate_grace_s`` (no limit without ``seconds``).
-    ``runner``: how candidates are measured on a local target, ``"local"`` (default: a worker process) or
-    ``"inprocess"`` (faster, not crash-proof; see :func:`~syno_automl.measure.metaschedule.make_runner`).
+    ``isolate``: run in a child process, killed after ``seconds + isolate_grace_s`` (120 s by default; no limit
+    without ``seconds``). ``runner``: how candidates are measured on a local target, ``"local"`` (default: a worker
+    process) or ``"inprocess"`` (faster, not crash-proof; see :func:`~syno_automl.measure.metaschedule.make_runner`).
     ``progress``: called with one line per measured batch (``label`` first). Never raises: a failure gives
     ``median_ms=None`` with the reason in ``note``."""
+    if target is None:
+        target = request.target
     name = target if isinstance(target, str) else str(target)
     try:
         spec = parse_target(target)
         name = spec.name
     except Exception as exc:
         return Latency.failed(str(target), f"target: {exc}")
-    if isolate:
-        return _run_isolated(program_or_primfunc, target, trials, work_dir, seconds, protocol, build_target, seed,
-                             isolate_grace_s, runner)
-    runner_kind = runner
+    if request.isolate:
+        return _run_isolated(program_or_primfunc, target, request)
+    trials, seconds = request.trials, request.seconds
     stage = "lower"
     tuned_trials, tuning_s, reused, notes = 0, None, False, []
     try:
@@ -149,7 +144,7 @@ def tune_and_time(
 
         mod = to_irmodule(program_or_primfunc)
         stage = "target"
-        tgt, why = resolve_target(spec, target, build_target)
+        tgt, why = resolve_target(spec, target, request.build_target)
         if tgt is None:
             return Latency.failed(name, why)
         sched_mod = mod
@@ -157,11 +152,11 @@ def tune_and_time(
             stage = "tune"
             from syno_automl.measure.metaschedule import open_runner, tuning_failure_note
 
-            wd = work_dir or DEFAULT_WORK_DIR
+            wd = request.work_dir or DEFAULT_WORK_DIR
             if spec.kind == "rpc":  # records measured on a board stay apart from the host's (same Target)
                 wd = os.path.join(wd, "rpc-" + slug(spec.key))
-            with open_runner(spec, runner_kind, rpc_session_timeout) as (ms_runner, in_memory):
-                info = tune_kernel(mod, tgt, int(trials), wd, seconds, ms_runner, seed, in_memory, progress, label)
+            with open_runner(spec, request.runner, request.rpc_session_timeout) as (ms_runner, in_memory):
+                info = tune_kernel(mod, tgt, wd, ms_runner, request, in_memory, progress, label)
             tuned_trials, tuning_s, reused = info.records, info.tuning_s, info.reused
             if info.best is None:
                 return Latency.failed(name, tuning_failure_note(info, trials), 0, tuning_s)
@@ -179,43 +174,38 @@ def tune_and_time(
         func = mod["main"]
         stage = "time"
         if spec.kind == "rpc":
-            samples = time_remote(exe, func, tgt, spec, protocol, rpc_session_timeout)
+            samples = time_remote(exe, func, tgt, spec, request.protocol, request.rpc_session_timeout)
         else:
             dev = device_for(tgt)
-            samples = time_main(exe.mod, dev, random_args(func, dev, seed), protocol)
+            samples = time_main(exe.mod, dev, random_args(func, dev, request.seed), request.protocol)
         return Latency.of_samples(samples, name, tuned_trials, "; ".join(notes), reused, tuning_s)
     except Exception as exc:
         return failed_at(name, stage, exc, tuned_trials, tuning_s, "tune_and_time")
 
 
-def compare(operator, baseline, target: Any = "llvm", trials: int = 0, work_dir: str | None = None,
-            seconds: float | None = None, **kwargs) -> dict[str, Any]:
-    """Tune and time an operator and its baseline with the same budget and protocol.
+def compare(operator, baseline, target: Any = None, request: MeasureRequest = MeasureRequest(), *, progress=None,
+            label: str = "") -> dict[str, Any]:
+    """Tune and time an operator and its baseline with the same request (budget and protocol).
     Returns ``{"operator": Latency, "baseline": Latency, "speedup": baseline/operator or None}``."""
-    op = tune_and_time(operator, target, trials, work_dir, seconds, **kwargs)
-    base = tune_and_time(baseline, target, trials, work_dir, seconds, **kwargs)
+    op = tune_and_time(operator, target, request, progress=progress, label=label)
+    base = tune_and_time(baseline, target, request, progress=progress, label=label)
     return {"operator": op, "baseline": base, "speedup": speedup(base, op)}
 
 
-def _run_isolated(obj, target, trials, work_dir, seconds, protocol, build_target, seed, grace,
-                  runner=None) -> Latency:
+def _run_isolated(obj, target, request: MeasureRequest) -> Latency:
     name = target if isinstance(target, str) else str(target)
     try:
         import tvm
 
         mod = to_irmodule(obj)
-        tgt_payload = target if isinstance(target, (str, dict)) else str(target)
-        bt_payload = build_target if build_target is None or isinstance(build_target, (str, dict)) else str(build_target)
-        job = {"mod": tvm.ir.save_json(mod), "target": tgt_payload, "trials": int(trials), "work_dir": work_dir,
-               "seconds": seconds, "protocol": dataclasses.asdict(protocol), "build_target": bt_payload,
-               "seed": seed, "runner": runner}
+        job = {"mod": tvm.ir.save_json(mod), "target": job_payload(target), "request": request.to_job()}
     except Exception as exc:
         return Latency.failed(name, f"lower: {type(exc).__name__}: {exc}")
     with tempfile.TemporaryDirectory(prefix="syno_lat_") as tmp:
         job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "result.json")
         with open(job_path, "w") as f:
             json.dump(job, f)
-        return run_child("kernel", job_path, out_path, name, seconds, grace)
+        return run_child("kernel", job_path, out_path, name, request.seconds, request.grace_s(120.0))
 
 
 def run_job(job_path: str) -> Latency:
@@ -224,6 +214,4 @@ def run_job(job_path: str) -> Latency:
 
     with open(job_path) as f:
         job = json.load(f)
-    return tune_and_time(tvm.ir.load_json(job["mod"]), job["target"], job["trials"], job["work_dir"], job["seconds"],
-                         protocol=TimingProtocol(**job["protocol"]), build_target=job["build_target"],
-                         seed=job["seed"], runner=job.get("runner"))
+    return tune_and_time(tvm.ir.load_json(job["mod"]), job["target"], MeasureRequest.from_job(job["request"]))

@@ -41,11 +41,12 @@ from tvm.s_tir.meta_schedule.runner.utils import run_evaluator_common
 from syno_automl.echo import shown
 from syno_automl.errors import InternalError, OptionError
 from syno_automl.measure.compile_worker import BUILD_TIMEOUT_S, BuildFn, compile_candidate, shared_worker
+from syno_automl.measure.request import MeasureRequest
 from syno_automl.measure.target import TargetSpec
 
 __all__ = ["BUILD_TIMEOUT_S", "InProcessBuilder", "InProcessRunner", "TuningMonitor", "TuningInfo", "MS_EVALUATOR",
            "make_runner", "close_runner", "open_runner", "cost_model", "search_strategy", "ms_logging",
-           "ensure_tensor_intrin", "run_tuning", "tuning_failure_note", "Progress"]
+           "ensure_tensor_intrin", "labelled", "run_tuning", "tuning_failure_note", "Progress"]
 
 Progress = Callable[[str], None]  # receives one line of progress text
 
@@ -310,18 +311,27 @@ def open_runner(spec: TargetSpec, kind: str | None = None, rpc_session_timeout: 
         close_runner(runner)
 
 
-def run_tuning(contexts, weights, work_dir: str, db, trials: int, missing: Sequence[int], seconds: float | None,
-               runner, in_memory: bool = False, progress: Progress | None = None,
-               label: str = "", build_timeout_s: float | None = BUILD_TIMEOUT_S) -> TuningInfo:
+def labelled(progress: Progress | None, label: str) -> Progress | None:
+    """``progress`` with ``label`` before every line (None stays None)."""
+    if progress is None or not label:
+        return progress
+    return lambda line: progress(label + line)
+
+
+def run_tuning(contexts, weights, missing: Sequence[int], db, work_dir: str, runner, request: MeasureRequest, *,
+               in_memory: bool = False, progress: Progress | None = None,
+               build_timeout_s: float | None = BUILD_TIMEOUT_S) -> TuningInfo:
     """THE MetaSchedule tuning loop of this project (one kernel: ``kernel.tune_kernel``; every fused kernel of a
     Relax model: ``model.tune_model``).
 
-    ``contexts``/``weights``: the tasks (``TuneContext``, made with :func:`search_strategy` ``(trials)``) and their
-    weights; ``missing``: how many trials each task still needs; records go to ``db``. Candidates are compiled by
-    :class:`InProcessBuilder` (each under ``build_timeout_s``: a longer compile is a failed trial) and measured by
-    ``runner``; a :class:`TuningMonitor` stops exhausted tasks and, past the ``seconds`` deadline, every task, and
-    reports ``progress``. Returns ``deadline_hit`` and ``errors``."""
-    monitor = TuningMonitor(time.time() + seconds if seconds else float("inf"), list(missing), progress, label)
+    ``contexts``/``weights``: the tasks (``TuneContext``, made with :func:`search_strategy` ``(request.trials)``)
+    and their weights; ``missing``: how many trials each task still needs; records go to ``db`` (logs under
+    ``work_dir``). Candidates are compiled by :class:`InProcessBuilder` (each under ``build_timeout_s``: a longer
+    compile is a failed trial) and measured by ``runner``; a :class:`TuningMonitor` stops exhausted tasks and,
+    past the ``request.seconds`` deadline, every task, and reports ``progress`` (see :func:`labelled`). Returns
+    ``deadline_hit`` and ``errors``."""
+    trials, seconds = request.trials, request.seconds
+    monitor = TuningMonitor(time.time() + seconds if seconds else float("inf"), list(missing), progress)
     callbacks = list(ms.measure_callback.MeasureCallback.create("default")) + [monitor]
     per_iter = int(min(64, max(1, max(missing))))
     if seconds:  # with a time budget, check it at least about 4 times

@@ -14,12 +14,12 @@ max magnitude); timing: :data:`~syno_automl.measure.result.PROTOCOL` with
 
 Nothing here raises on a failure: the :class:`Latency` comes back with ``median_ms=None`` and the stage and reason
 in ``note``. ``isolate=True`` runs the whole measurement in a child process (the exported program travels as a
-``.pt2`` file), killed after ``seconds`` plus a grace period.
+``.pt2`` file), killed after ``seconds`` plus a grace period. These settings (``trials``, ``seconds``, ``work_dir``,
+``isolate``...) come in a :class:`~syno_automl.measure.request.MeasureRequest`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import tempfile
@@ -46,26 +46,29 @@ from syno_automl.measure.relax import (
     float_inputs_only,
     prepare_relax,
 )
-from syno_automl.measure.result import PROTOCOL, Latency, TimingProtocol, error_note, failed_at, slug, speedup
+from syno_automl.measure.request import MeasureRequest, job_payload
+from syno_automl.measure.result import Latency, error_note, failed_at, slug, speedup
 from syno_automl.measure.target import TargetSpec, device_name, parse_target, resolve_target
 
 __all__ = ["tune_model", "model_latency", "compare_models", "run_job"]
 
 
-def tune_model(mod, tgt, trials: int, work_dir: str, seconds: float | None, runner, seed: int,
-               in_memory: bool = False, progress=None, label: str = ""):
-    """Tune every task of ``mod`` lacking ``trials`` records; a :class:`TuningInfo` whose ``best`` is the
-    database."""
+def tune_model(mod, tgt, work_dir: str, runner, request: MeasureRequest, in_memory: bool = False, progress=None,
+               label: str = ""):
+    """Tune every task of ``mod`` lacking ``request.trials`` records into the database under ``work_dir``; a
+    :class:`TuningInfo` whose ``best`` is the database."""
     from tvm.s_tir import meta_schedule as ms
 
     from syno_automl.measure.metaschedule import (
         TuningInfo,
         ensure_tensor_intrin,
+        labelled,
         ms_logging,
         run_tuning,
         search_strategy,
     )
 
+    trials = request.trials
     ensure_tensor_intrin(tgt.kind.name)
     db = open_database(work_dir)
     tasks = ms.relax_integration.extract_tasks(mod, tgt)
@@ -85,9 +88,9 @@ def tune_model(mod, tgt, trials: int, work_dir: str, seconds: float | None, runn
         with ms_logging():  # it runs MetaSchedule's logging dictConfig
             contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
                 extracted_tasks=[t for t, _ in todo], work_dir=work_dir, space="post-order-apply",
-                strategy=search_strategy(trials), seed=seed)
-        info = run_tuning(contexts, weights, work_dir, db, trials, [m for _, m in todo], seconds, runner, in_memory,
-                          progress, label)
+                strategy=search_strategy(trials), seed=request.seed)
+        info = run_tuning(contexts, weights, [m for _, m in todo], db, work_dir, runner, request, in_memory=in_memory,
+                          progress=labelled(progress, label))
         if not info.deadline_hit:  # the whole budget was spent on every task
             save_budgets(work_dir, {budget_key(t.dispatched[0], tgt): trials for t, _ in todo})
         db = open_database(work_dir)  # re-read from disk
@@ -104,26 +107,20 @@ def tune_model(mod, tgt, trials: int, work_dir: str, seconds: float | None, runn
 def model_latency(
     model,
     example_inputs,
-    target: Any = "llvm",
-    trials: int = 0,
-    work_dir: str | None = None,
-    seconds: float | None = None,
+    target: Any = None,
+    request: MeasureRequest = MeasureRequest(),
     *,
-    protocol: TimingProtocol = PROTOCOL,
-    build_target: Any = None,
-    seed: int = 0,
     verify: bool = True,
     rtol: float = 1e-4,
-    isolate: bool = False,
-    isolate_grace_s: float = 300.0,
-    rpc_session_timeout: float = 120.0,
-    runner: str | None = None,
     progress=None,
     label: str = "",
 ) -> Latency:
-    """Export ``model`` (a torch module, or an ``ExportedProgram``), tune its kernels (``trials`` per task) and
-    time it with the Relax VM. ``progress``: one line per measured batch. Never raises: a failure gives
-    ``median_ms=None`` with the reason."""
+    """Export ``model`` (a torch module, or an ``ExportedProgram``), tune its kernels (``request.trials`` per task)
+    and time it with the Relax VM on ``target`` (default: the request's only target); ``isolate_grace_s`` is 300 s
+    by default. ``verify``: check the output against torch (relative tolerance ``rtol`` of its max magnitude).
+    ``progress``: one line per measured batch. Never raises: a failure gives ``median_ms=None`` with the reason."""
+    if target is None:
+        target = request.target
     name = target if isinstance(target, str) else str(target)
     try:
         spec = parse_target(target)
@@ -145,17 +142,15 @@ def model_latency(
             reference = out.detach().cpu().numpy()
     except Exception as exc:
         return Latency.failed(name, error_note(stage, exc))
-    if isolate:
-        return _run_isolated(ep, inputs, reference, dict(target=target, trials=trials, work_dir=work_dir,
-                             seconds=seconds, protocol=protocol, build_target=build_target, seed=seed, rtol=rtol,
-                             runner=runner), isolate_grace_s)
-    return _measure(ep, inputs, reference, spec, target, trials, work_dir, seconds, protocol, build_target, seed,
-                    rtol, rpc_session_timeout, runner, progress, label)
+    if request.isolate:
+        return _run_isolated(ep, inputs, reference, target, request, rtol)
+    return _measure(ep, inputs, reference, spec, target, request, rtol, progress, label)
 
 
-def _measure(ep, inputs, reference, spec: TargetSpec, target, trials, work_dir, seconds, protocol, build_target,
-             seed, rtol, rpc_session_timeout, runner_kind=None, progress=None, label: str = "") -> Latency:
+def _measure(ep, inputs, reference, spec: TargetSpec, target, request: MeasureRequest, rtol: float, progress=None,
+             label: str = "") -> Latency:
     name = spec.name
+    trials, seconds = request.trials, request.seconds
     stage = "import"
     tuned_trials, tuning_s, reused, notes = 0, None, False, []
     try:
@@ -167,7 +162,7 @@ def _measure(ep, inputs, reference, spec: TargetSpec, target, trials, work_dir, 
 
         mod = export_relax(ep)
         stage = "target"
-        tgt, why = resolve_target(spec, target, build_target)
+        tgt, why = resolve_target(spec, target, request.build_target)
         if tgt is None:
             return Latency.failed(name, why)
         stage = "prepare"
@@ -178,9 +173,9 @@ def _measure(ep, inputs, reference, spec: TargetSpec, target, trials, work_dir, 
 
             from syno_automl.measure.metaschedule import ms_logging, open_runner, tuning_failure_note
 
-            wd = os.path.join(work_dir or DEFAULT_WORK_DIR, "relax-" + slug(device_name(spec.name)))
-            with open_runner(spec, runner_kind, rpc_session_timeout) as (runner, in_memory):
-                info = tune_model(mod, tgt, int(trials), wd, seconds, runner, seed, in_memory, progress, label)
+            wd = os.path.join(request.work_dir or DEFAULT_WORK_DIR, "relax-" + slug(device_name(spec.name)))
+            with open_runner(spec, request.runner, request.rpc_session_timeout) as (runner, in_memory):
+                info = tune_model(mod, tgt, wd, runner, request, in_memory, progress, label)
             tuned_trials, tuning_s, reused = info.records, info.tuning_s, info.reused
             if info.records == 0 and info.tasks > 0:
                 return Latency.failed(name, tuning_failure_note(info, trials, "trials per task"), 0, tuning_s)
@@ -203,7 +198,7 @@ def _measure(ep, inputs, reference, spec: TargetSpec, target, trials, work_dir, 
             exe = build_untuned(mod, tgt)
         stage = "run"
         if spec.kind == "rpc":
-            rmod, dev, closer = upload_remote(exe, tgt, spec, rpc_session_timeout, "model.so")
+            rmod, dev, closer = upload_remote(exe, tgt, spec, request.rpc_session_timeout, "model.so")
             vm = relax.VirtualMachine(rmod, dev)
         else:
             dev = device_for(tgt)
@@ -219,33 +214,29 @@ def _measure(ep, inputs, reference, spec: TargetSpec, target, trials, work_dir, 
                                       f"scale {scale:.3g}, shapes {got.shape} vs {reference.shape})",
                                       tuned_trials, tuning_s)
         stage = "time"
-        samples = time_main(vm, dev, args, protocol)  # the protocol of every latency of this project
+        samples = time_main(vm, dev, args, request.protocol)  # the protocol of every latency of this project
         del closer
         return Latency.of_samples(samples, name, tuned_trials, "; ".join(notes), reused, tuning_s)
     except Exception as exc:
         return failed_at(name, stage, exc, tuned_trials, tuning_s, "model_latency")
 
 
-def _run_isolated(ep, inputs, reference, job: dict, grace: float) -> Latency:
+def _run_isolated(ep, inputs, reference, target, request: MeasureRequest, rtol: float) -> Latency:
     import torch
 
-    target = job["target"]
     name = target if isinstance(target, str) else str(target)
     with tempfile.TemporaryDirectory(prefix="syno_e2e_") as tmp:
         try:
             torch.export.save(ep, os.path.join(tmp, "model.pt2"))
             torch.save({"inputs": [t.detach().cpu() for t in inputs], "reference": reference},
                        os.path.join(tmp, "inputs.pt"))
-            payload = dict(job)
-            payload["protocol"] = dataclasses.asdict(job["protocol"])
-            for key in ("target", "build_target"):
-                if payload[key] is not None and not isinstance(payload[key], (str, dict)):
-                    payload[key] = str(payload[key])
+            job = {"target": job_payload(target), "request": request.to_job(), "rtol": rtol}
             with open(os.path.join(tmp, "job.json"), "w") as f:
-                json.dump(payload, f)
+                json.dump(job, f)
         except Exception as exc:
             return Latency.failed(name, error_note("export", exc))
-        return run_child("model", tmp, os.path.join(tmp, "result.json"), name, job["seconds"], grace)
+        return run_child("model", tmp, os.path.join(tmp, "result.json"), name, request.seconds,
+                         request.grace_s(300.0))
 
 
 def run_job(tmp: str) -> Latency:
@@ -257,17 +248,17 @@ def run_job(tmp: str) -> Latency:
     ep = torch.export.load(os.path.join(tmp, "model.pt2"))
     data = torch.load(os.path.join(tmp, "inputs.pt"), weights_only=False)
     spec = parse_target(job["target"])
-    return _measure(ep, tuple(data["inputs"]), data["reference"], spec, job["target"], job["trials"],
-                    job["work_dir"], job["seconds"], TimingProtocol(**job["protocol"]), job["build_target"],
-                    job["seed"], job["rtol"], 120.0, job.get("runner"))
+    return _measure(ep, tuple(data["inputs"]), data["reference"], spec, job["target"],
+                    MeasureRequest.from_job(job["request"]), job["rtol"])
 
 
-def compare_models(baseline, model, example_inputs, target: Any = "llvm", trials: int = 0,
-                   work_dir: str | None = None, seconds: float | None = None, **kwargs) -> dict[str, Any]:
-    """Tune and time ``baseline`` and ``model`` with the same budget and protocol.
+def compare_models(baseline, model, example_inputs, target: Any = None, request: MeasureRequest = MeasureRequest(),
+                   **kwargs) -> dict[str, Any]:
+    """Tune and time ``baseline`` and ``model`` with the same request (budget and protocol); ``kwargs``
+    (``verify``, ``rtol``, ``progress``, ``label``) go to :func:`model_latency`.
 
-    Returns ``{"baseline": Latency, "model": Latency, "speedup": baseline/model or None}``; ``seconds`` is the
-    tuning time budget of each model."""
-    base = model_latency(baseline, example_inputs, target, trials, work_dir, seconds, **kwargs)
-    new = model_latency(model, example_inputs, target, trials, work_dir, seconds, **kwargs)
+    Returns ``{"baseline": Latency, "model": Latency, "speedup": baseline/model or None}``; ``request.seconds`` is
+    the tuning time budget of each model."""
+    base = model_latency(baseline, example_inputs, target, request, **kwargs)
+    new = model_latency(model, example_inputs, target, request, **kwargs)
     return {"baseline": base, "model": new, "speedup": speedup(base, new)}

@@ -4,18 +4,19 @@
 Example::
 
     sub = substitute(model, nn.Conv2d, torch.randn(1, 3, 32, 32), flops_ratio=0.5)
-    res = measure_substitution(sub, sub.space.sample(1)[0], torch.randn(1, 3, 32, 32), trials=64)
+    res = measure_substitution(sub, sub.space.sample(1)[0], torch.randn(1, 3, 32, 32),
+                               request=MeasureRequest(trials=64))
     res["baseline"].median_ms, res["model"].median_ms, res["speedup"]
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from syno_automl import vocabulary as V
 from syno_automl.errors import OptionError
 from syno_automl.measure.model import compare_models
+from syno_automl.measure.request import MeasureRequest
 from syno_automl.measure.result import Latency
 from syno_automl.measure.target import safe_device_name
 
@@ -39,25 +40,27 @@ def substituted_models(sub, op=None, *, bias: bool | None = None):
     return baseline.eval(), substituted.eval()
 
 
-def measure_substitution(sub, op=None, example_inputs=None, target: Any = "llvm", trials: int = 0,
-                         work_dir: str | None = None, seconds: float | None = None, **kwargs) -> dict[str, Any]:
+def measure_substitution(sub, op=None, example_inputs=None, target: Any = None,
+                         request: MeasureRequest = MeasureRequest(), **kwargs) -> dict[str, Any]:
     """Model-level speedup of ``op`` over the layers it replaces, exported at the shapes of ``example_inputs``
-    (batch 1 in the paper), same budget and protocol. See :func:`~syno_automl.measure.model.compare_models`."""
+    (batch 1 in the paper), same request (budget and protocol) on ``target`` (default: the request's only target).
+    See :func:`~syno_automl.measure.model.compare_models` (also for ``kwargs``)."""
     if example_inputs is None:
         raise OptionError("example_inputs is required (e.g. torch.randn(1, 3, 32, 32))")
+    if target is None:
+        target = request.target
     try:
         baseline, substituted = substituted_models(sub, op)
     except Exception as exc:
         name = target if isinstance(target, str) else str(target)
         failed = Latency.failed(name, f"substitute: {type(exc).__name__}: {exc}")
         return {"baseline": failed, "model": failed, "speedup": None}
-    return compare_models(baseline, substituted, example_inputs, target, trials, work_dir, seconds, **kwargs)
+    return compare_models(baseline, substituted, example_inputs, target, request, **kwargs)
 
 
-def model_metrics(sub, op=None, example_inputs=None, *, targets: Sequence[Any] = ("llvm",), trials: int = 0,
-                  work_dir: str | None = None, seconds: float | None = None, prefix: str = "model_",
-                  details: bool = False, **kwargs) -> dict[str, Any]:
-    """:func:`measure_substitution` on every target, as MLflow metrics (``<device>`` as in
+def model_metrics(sub, op=None, example_inputs=None, request: MeasureRequest = MeasureRequest(), *,
+                  prefix: str = "model_", details: bool = False, **kwargs) -> dict[str, Any]:
+    """:func:`measure_substitution` on every target of ``request``, as MLflow metrics (``<device>`` as in
     :func:`~syno_automl.measure.target.device_name`)::
 
         {"<prefix>latency_ms.<device>": the substituted model, "<prefix>speedup.<device>": baseline / model,
@@ -67,9 +70,9 @@ def model_metrics(sub, op=None, example_inputs=None, *, targets: Sequence[Any] =
     out: dict[str, Any] = {}
     notes: dict[str, str] = {}
     info: dict[str, Any] = {}
-    for t in targets:
+    for t in request.targets:
         dev = safe_device_name(t)
-        res = measure_substitution(sub, op, example_inputs, t, trials, work_dir, seconds, **kwargs)
+        res = measure_substitution(sub, op, example_inputs, t, request, **kwargs)
         lat_key, sp_key = prefix + V.latency_metric(dev), prefix + V.speedup_metric(dev)
         out[lat_key] = res["model"].median_ms
         out[sp_key] = res["speedup"]

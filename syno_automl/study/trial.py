@@ -17,7 +17,6 @@ from syno_automl.search.objectives import baseline_trial, primary_value
 from syno_automl.search.sampler import suggest_operator
 from syno_automl.space import Operator
 from syno_automl.study.context import SearchContext
-from syno_automl.tasks import task_of
 
 __all__ = ["Objective", "INTERRUPTED", "log_baseline_run"]
 
@@ -79,7 +78,7 @@ class Objective:
                 raise TrialResultError(f"no finite planned cost ratio ({V.COST_RATIO}={cost}): not comparable")
             if baseline and run is not None:
                 log_baseline_run(run, context)
-            extra = task_of(config).trial_line(trial, run, baseline)
+            extra = context.task.trial_line(trial, run, baseline)
             if op is not None and config.latency_targets:
                 extra += self._latency(trial, run, op, value)
         except KeyboardInterrupt:  # Ctrl-C: this trial fails now (Optuna marks it FAIL and re-raises)
@@ -144,13 +143,14 @@ class Objective:
             from syno_automl import measure
 
             # at inference sizes: batch 1 (image) or one sequence (lm), as the paper's latency figures
-            sizes = task_of(config).latency_sizes(config)
+            sizes = self.context.task.latency_sizes(config)
             out = self.out
             progress = (None if out is None or config.latency_trials <= 0 else
                         lambda line: print(f"  [trial {trial.number}] tuning {line}", file=out, flush=True))
-            result = measure.measure_layers(op, targets=config.latency_targets, trials=config.latency_trials,
-                                            inductor=config.latency_inductor, seed=config.seed, sizes=sizes,
-                                            protocol=measure.PROTOCOL, progress=progress)
+            request = measure.MeasureRequest(targets=config.latency_targets, trials=config.latency_trials,
+                                             inductor=config.latency_inductor, seed=config.seed,
+                                             protocol=measure.PROTOCOL)
+            result = measure.measure_layers(op, request, sizes=sizes, progress=progress)
         except Exception as e:  # noqa: BLE001 -- TVM missing or broken: the trial keeps its value
             reason = f"{type(e).__name__}: {e}"[:300]
             trial.set_user_attr(V.LATENCY_FAILURE, reason)

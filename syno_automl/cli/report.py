@@ -13,7 +13,7 @@ __all__ = ["cmd_report"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from syno_automl.report import (canonical_rate_table, latency_devices, latency_schedules, latency_series,
+    from syno_automl.report import (CostAxis, canonical_rate_table, latency_devices, latency_schedules, latency_series,
                                     latency_table, plot_pareto, points_of, reevaluation_series, reevaluation_table,
                                     reevaluations_of, search_label, trial_table)
     from syno_automl.report.final import final_series, plot_final, verdict_section
@@ -43,7 +43,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     # `reevaluate` keeps its figures in MLflow runs only; `tune` in the study attr syno.latency
     reevaluated = reevaluations_of(tracker.reevaluation_runs(study.study_name), study, name) if tracker else []
     files += plot_pareto(points, out / "pareto_flops", title=f"{study.study_name}: {name} vs FLOPs",
-                         budget=settings.get("flops_ratio"), label=f"operators ({search_label(settings)})",
+                         cost_axis=CostAxis(budget=settings.get("flops_ratio")),
+                         label=f"operators ({search_label(settings)})",
                          series=[*final_series(study, final, V.FLOPS_RATIO), *reevaluation_series(reevaluated)],
                          **axis)
     from syno_automl.report.front import front_table, plot_cost_front
@@ -53,7 +54,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         series = latency_series(study, device)
         if series:
             files += plot_pareto(list(series[0].points), out / f"pareto_latency_{device}", label=series[0].label,
-                                 series=series[1:], xlabel=f"latency of the replaced layers (ms) on {device}",
+                                 series=series[1:],
+                                 cost_axis=CostAxis(f"latency of the replaced layers (ms) on {device}"),
                                  title=f"{study.study_name}: {name} vs latency ({device}; "
                                        f"{'; '.join(latency_schedules(study, device))})", **axis)
     if not maximize:

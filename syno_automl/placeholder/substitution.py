@@ -55,6 +55,7 @@ import torch
 from torch import nn
 
 from syno_automl import _native
+from syno_automl.cost_profile import CostProfile
 from syno_automl.cost_profile import resolve as resolve_profile
 from syno_automl.echo import shown
 from syno_automl.errors import SubstitutionError
@@ -277,43 +278,166 @@ def substitute(
         CostProfileError: ``target`` names no shipped profile or a file that is not a valid one.
     """
     profile = resolve_profile(target)
-    types = supported_types(layer_types)
-    select = _where(where)
+    rules = _Rules(supported_types(layer_types), _where(where), kernel_sizes, groups)
     if example_input is None:
         raise SubstitutionError("substitute() needs an example_input to record the layers' sizes")
+    sites = _find_sites(model, rules.types)
+    seen = _observe(model, sites, example_input)
+    choice = _choose(sites, seen, rules)
+    space_spec = _space_spec(choice, spec, primary, coefficients, groups)
+    measures = _measure(choice, space_spec, profile)
+    asked = _Asked(flops_ratio, min_flops_ratio, cost_ratio, priors, space_options)
+    settled = _settle_budgets(choice, space_spec, measures, asked)
+    space = OperatorSpace(space_spec.input_shape, space_spec.output_shape, list(space_spec.primary),
+                          list(space_spec.coefficients), list(measures.mappings), max_depth=max_depth, seed=seed,
+                          cost_profile=profile, **settled.budgets, **settled.options)
+    # the layers are wrapped only now: a failure above leaves the model untouched
+    return _install(model, choice, measures, space)
 
+
+# -- the steps of substitute(), and the records they pass on ---------------------------------------------
+
+_Shape = tuple[int, ...]
+_Call = tuple[_Shape, _Shape]  # one forward call of a layer: (input sizes, output sizes)
+
+
+@dataclass(frozen=True)
+class _Rules:
+    """Which layers may be substituted: their types, the ``where`` filter and the Conv2d options."""
+
+    types: tuple[type, ...]
+    select: Callable[[str, nn.Module], bool]
+    kernel_sizes: Sequence[int] | None
+    groups: bool
+
+
+@dataclass(frozen=True)
+class _Site:
+    """A candidate layer under its first qualified name, with every (parent, attribute) holding it."""
+
+    name: str
+    layer: nn.Module
+    holders: tuple[tuple[nn.Module, str], ...]
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What the model showed: each candidate's forward calls and each parameter's owners (both by ``id``)."""
+
+    calls: dict[int, tuple[_Call, ...]]
+    owners: dict[int, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    """A layer to substitute, with the sizes of its (one) call."""
+
+    site: _Site
+    in_shape: _Shape
+    out_shape: _Shape
+
+    @property
+    def layer(self) -> nn.Module:
+        return self.site.layer
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """The layers to substitute (all of one kind) and those left alone, with why."""
+
+    kind: str
+    chosen: tuple[_Chosen, ...]
+    skipped: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class _SpaceSpec:
+    """The space's spec: its shapes, its variable specs, the variables they name and the common ``g``."""
+
+    input_shape: str
+    output_shape: str
+    primary: tuple[str, ...]
+    coefficients: tuple[str, ...]
+    names: frozenset[str]
+    common_g: int
+
+
+@dataclass(frozen=True)
+class _Measures:
+    """Per chosen layer: its mapping, FLOPs and cost (in the units of ``Operator.cost``)."""
+
+    mappings: tuple[dict[str, int], ...]
+    flops: tuple[int, ...]
+    costs: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """The budget arguments as given to substitute()."""
+
+    flops_ratio: float | None
+    min_flops_ratio: float | None
+    cost_ratio: float | None
+    priors: bool | Sequence[str]
+    options: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class _Settled:
+    """The space's budgets (``max_flops``, ``min_flops``, ``max_cost``) and its other options."""
+
+    budgets: dict[str, float]
+    options: dict[str, Any]
+
+
+def _kind_of(layer: nn.Module) -> str:
+    return "conv2d" if isinstance(layer, nn.Conv2d) else "linear"
+
+
+def _find_sites(model: nn.Module, types: tuple[type, ...]) -> tuple[_Site, ...]:
+    """Every layer of `types` in the model, in registration order (a module may be registered twice)."""
     if isinstance(model, types):
         raise SubstitutionError("the model itself is a layer to substitute: wrap it in a container module")
-    # every (parent, attribute) holding each candidate layer (a module may be registered twice)
-    candidates: dict[int, tuple[str, nn.Module]] = {}
-    sites: dict[int, list[tuple[nn.Module, str]]] = {}
+    named: dict[int, tuple[str, nn.Module]] = {}
+    holders: dict[int, list[tuple[nn.Module, str]]] = {}
     for parent_name, parent in model.named_modules(remove_duplicate=False):
         for attr, child in parent._modules.items():
             if child is None or not isinstance(child, types) or isinstance(child, Placeholder):
                 continue
-            name = f"{parent_name}.{attr}" if parent_name else attr
-            candidates.setdefault(id(child), (name, child))
-            sites.setdefault(id(child), [])
-            if (parent, attr) not in [(p, a) for p, a in sites[id(child)]]:
-                sites[id(child)].append((parent, attr))
-    if not candidates:
+            named.setdefault(id(child), (f"{parent_name}.{attr}" if parent_name else attr, child))
+            held = holders.setdefault(id(child), [])
+            if (parent, attr) not in held:
+                held.append((parent, attr))
+    if not named:
         raise SubstitutionError(f"no {' / '.join(t.__name__ for t in types)} layer in the model")
+    return tuple(_Site(name, layer, tuple(holders[key])) for key, (name, layer) in named.items())
 
-    # parameters used by more than one module (tied weights)
+
+def _observe(model: nn.Module, sites: tuple[_Site, ...], example_input: Any) -> _Seen:
+    # the owners are read before the forward pass, which might register new parameters
+    owners = _parameter_owners(model)
+    return _Seen(_record_calls(model, sites, example_input), owners)
+
+
+def _parameter_owners(model: nn.Module) -> dict[int, tuple[str, ...]]:
+    """The modules registering each parameter (more than one: tied weights)."""
     owners: dict[int, list[str]] = {}
-    for mname, module in model.named_modules():
-        for pname, param in module.named_parameters(recurse=False):
-            owners.setdefault(id(param), []).append(mname)
+    for module_name, module in model.named_modules():
+        for _, param in module.named_parameters(recurse=False):
+            owners.setdefault(id(param), []).append(module_name)
+    return {key: tuple(names) for key, names in owners.items()}
 
-    # one real forward pass recording sizes
-    records: dict[int, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {k: [] for k in candidates}
+
+def _record_calls(model: nn.Module, sites: tuple[_Site, ...], example_input: Any) -> dict[int, tuple[_Call, ...]]:
+    """One real forward pass (no grad, eval mode, training flags restored) recording each site's sizes."""
+    records: dict[int, list[_Call]] = {id(site.layer): [] for site in sites}
 
     def hook(module: nn.Module, args: tuple, output: Any) -> None:
         x = args[0] if args else None
         if isinstance(x, torch.Tensor) and isinstance(output, torch.Tensor):
             records[id(module)].append((tuple(x.shape), tuple(output.shape)))
 
-    handles = [layer.register_forward_hook(hook) for _, layer in candidates.values()]
+    handles = [site.layer.register_forward_hook(hook) for site in sites]
     modes = {m: m.training for m in model.modules()}
     try:
         model.eval()
@@ -324,89 +448,144 @@ def substitute(
             h.remove()
         for m, mode in modes.items():
             m.training = mode
+    return {key: tuple(calls) for key, calls in records.items()}
 
-    chosen: list[tuple[int, str, nn.Module, tuple[int, ...], tuple[int, ...]]] = []
+
+def _skip_reason(site: _Site, seen: _Seen, rules: _Rules) -> str | None:
+    """Why the layer is left alone (None: it is substituted)."""
+    if not rules.select(site.name, site.layer):
+        return "excluded by where"
+    calls = seen.calls[id(site.layer)]
+    if not calls:
+        return "not called during the forward pass"
+    if len(set(calls)) > 1:
+        return f"called with different sizes {sorted(set(r[0] for r in calls))}"
+    shared = sorted({o for p in site.layer.parameters() for o in seen.owners.get(id(p), ()) if o != site.name})
+    if shared:  # replacing the layer would silently untie the weights
+        return f"weight shared with {', '.join(shared)} (tied weights)"
+    in_shape, out_shape = calls[0]
+    if _kind_of(site.layer) == "conv2d":
+        return conv_reason(site.layer, in_shape, out_shape, rules.kernel_sizes, rules.groups)
+    return "0-d input" if len(in_shape) == 0 else None
+
+
+def _choose(sites: tuple[_Site, ...], seen: _Seen, rules: _Rules) -> _Choice:
+    chosen: list[_Chosen] = []
     skipped: list[tuple[str, str]] = []
-    for key, (name, layer) in candidates.items():
-        layer_kind = "conv2d" if isinstance(layer, nn.Conv2d) else "linear"
-        reason = None
-        if not select(name, layer):
-            reason = "excluded by where"
-        elif not records[key]:
-            reason = "not called during the forward pass"
-        elif len(set(records[key])) > 1:
-            reason = f"called with different sizes {sorted(set(r[0] for r in records[key]))}"
-        else:
-            shared = sorted({o for p in layer.parameters() for o in owners.get(id(p), []) if o != name})
-            if shared:
-                reason = f"weight shared with {', '.join(shared)} (tied weights)"
-        if reason is None:
-            in_shape, out_shape = records[key][0]
-            if layer_kind == "conv2d":
-                reason = conv_reason(layer, in_shape, out_shape, kernel_sizes, groups)
-            elif len(in_shape) == 0:
-                reason = "0-d input"
+    for site in sites:
+        reason = _skip_reason(site, seen, rules)
         if reason is not None:
-            skipped.append((name, reason))
+            skipped.append((site.name, reason))
         else:
-            chosen.append((key, name, layer, *records[key][0]))
+            chosen.append(_Chosen(site, *seen.calls[id(site.layer)][0]))
     if not chosen:
         details = "; ".join(f"{n}: {r}" for n, r in skipped)
         raise SubstitutionError(f"no layer can be substituted ({details})")
-    kinds = {("conv2d" if isinstance(layer, nn.Conv2d) else "linear") for _, _, layer, _, _ in chosen}
+    kinds = {_kind_of(c.layer) for c in chosen}
     if len(kinds) > 1:
         raise SubstitutionError("both Conv2d and Linear layers would be substituted, but one space has one spec: "
                                 "call substitute() once per layer type (or narrow it with where=...)")
-    kind = kinds.pop()
+    return _Choice(kinds.pop(), tuple(chosen), tuple(skipped))
 
-    # the space
-    d_in, d_out, d_primary, d_coefficients = DEFAULTS[kind]
+
+def _space_spec(choice: _Choice, spec: tuple[str, str] | None, primary: Sequence[str] | None,
+            coefficients: Sequence[str] | None, groups: bool) -> _SpaceSpec:
+    """The space's shapes and variable specs: those given, else the kind's defaults (``k``, ``g`` filled in)."""
+    d_in, d_out, d_primary, _ = DEFAULTS[choice.kind]
     input_shape, output_shape = spec if spec is not None else (d_in, d_out)
-    common_g = 1
-    if kind == "conv2d":
-        common_k = Counter(layer.kernel_size[0] for _, _, layer, _, _ in chosen).most_common(1)[0][0]
-        d_coefficients = [c.format(k=common_k) for c in d_coefficients]
-        if groups:
-            gs = [layer.groups for _, _, layer, _, _ in chosen if 1 < layer.groups < layer.in_channels]
-            if gs:
-                # g occurs twice in a grouped conv (REDUCE g^-1*C_in, MERGE [g, g^-1*C_out]): with ': 1' the
-                # layers' own operator would be out of the space
-                common_g = Counter(gs).most_common(1)[0][0]
-                d_coefficients = d_coefficients + [f"g={common_g}: 2"]
+    d_coefficients, common_g = _default_coefficients(choice, groups)
     primary = list(d_primary if primary is None else primary)
     coefficients = list(d_coefficients if coefficients is None else coefficients)
     names = _spec_names(primary) | _spec_names(coefficients)
+    return _SpaceSpec(input_shape, output_shape, tuple(primary), tuple(coefficients), frozenset(names), common_g)
 
+
+def _default_coefficients(choice: _Choice, groups: bool) -> tuple[list[str], int]:
+    """The kind's default coefficients with the layers' most common ``k`` (and ``g``), and that ``g`` (else 1)."""
+    d_coefficients = DEFAULTS[choice.kind][3]
+    if choice.kind != "conv2d":
+        return d_coefficients, 1
+    common_k = Counter(c.layer.kernel_size[0] for c in choice.chosen).most_common(1)[0][0]
+    d_coefficients = [c.format(k=common_k) for c in d_coefficients]
+    gs = [c.layer.groups for c in choice.chosen if 1 < c.layer.groups < c.layer.in_channels] if groups else []
+    if not gs:
+        return d_coefficients, 1
+    # g occurs twice in a grouped conv (REDUCE g^-1*C_in, MERGE [g, g^-1*C_out]): with ': 1' the layers' own
+    # operator would be out of the space
+    common_g = Counter(gs).most_common(1)[0][0]
+    return d_coefficients + [f"g={common_g}: 2"], common_g
+
+
+def _mapping_of(kind: str, chosen: _Chosen, space_spec: _SpaceSpec) -> dict[str, int]:
+    """The layer's values of the variables the space names."""
+    layer, in_shape, out_shape = chosen.layer, chosen.in_shape, chosen.out_shape
+    if kind == "conv2d":
+        # g: the layer's groups where it is grouped, else the common one (a coefficient must fit every mapping;
+        # g=1 or g=C_in would shut every g-dependent operator out of a space mixing layers)
+        g = layer.groups if 1 < layer.groups < layer.in_channels else space_spec.common_g
+        full = {"N": in_shape[0], "C_in": in_shape[1], "C_out": out_shape[1], "H": in_shape[2],
+                "W": in_shape[3], "k": layer.kernel_size[0], "g": g}
+    else:
+        full = {"N": math.prod(in_shape[:-1]), "C_in": in_shape[-1], "C_out": out_shape[-1]}
+    return {k: v for k, v in full.items() if k in space_spec.names}
+
+
+def _measure(choice: _Choice, space_spec: _SpaceSpec, profile: CostProfile | None) -> _Measures:
+    """Each chosen layer's mapping, FLOPs and cost (priced by `profile`)."""
     mappings, flops, costs = [], [], []
-    for _, name, layer, in_shape, out_shape in chosen:
-        if kind == "conv2d":
-            # g: the layer's groups where it is grouped, else the common one (a coefficient must fit every mapping;
-            # g=1 or g=C_in would shut every g-dependent operator out of a space mixing layers)
-            g = layer.groups if 1 < layer.groups < layer.in_channels else common_g
-            full = {"N": in_shape[0], "C_in": in_shape[1], "C_out": out_shape[1], "H": in_shape[2],
-                    "W": in_shape[3], "k": layer.kernel_size[0], "g": g}
-        else:
-            full = {"N": math.prod(in_shape[:-1]), "C_in": in_shape[-1], "C_out": out_shape[-1]}
-        mappings.append({k: v for k, v in full.items() if k in names})
-        flops.append(layer_flops(layer, in_shape, out_shape))
-        costs.append(layer_cost(flops[-1], out_shape, layer.weight.numel(), input_shape=in_shape, profile=profile))
-    baseline = sum(flops)
-    budgets: dict[str, float] = {}
-    if (kind == "conv2d" and flops_ratio is None and "max_flops" not in space_options
-            and any(layer.groups > 1 for _, _, layer, _, _ in chosen)):
-        # a dense [N, C_in, H, W] -> [N, C_out, H, W] operator in place of a depthwise (or grouped) conv costs up to
-        # C_in (g) times the layer: unless asked otherwise, operators may cost what the replaced layers cost
-        flops_ratio = GROUPED_FLOPS_RATIO
-    prior_names = resolve_priors(priors)
-    if ("flops_floor" in prior_names and min_flops_ratio is None and "min_flops" not in space_options
+    for c in choice.chosen:
+        mappings.append(_mapping_of(choice.kind, c, space_spec))
+        flops.append(layer_flops(c.layer, c.in_shape, c.out_shape))
+        costs.append(layer_cost(flops[-1], c.out_shape, c.layer.weight.numel(), input_shape=c.in_shape,
+                                profile=profile))
+    return _Measures(tuple(mappings), tuple(flops), tuple(costs))
+
+
+def _settle_budgets(choice: _Choice, space_spec: _SpaceSpec, measures: _Measures, asked: _Asked) -> _Settled:
+    """The space's budgets (ratios times the replaced layers' FLOPs / cost) and options (the priors', those given,
+    a relaxed unfold ratio); a budget given both as a ratio and as an option is an error."""
+    flops_ratio = _flops_ratio(choice, asked)
+    prior_names = resolve_priors(asked.priors)
+    min_flops_ratio = asked.min_flops_ratio
+    if ("flops_floor" in prior_names and min_flops_ratio is None and "min_flops" not in asked.options
             and (flops_ratio is None or flops_ratio > FLOPS_FLOOR)):  # a floor above the ceiling would empty it
         min_flops_ratio = FLOPS_FLOOR
-    input_names = [d["factors"][0][0] if len(d["factors"]) == 1 else "" for d in _native.parse_shape(input_shape)]
-    depthwise = kind == "conv2d" and any(1 < layer.groups == layer.in_channels for _, _, layer, _, _ in chosen)
-    space_options = {**prior_options(prior_names, channel_input=input_names.index("C_in") if "C_in" in input_names
-                                     else None, widest_output=max(out[1 if kind == "conv2d" else -1]
-                                                                  for *_, out in chosen),
-                                     depthwise=depthwise), **space_options}
+    options = {**_prior_options(choice, space_spec, prior_names), **asked.options}
+    budgets = _budgets(flops_ratio, min_flops_ratio, asked.cost_ratio, measures)
+    options = _relaxed_unfold(choice, options)
+    for k in budgets:
+        if k in options:
+            raise SubstitutionError(f"give either {k} or the ratio, not both")
+    return _Settled(budgets, options)
+
+
+def _flops_ratio(choice: _Choice, asked: _Asked) -> float | None:
+    """`flops_ratio` as given, or GROUPED_FLOPS_RATIO where grouped convs are replaced and no FLOPs budget is."""
+    if (choice.kind == "conv2d" and asked.flops_ratio is None and "max_flops" not in asked.options
+            and any(c.layer.groups > 1 for c in choice.chosen)):
+        # a dense [N, C_in, H, W] -> [N, C_out, H, W] operator in place of a depthwise (or grouped) conv costs up to
+        # C_in (g) times the layer: unless asked otherwise, operators may cost what the replaced layers cost
+        return GROUPED_FLOPS_RATIO
+    return asked.flops_ratio
+
+
+def _prior_options(choice: _Choice, space_spec: _SpaceSpec, prior_names: tuple[str, ...]) -> dict[str, Any]:
+    """The priors' OperatorSpace options, fitted to the replaced layers."""
+    input_names = [d["factors"][0][0] if len(d["factors"]) == 1 else ""
+                   for d in _native.parse_shape(space_spec.input_shape)]
+    conv = choice.kind == "conv2d"
+    depthwise = conv and any(1 < c.layer.groups == c.layer.in_channels for c in choice.chosen)
+    return prior_options(prior_names,
+                         channel_input=input_names.index("C_in") if "C_in" in input_names else None,
+                         widest_output=max(c.out_shape[1 if conv else -1] for c in choice.chosen),
+                         depthwise=depthwise)
+
+
+def _budgets(flops_ratio: float | None, min_flops_ratio: float | None, cost_ratio: float | None,
+             measures: _Measures) -> dict[str, float]:
+    """The ratios as absolute budgets, relative to the replaced layers' FLOPs / cost summed."""
+    baseline = sum(measures.flops)
+    budgets: dict[str, float] = {}
     if flops_ratio is not None:
         budgets["max_flops"] = float(flops_ratio) * baseline
     if min_flops_ratio is not None:
@@ -414,29 +593,31 @@ def substitute(
     if cost_ratio is not None:
         if not (cost_ratio > 0 and math.isfinite(cost_ratio)):
             raise SubstitutionError(f"cost_ratio must be a positive number, got {shown(cost_ratio)}")
-        budgets["max_cost"] = float(cost_ratio) * sum(costs)
-    if kind == "conv2d" and "min_unfold_ratio" not in space_options:
-        # the core's default (an unfold's main dim at least `ratio` times its window, in every mapping) may shut the
-        # conv-equivalent operator out of the space when a layer is small (ResNet-18's 4x4 stage on CIFAR): relax
-        # it just enough for the replaced layers' own k x k windows to fit (never raise it)
-        default = _native.default_options()["min_unfold_ratio"]
-        fit = min(min(in_shape[2], in_shape[3]) / layer.kernel_size[0] for _, _, layer, in_shape, _ in chosen)
-        if fit < default:
-            space_options = {**space_options, "min_unfold_ratio": fit}
-    for k in budgets:
-        if k in space_options:
-            raise SubstitutionError(f"give either {k} or the ratio, not both")
-    space = OperatorSpace(input_shape, output_shape, primary, coefficients, mappings, max_depth=max_depth,
-                          seed=seed, cost_profile=profile, **budgets, **space_options)
+        budgets["max_cost"] = float(cost_ratio) * sum(measures.costs)
+    return budgets
 
-    # wrap the layers (only now: a failure above leaves the model untouched)
-    phs: list[tuple[str, Placeholder]] = []
-    site_map: dict[str, list[tuple[nn.Module, str]]] = {}
-    for (key, name, layer, in_shape, out_shape), mapping in zip(chosen, mappings):
-        p = Placeholder(mapping, layer, kind=kind)
-        p.input_shape, p.output_shape = in_shape, out_shape
-        for parent, attr in sites[key]:
+
+def _relaxed_unfold(choice: _Choice, options: dict[str, Any]) -> dict[str, Any]:
+    """`options` with ``min_unfold_ratio`` lowered, if need be, for the replaced convs' own windows to fit."""
+    if choice.kind != "conv2d" or "min_unfold_ratio" in options:
+        return options
+    # the core's default (an unfold's main dim at least `ratio` times its window, in every mapping) may shut the
+    # conv-equivalent operator out of the space when a layer is small (ResNet-18's 4x4 stage on CIFAR): relax
+    # it just enough for the replaced layers' own k x k windows to fit (never raise it)
+    default = _native.default_options()["min_unfold_ratio"]
+    fit = min(min(c.in_shape[2], c.in_shape[3]) / c.layer.kernel_size[0] for c in choice.chosen)
+    return {**options, "min_unfold_ratio": fit} if fit < default else options
+
+
+def _install(model: nn.Module, choice: _Choice, measures: _Measures, space: OperatorSpace) -> Substitution:
+    """Puts a Placeholder in every place holding a chosen layer; the Substitution describing it all."""
+    placeholders: list[tuple[str, Placeholder]] = []
+    for c, mapping in zip(choice.chosen, measures.mappings):
+        p = Placeholder(mapping, c.layer, kind=choice.kind)
+        p.input_shape, p.output_shape = c.in_shape, c.out_shape
+        for parent, attr in c.site.holders:
             setattr(parent, attr, p)
-        phs.append((name, p))
-        site_map[name] = sites[key]
-    return Substitution(model, phs, skipped, space, kind, flops, site_map, layer_costs=costs)
+        placeholders.append((c.site.name, p))
+    sites = {c.site.name: list(c.site.holders) for c in choice.chosen}
+    return Substitution(model, placeholders, list(choice.skipped), space, choice.kind, list(measures.flops), sites,
+                        layer_costs=list(measures.costs))

@@ -14,6 +14,7 @@ _NAMES = {
     "latency_devices": "pareto",
     "pareto_front": "pareto",
     "Series": "pareto",
+    "CostAxis": "pareto",
     "plot_pareto": "pareto",
     "plot_loss_curves": "trials",
     "canonical_rate_table": "trials",

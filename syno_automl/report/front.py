@@ -19,7 +19,7 @@ from typing import Any
 import optuna
 
 from syno_automl import vocabulary as V
-from syno_automl.report.pareto import Point, plot_pareto, points_of
+from syno_automl.report.pareto import CostAxis, Point, plot_pareto, points_of
 from syno_automl.search.objectives import (
     baseline_trial,
     cost_of,
@@ -59,7 +59,7 @@ def plot_cost_front(study: optuna.Study, out_stem: str | Path, **axis: Any) -> l
     settings = study.user_attrs.get(V.SETTINGS, {})
     axis.setdefault("maximize", maximizes(study))
     return plot_pareto(points_of(study, cost=V.COST_RATIO), out_stem, front=front_points(study),
-                       xlabel="planned cost / replaced layers' cost", budget=settings.get("cost_ratio"),
-                       budget_label="cost budget",
+                       cost_axis=CostAxis("planned cost / replaced layers' cost", settings.get("cost_ratio"),
+                                          "cost budget"),
                        title=f"{study.study_name}: {objective_name(study)} vs planned cost (front: best_trials)",
                        **axis)

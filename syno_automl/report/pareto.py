@@ -19,7 +19,8 @@ import optuna
 from syno_automl import vocabulary as V
 from syno_automl.search.objectives import primary_value
 
-__all__ = ["Point", "points_of", "latency_points", "latency_schedules", "latency_devices", "pareto_front", "Series", "plot_pareto"]
+__all__ = ["Point", "points_of", "latency_points", "latency_schedules", "latency_devices", "pareto_front", "Series",
+           "CostAxis", "plot_pareto"]
 
 
 @dataclass(frozen=True)
@@ -108,15 +109,24 @@ class Series:
 _SERIES_COLORS = ("#ee7733", "#aa3377", "#009988", "#ccbb44", "#66ccee", "#332288")
 
 
-def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, xlabel: str = "FLOPs / baseline FLOPs",
+@dataclass(frozen=True)
+class CostAxis:
+    """The x axis of a Pareto plot: which cost it shows and the search's limit on it (drawn as a vertical line,
+    with ``budget_label`` in the legend; None: no line)."""
+
+    label: str = "FLOPs / baseline FLOPs"
+    budget: float | None = None
+    budget_label: str = "FLOPs budget"
+
+
+def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, cost_axis: CostAxis = CostAxis(),
                 title: str = "Accuracy vs FLOPs", maximize: bool = True,
-                ylabel: str = "validation accuracy", budget: float | None = None, label: str = "operators",
-                series: Sequence[Series] = (), front: Sequence[Point] | None = None,
-                budget_label: str = "FLOPs budget") -> list[Path]:
+                ylabel: str = "validation accuracy", label: str = "operators",
+                series: Sequence[Series] = (), front: Sequence[Point] | None = None) -> list[Path]:
     """Writes ``<out_stem>.png`` and ``.svg``: every trial (`label`), the Pareto front (`front`, e.g. the study's
     best_trials, highlighted; default: computed from `points`), the baseline as a red star (with the "within
-    1 pp" line for accuracies), `budget` (the search's limit) as a vertical line, and each of `series` in its own
-    colour and legend entry, linked to the search's points of the same trials."""
+    1 pp" line for accuracies), the budget of `cost_axis` (the search's limit) as a vertical line, and each
+    of `series` in its own colour and legend entry, linked to the search's points of the same trials."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -142,8 +152,9 @@ def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, xlabel: str = 
         ax.scatter([p.cost], [p.value], marker="*", s=180, color="#cc3311", zorder=5, label="baseline")
         if maximize:
             ax.axhline(p.value - 0.01, color="#cc3311", lw=0.6, ls=":", label="baseline - 1 pp")
-    if budget is not None:
-        ax.axvline(budget, color="#777777", lw=0.8, ls="--", label=f"{budget_label} {budget:g}x")
+    if cost_axis.budget is not None:
+        ax.axvline(cost_axis.budget, color="#777777", lw=0.8, ls="--",
+                   label=f"{cost_axis.budget_label} {cost_axis.budget:g}x")
     by_trial = {(p.trial, p.baseline): p for p in points}
     for i, extra in enumerate(series):
         color = _SERIES_COLORS[i % len(_SERIES_COLORS)]
@@ -162,7 +173,7 @@ def plot_pareto(points: Sequence[Point], out_stem: str | Path, *, xlabel: str = 
     for p in front:
         if not p.baseline and p.hash:
             ax.annotate(p.hash[:6], (p.cost, p.value), fontsize=6, xytext=(3, 3), textcoords="offset points")
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel(cost_axis.label)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)

@@ -29,7 +29,7 @@ from syno_automl.errors import EmptySpaceError, OptionError
 from syno_automl.options import check_int
 from syno_automl.space import Node, Operator, OperatorSpace
 
-__all__ = ["MCTS", "Observation", "Proposal", "SearchExhaustedError", "derive_seed"]
+__all__ = ["MCTS", "MCTSLimits", "Observation", "Proposal", "SearchExhaustedError", "derive_seed"]
 
 _SCALE = 1 << 32  # rewards in fixed point: integer sums are exact and order-independent
 _ROOT = ""
@@ -80,6 +80,25 @@ class NodeStats:
     mean: float
 
 
+@dataclass(frozen=True)
+class MCTSLimits:
+    """How much work one `MCTS.propose` decision may do before it gives up on the tree (then samples the space).
+
+    Attributes:
+        max_restarts: walks from the root that may end in an exhausted subtree.
+        max_rollout: the most completions one rollout asks of a leaf (1, then 4, ... up to this).
+        max_sample_calls: space.sample requests (memoized ones included).
+        rollout_attempts: the sampler's attempts per completion asked (up to 4 completions' worth).
+        max_sample_seconds: wall time of new (not memoized) rollouts.
+    """
+
+    max_restarts: int = 2048
+    max_rollout: int = 16
+    max_sample_calls: int = 128
+    rollout_attempts: int = 48
+    max_sample_seconds: float = 60.0
+
+
 class MCTS:
     """UCT tree over `space`, fed with observations, proposing operators not yet taken.
 
@@ -96,9 +115,8 @@ class MCTS:
     """
 
     def __init__(self, space: OperatorSpace, *, seed: int = 0, exploration: float = 1.0, widening: float = 1.0,
-                 widening_power: float = 0.5, virtual_loss: int = 1, max_restarts: int = 2048,
-                 max_rollout: int = 16, max_sample_calls: int = 128, rollout_attempts: int = 48,
-                 max_sample_seconds: float = 60.0, flops_bins: int = 0) -> None:
+                 widening_power: float = 0.5, virtual_loss: int = 1, flops_bins: int = 0,
+                 limits: MCTSLimits = MCTSLimits()) -> None:
         if exploration < 0 or not math.isfinite(exploration):
             raise OptionError(f"exploration must be a finite number >= 0, got {exploration}")
         if widening <= 0 or not 0 < widening_power <= 1:
@@ -113,12 +131,8 @@ class MCTS:
         self.widening = widening
         self.widening_power = widening_power
         self.virtual_loss = virtual_loss
-        self.max_restarts = max_restarts
-        self.max_rollout = max_rollout
-        self.max_sample_calls = max_sample_calls
-        self.rollout_attempts = rollout_attempts
-        self.max_sample_seconds = max_sample_seconds
         self.flops_bins = flops_bins
+        self.limits = limits
         self._n: dict[str, int] = {}
         self._sum: dict[str, int] = {}
         self._sq: dict[str, int] = {}
@@ -183,16 +197,16 @@ class MCTS:
                 v_edges[edge] = v_edges.get(edge, 0) + self.virtual_loss
         blocked: set[str] = set()
         calls = [0]
-        self._deadline = time.monotonic() + self.max_sample_seconds
+        self._deadline = time.monotonic() + self.limits.max_sample_seconds
         restart = 0
-        for restart in range(self.max_restarts + 1):
+        for restart in range(self.limits.max_restarts + 1):
             rng = random.Random(derive_seed(self.seed, "select", decision))  # the same stream on every restart
             leaf, depth = self._walk(rng, v_nodes, v_edges, taken, blocked)
             if leaf is None:  # the walk ended in a node with nothing left below it
                 if depth == 0:
                     break  # the root itself
                 continue
-            if calls[0] >= self.max_sample_calls:
+            if calls[0] >= self.limits.max_sample_calls:
                 break
             operator = self._rollout(leaf, taken, calls)
             if operator is not None:
@@ -285,7 +299,7 @@ class MCTS:
             if time.monotonic() > self._deadline:  # rare: a decision that keeps hitting new hard subtrees
                 return [], False
             seed = derive_seed(self.seed, "rollout", leaf.key, count)
-            found = self._sample(count, seed, leaf, self.rollout_attempts * min(count, 4))
+            found = self._sample(count, seed, leaf, self.limits.rollout_attempts * min(count, 4))
             self._samples[memo_key] = found
         return found
 
@@ -298,15 +312,15 @@ class MCTS:
         if leaf.is_final:
             return None if leaf.key in taken else leaf.to_operator()
         count = 1
-        while calls[0] < self.max_sample_calls:
+        while calls[0] < self.limits.max_sample_calls:
             calls[0] += 1
             ops, exhausted = self._completions_of(leaf, count)
             fresh = [op for op in ops if op.hash not in taken]
             if fresh:
                 return fresh[0]
-            if exhausted or not ops or count >= self.max_rollout:
+            if exhausted or not ops or count >= self.limits.max_rollout:
                 return None  # all taken, none at all, or completions too rare to find
-            count = min(4 * count, self.max_rollout)
+            count = min(4 * count, self.limits.max_rollout)
         return None
 
     def _fallback(self, decision: int, taken: set[str], calls: list[int]) -> Operator:

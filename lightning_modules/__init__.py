@@ -7,8 +7,8 @@ Example:
 from __future__ import annotations
 
 from .data import DigitsDataModule, TextDataModule, build_datamodule
-from .models import build_model
 from .learners import CausalLM, ImageClassifier, NonFiniteLossError
+from .models import build_model
 
 __all__ = ["CausalLM", "DigitsDataModule", "ImageClassifier", "NonFiniteLossError", "TextDataModule",
            "build_datamodule", "build_model"]

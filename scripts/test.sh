@@ -11,6 +11,10 @@ trap 'kill "$native" 2>/dev/null || true' EXIT
 bash scripts/install.sh
 wait "$native" || { cat build/ctest.log; echo "[test] the C++ tests' build failed" >&2; exit 1; }
 . .venv/bin/activate
+# Style and types first (seconds): the rules are pyproject.toml's [tool.ruff] and [tool.mypy], which also names
+# the files mypy checks.
+ruff check .
+mypy
 ctest --test-dir build/ctest --output-on-failure
 # From tests/, as a user's own code would run: the package is found through the editable install's import
 # hook (which serves this tree with the core built into .venv), never through the working directory.

@@ -1,7 +1,7 @@
 """Shared pieces of the image data modules: an in-memory dataset and a module holding train/val splits."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import lightning as L
 import torch

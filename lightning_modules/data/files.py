@@ -1,8 +1,8 @@
 """Locating a dataset's expected files, with errors that name every path that was looked for."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from syno_automl.errors import DatasetNotFoundError
 

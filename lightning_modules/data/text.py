@@ -84,7 +84,7 @@ def encode(corpus: bytes, tokenizer: str) -> tuple[torch.Tensor, int, list[str] 
             import tiktoken
 
             enc = tiktoken.get_encoding(name)
-        except Exception as e:  # not installed, unknown name, or its BPE files cannot be fetched offline
+        except Exception as e:  # noqa: BLE001 -- not installed, unknown name, or its BPE files not fetched offline
             raise OptionError(f"tokenizer {tokenizer!r} is not available here ({type(e).__name__}: {e}); "
                               f"use 'byte' or 'char'") from None
         return torch.tensor(enc.encode_ordinary(text), dtype=torch.long), int(enc.n_vocab), None

@@ -5,8 +5,8 @@ import time
 
 import lightning as L
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 from torchmetrics import MeanMetric
 from torchmetrics.text import Perplexity
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import lightning as L
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 from torchmetrics.classification import MulticlassAccuracy
 
 from syno_automl.errors import OptionError

@@ -7,7 +7,7 @@ and a long one (the final stage) each run a whole schedule over their own length
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR

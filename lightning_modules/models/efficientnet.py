@@ -6,6 +6,7 @@ Stochastic depth and classifier dropout (0.2 in the paper) default to 0 for dete
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -142,6 +143,6 @@ class EfficientNetV2(nn.Module):
         return self.classifier(out.mean(dim=(2, 3)))
 
 
-def efficientnet_v2_s(num_classes: int = 10, in_channels: int = 3, **kw: float) -> EfficientNetV2:
+def efficientnet_v2_s(num_classes: int = 10, in_channels: int = 3, **kw: Any) -> EfficientNetV2:
     """EfficientNet-V2-S with a stride-1 stem (about 20.2M parameters for 10 classes)."""
     return EfficientNetV2(EFFICIENTNET_V2_S_STAGES, num_classes, in_channels, **kw)

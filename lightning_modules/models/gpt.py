@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 from syno_automl.errors import OptionError, ShapeError
 
@@ -49,8 +50,8 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, steps, width = x.shape
         q, k, v = self.qkv(x).split(width, dim=2)
-        heads = [t.view(batch, steps, self.n_head, width // self.n_head).transpose(1, 2) for t in (q, k, v)]
-        out = F.scaled_dot_product_attention(*heads, is_causal=True,
+        q, k, v = (t.view(batch, steps, self.n_head, width // self.n_head).transpose(1, 2) for t in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True,
                                              dropout_p=self.dropout if self.training else 0.0)
         return self.proj(out.transpose(1, 2).reshape(batch, steps, width))
 
@@ -124,7 +125,7 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-def gpt(vocab_size: int = 256, **kw: int | float) -> GPT:
+def gpt(vocab_size: int = 256, **kw: Any) -> GPT:
     """A GPT with the tiny default sizes, overridable by keyword (n_layer, n_head, d_model, block_size...)."""
     return GPT(GPTConfig(vocab_size=vocab_size, **kw))
 

@@ -6,8 +6,8 @@ As in the paper's CIFAR networks, the stages output 256, 512 and 1024 channels a
 from __future__ import annotations
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 
 class ResNeXtBlock(nn.Module):

@@ -56,7 +56,7 @@ def resnet_space(cost_ratio: float | None, seed: int) -> tuple[Substitution, tor
     model = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1, bias=False))
     example = torch.randn(32, 64, 32, 32)
     sub = substitute(model, nn.Conv2d, example, flops_ratio=SearchConfig.flops_ratio, cost_ratio=cost_ratio,
-                     seed=seed)
+                     seed=seed, check=False)  # a budget sweep: the tightest may hold nothing, which is measured
     return sub, example
 
 

@@ -35,7 +35,8 @@ from syno_automl import known  # noqa: E402
 from syno_automl.config import SearchConfig  # noqa: E402
 from syno_automl.space import Operator, OperatorSpace  # noqa: E402
 from syno_automl.study import prepare  # noqa: E402
-from syno_automl.study.finalists import measure_speedups, retrain  # noqa: E402
+from syno_automl.study.finalists import retrain  # noqa: E402
+from syno_automl.study.speed import measure_speedups  # noqa: E402
 from syno_automl.study.verdict import Finalist  # noqa: E402
 
 GROUPED_BY_S = ["REDUCE s^-1*C_in", "REDUCE k", "REDUCE k", "MERGE [s, s^-1*C_out] -> C_out",
@@ -59,12 +60,15 @@ def one_setting(width: int, size: int, epochs: int, seeds: int) -> str:
     started = time.time()
     retrain(context, base, None, seeds, final_epochs)
     retrain(context, cand, op, seeds, final_epochs)
-    base_ms, [(ms, speedup)], how = measure_speedups(context, [op])
+    speed = measure_speedups(context, [op])
+    estimate = speed.estimates[0]
+    base_ms, ms, how = speed.baseline_ms, estimate.candidate_ms, speed.label
     sub = context.substitution
     return (f"width {width:3d}, {size:2d}x{size:<2d}: baseline {base.mean:.4f} ± {base.sd:.4f}, grouped conv (s=2) "
             f"{cand.mean:.4f} ± {cand.sd:.4f} ({100 * (cand.mean - base.mean):+.2f} pp), model speedup "
-            f"{speedup:.2f}x ({base_ms:.2f} ms vs {ms:.2f} ms; {how})"
-            f", FLOPs {sub.flops_ratio(op):.2f}x, planned cost {sub.cost_ratio(op):.2f}x  [{time.time() - started:.0f} s]")
+            f"{estimate.text()} ({base_ms:.2f} ms vs {ms:.2f} ms; {how})"
+            f", FLOPs {sub.flops_ratio(op):.2f}x, planned cost {sub.cost_ratio(op):.2f}x  "
+            f"[{time.time() - started:.0f} s]")
 
 
 def main() -> None:

@@ -41,8 +41,9 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore")
@@ -159,7 +160,7 @@ def space_of(context: Any, priors: bool | None) -> Any:
     seed_everything(context.config.seed)
     probe = build_model(context.config.model, context.num_classes, context.in_channels)
     options = {**context.budgets.substitute_options(), **context.space_options, "priors": priors}
-    return substitute(probe, LAYERS[context.config.layer], context.example, **options).space
+    return substitute(probe, LAYERS[context.config.layer], context.example, check=False, **options).space
 
 
 def file_rows(path: Path, only_final: bool) -> list[dict[str, Any]]:
@@ -268,7 +269,7 @@ def report(cache: Cache, ops: list[tuple[str, str, float]], args: argparse.Names
     loss = [value(cache, key(h, args.trial_epochs), "val_loss") for h in both]
     figures["n"] = len(both)
     figures["spearman_acc"] = spearman(acc, final) if len(both) > 2 else float("nan")
-    pairs = [(-l, f) for l, f in zip(loss, final) if l is not None and math.isfinite(l)]
+    pairs = [(-lo, f) for lo, f in zip(loss, final) if lo is not None and math.isfinite(lo)]
     figures["spearman_loss"] = spearman(*map(list, zip(*pairs))) if len(pairs) > 2 else float("nan")
     good = {h for h, f in zip(both, final) if f >= base[args.final_epochs] - 0.01}
     top = sorted(both, key=lambda h: -value(cache, key(h, args.trial_epochs)))[:max(1, len(both) // 10)]

@@ -27,8 +27,9 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore")
@@ -40,7 +41,8 @@ from syno_automl.space import Operator, OperatorSpace  # noqa: E402
 EDGES = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35)
 #: the measured file: ../shared/data/ beside the repository (found upwards, so a git worktree finds it too)
 DATA = next((p / "shared" / "data" / "default_space_accuracy.jsonl" for p in Path(__file__).resolve().parents
-             if (p / "shared" / "data" / "default_space_accuracy.jsonl").exists()), Path("default_space_accuracy.jsonl"))
+             if (p / "shared" / "data" / "default_space_accuracy.jsonl").exists()),
+            Path("default_space_accuracy.jsonl"))
 #: accuracies per length for the drawn operators: {epochs: [accuracy per operator]} (the training side)
 Evaluate = Callable[[Sequence[Operator]], dict[int, list[float]]]
 
@@ -124,7 +126,8 @@ def prior_table(path: Path) -> list[str]:
     broken = {r["hash"]: set(P.violations(Operator.from_json(space, r["json"]))) for r in samples}
     lines = [f"{len(samples)} operators, {len(good)} good, {len(collapsed)} collapsed"]
     settings = [(name, {RULES[name]}) for name in P.PRIORS]
-    settings += [("(a)+(b)+(c) of the issue", {RULES[n] for n in ("weight_io", "outer_product", "low_rank", "pooling")}),
+    settings += [("(a)+(b)+(c) of the issue",
+                  {RULES[n] for n in ("weight_io", "outer_product", "low_rank", "pooling")}),
                  ("DEFAULT_PRIORS", {RULES[n] for n in P.DEFAULT_PRIORS}), ("all", set(RULES.values()))]
     for label, rules in settings:
         kept = {h for h, b in broken.items() if not b & rules}
@@ -162,7 +165,8 @@ def main() -> None:
             for key in ("off", "on"):
                 n, one, three = cell[key]
                 total[key] = [a + b for a, b in zip(total[key], cell[key])]
-                text.append(f"priors {key}: {n:3d} / {one:2d} / {three:2d} ({100 * one / n if n else 0:4.1f}% within 1 pp)")
+                text.append(f"priors {key}: {n:3d} / {one:2d} / {three:2d} "
+                            f"({100 * one / n if n else 0:4.1f}% within 1 pp)")
             print(f"  {bin_label(i):16s} " + " | ".join(text))
         for key in ("off", "on"):
             n, one, three = total[key]

@@ -67,14 +67,16 @@ import optuna  # noqa: E402
 import syno_automl.study.finalists as finalists  # noqa: E402
 import syno_automl.study.training as training  # noqa: E402
 from syno_automl import vocabulary as V  # noqa: E402
-from syno_automl.config import SearchConfig  # noqa: E402
-from syno_automl.search.fidelity import fidelity_study_name, make_pruner, open_fidelity_study  # noqa: E402
 from syno_automl.classify import classify  # noqa: E402
+from syno_automl.config import SearchConfig  # noqa: E402
+from syno_automl.measure.paired import SpeedupEstimate  # noqa: E402
+from syno_automl.search.fidelity import fidelity_study_name, make_pruner, open_fidelity_study  # noqa: E402
 from syno_automl.search.objectives import baseline_trial  # noqa: E402
 from syno_automl.search.sampler import operator_json_of  # noqa: E402
 from syno_automl.space import Operator  # noqa: E402
 from syno_automl.study import prepare  # noqa: E402
 from syno_automl.study.opening import open_study, remaining_trials  # noqa: E402
+from syno_automl.study.speed import SpeedMeasurement  # noqa: E402
 from syno_automl.study.storage import make_storage  # noqa: E402,F401 (the study's storage, as the CLI's)
 from syno_automl.study.trial import Objective  # noqa: E402
 from syno_automl.tasks import task_of  # noqa: E402
@@ -207,16 +209,20 @@ class Cache:
         return None
 
     # -- the final stage's timing, cached ------------------------------------------------------------------
-    def measure(self, context, ops, rounds=finalists.TIMING_ROUNDS, threads=None):
+    def measure(self, context, ops, target=None, threads=None):
         todo = [op for op in ops if op.hash not in self.speedups]
-        base_ms, label = None, "cached"
+        result = SpeedMeasurement("cached")
         if todo or not ops:
-            base_ms, measured, label = _ORIGINAL_MEASURE(context, todo, rounds, threads)
-            for op, (ms, speedup) in zip(todo, measured):
-                self.speedups[op.hash] = {"ms": ms, "speedup": speedup, "label": label}
+            result = _ORIGINAL_MEASURE(context, todo, target, threads)
+            for op, estimate in zip(todo, result.estimates):
+                self.speedups[op.hash] = {"estimate": None if estimate is None else estimate.to_dict(),
+                                          "baseline_ms": result.baseline_ms, "label": result.label}
             self.save()
-        label = next((self.speedups[op.hash]["label"] for op in ops), label)
-        return base_ms, [(self.speedups[op.hash]["ms"], self.speedups[op.hash]["speedup"]) for op in ops], label
+        first = next((self.speedups[op.hash] for op in ops), None)
+        estimates = [None if self.speedups[op.hash].get("estimate") is None
+                     else SpeedupEstimate.from_dict(self.speedups[op.hash]["estimate"]) for op in ops]
+        return SpeedMeasurement(first["label"] if first else result.label, estimates, result.control,
+                                first["baseline_ms"] if first else result.baseline_ms)
 
 
 METHODS = ("shipped", "random", "accuracy", "screened")
@@ -318,8 +324,8 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="syno-discovery-"))
     print(f"discovery: {args.seeds} seeds x {args.budget} operator trials, methods {', '.join(methods)}; search "
           f"{config.epochs} epochs/trial, pruner {config.pruner}, final stage {args.finalists} finalists x "
-          f"{args.final_seeds} seeds x {task_of(config).final_budget(config)[0]} epochs; hit = speedup >= {args.speedup}x at "
-          f"<= {args.margin * 100:g} pp (cache {args.cache})", flush=True)
+          f"{args.final_seeds} seeds x {task_of(config).final_budget(config)[0]} epochs; hit = speedup >= "
+          f"{args.speedup}x at <= {args.margin * 100:g} pp (cache {args.cache})", flush=True)
     rows: dict[str, list[dict]] = {m: [] for m in methods}
     for seed in range(args.seeds):
         for method in methods:

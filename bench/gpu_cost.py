@@ -175,7 +175,8 @@ def ceiling(path: Path, metric: str, draws: int = 20_000) -> None:
     rng = np.random.default_rng(0)
     weights = 10.0 ** rng.uniform(-3, 3, (draws, len(CEILING_COUNTS))) * (rng.random((draws, len(CEILING_COUNTS))) < .7)
     best = max(range(draws), key=lambda i: rho(x @ weights[i]))
-    print(f"  the best of {draws} random non-negative pricings, ranked in sample: Spearman {rho(x @ weights[best]):.3f}")
+    print(f"  the best of {draws} random non-negative pricings, ranked in sample: "
+          f"Spearman {rho(x @ weights[best]):.3f}")
     for other in measured:
         if other != metric:
             print(f"  the data's {metric} against its {other} (same operators, same run): Spearman "

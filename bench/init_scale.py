@@ -61,7 +61,8 @@ def independent(count: int) -> None:
             p = op.program(0)
             mod = op.to_module(0).double()
             x = torch.randn(p["input"]["shape"], dtype=torch.float64)
-            layer = nn.Conv2d(m["C_in"], m["C_out"], 3, padding=1) if name == "conv2d" else nn.Linear(m["C_in"], m["C_out"])
+            layer = (nn.Conv2d(m["C_in"], m["C_out"], 3, padding=1) if name == "conv2d"
+                     else nn.Linear(m["C_in"], m["C_out"]))
             with torch.no_grad():
                 ref = layer.double()(x).std().item()
                 new.append(mod(x).std().item() / ref)

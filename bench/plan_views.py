@@ -9,8 +9,8 @@ times one forward + backward of the generated module against the module of the s
 put back on the data tensor right after the weight's contraction (the plan without point 2 of native/plan.hpp:
 the views' inverse applied to the contraction's ``out``). Both modules run in the same process, interleaved, on
 the placeholder's input shape; ratio = planned / unplanned step (least of ``--repeats`` each: load only adds).
-Programs whose weights the planner multiplies together (point 3) are left out (bench/cost.py covers them). Printed per program
-and as p50 / min / max. Nothing is asserted.
+Programs whose weights the planner multiplies together (point 3) are left out (bench/cost.py covers them). Printed
+per program and as p50 / min / max. Nothing is asserted.
 """
 from __future__ import annotations
 

@@ -159,7 +159,8 @@ def main() -> None:
         rho = spearmanr([r["scores"][name] for r in rows], accs).statistic
         sec = statistics.median(r["seconds"][name] for r in rows)
         print(f"| {name} | {rho:.3f} | {sec:.3f} | {sec / med_train:.3f} |")
-    print(f"\n| score | threshold | rejected | precision (bad) | recall (bad) | good rejected |\n|---|---:|---:|---:|---:|---:|")
+    print("\n| score | threshold | rejected | precision (bad) | recall (bad) | good rejected |\n"
+          "|---|---:|---:|---:|---:|---:|")
     for name, screen in screens.items():
         for line in table(rows, name, THRESHOLDS[screen.kind], args.bad, args.good):
             print(line)

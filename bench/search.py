@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import statistics
@@ -71,7 +70,7 @@ class Evaluator:
                                      milestones=self.context.config.milestones)
             except optuna.TrialPruned:
                 acc = 0.0
-            except Exception as e:  # too slow, NaN, ...: a failed trial
+            except Exception as e:  # noqa: BLE001 -- too slow, NaN, ...: a failed trial
                 print(f"      {key}: failed ({type(e).__name__}: {str(e)[:80]})", flush=True)
                 acc = None
             self.seconds += time.time() - started
@@ -94,7 +93,7 @@ def run_mcts(context, evaluate: Evaluator, seed: int, cap: int, target: float) -
         decide.append(time.time() - started)
         try:
             op = sampler.operator_of(trial)
-        except Exception:
+        except Exception:  # noqa: BLE001 -- an operator that cannot be decoded: a failed trial
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             continue
         acc = evaluate(op)

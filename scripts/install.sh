@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
+TORCH=2.13.0
+# each step says what it does before its (quiet) command runs, with the seconds since the start: minutes in all
+step() { echo "[install] $* (${SECONDS} s)"; }
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=""
@@ -13,7 +16,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
   command -v chromium >/dev/null || browser=chromium
   if [ -n "$missing" ] || [ -n "${browser:-}" ]; then
-    echo "[install] apt-get install$missing ${browser:-}"
+    step "Debian packages:$missing ${browser:-} (apt-get)"
     apt-get update -qq >/dev/null
     [ -z "$missing" ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
     # no recommends: Chromium's pull in ~90 desktop packages (~60 MB) the headless browser does not need
@@ -21,16 +24,24 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   fi
 fi
 
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+if [ ! -x .venv/bin/python ]; then
+  step "virtual environment .venv ($("$PYTHON" --version 2>&1))"
+  "$PYTHON" -m venv .venv
+fi
 . .venv/bin/activate
 quiet() { "$@" 2>&1 | { grep -v "is ignored" || true; }; }   # a pip failure still fails (pipefail)
+step "pip, upgraded"
 quiet pip install -q -U pip
 # --no-compile: no byte-compiling of the ~17,000 modules installed (~40 s of CPU); Python compiles the few hundred
 # that are imported, once, on first import
-quiet pip install -q --no-compile torch==2.13.0
+step "torch $TORCH, first (the largest download), so that nothing else pulls another build"
+quiet pip install -q --no-compile "torch==$TORCH"
 # editable (scikit-build-core's redirect mode): the C++ core is built into .venv and the Python code is served
 # from this checkout, so `import syno_automl` works from the repository root too (a plain install is shadowed
 # there by the source folder, which has no compiled core). Re-run after changing C++ code.
+step "syno_automl (editable; its C++ core compiled) with Lightning, Optuna, MLflow, TVM and the test tools"
 quiet pip install -q --no-compile -e ".[test,tvm]"
+step "checking the imports"
 python -c "import syno_automl._native, torch, lightning, optuna, mlflow; print('[install] ok: torch', torch.__version__)"
 (cd / && python -c "import syno_automl._native")
+echo "[install] done in ${SECONDS} s: . .venv/bin/activate, then syno-automl search"

@@ -4,8 +4,9 @@ It samples operators from the user's own space (the cost budget lifted, so that 
 times each operator's module at each distinct mapping on the target's device -- one training step (forward +
 backward) in eager torch, or one inference step under ``torch.compile`` for a compiled target (the deployed
 model) -- and fits the profile's few coefficients (FLOP, element written, element read, kernel launch; see
-syno_automl.cost_profile) to those times by non-negative least squares on relative error, with a constant per call (Python's call overhead, not a property of any operator). The
-operators it picks depend on the seed alone; the coefficients depend on the machine, as they should.
+syno_automl.cost_profile) to those times by non-negative least squares on relative error, with a constant per call
+(Python's call overhead, not a property of any operator). The operators it picks depend on the seed alone; the
+coefficients depend on the machine, as they should.
 
 Example:
     >>> import torch
@@ -24,14 +25,15 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from syno_automl.cost_profile import COEFFICIENTS, TARGETS, CostProfile
-from syno_automl.runtime.target import parse_target
 from syno_automl.errors import CostProfileError, EmptySpaceError, OptionTypeError
+from syno_automl.runtime.target import parse_target
 from syno_automl.space import Operator, OperatorSpace
 
 __all__ = ["calibrate", "fit_coefficients", "features"]
@@ -150,7 +152,7 @@ def calibrate(space_or_substitution: Any, target: str, *, operators: int = 24, s
     fuse = parsed.compiled
     inference = fuse  # a compiled target is the deployed model: its speed is inference's (as the shipped one)
     rows, seconds, failed = [], [], 0
-    distinct = []  # layers of the same sizes (ResNet-18's 13 convs have 4) are one program: timed once
+    distinct: list[int] = []  # layers of the same sizes (ResNet-18's 13 convs have 4) are one program: timed once
     for i in range(space.num_mappings):
         if space.mapping(i) not in [space.mapping(j) for j in distinct]:
             distinct.append(i)

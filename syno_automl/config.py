@@ -12,23 +12,26 @@ Example:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from syno_automl.errors import SynoError
 from syno_automl.settings import (
     DATASET_NAMES,
+    GROUPED_MODELS,
     LAYER_NAMES,
     LOCAL_DATASETS,
     MODEL_NAMES,
+    MODEL_TASKS,
     SETTING,
     SETTINGS,
     TASK_OBJECTIVES,
     TASKS,
     DataDirError,
-    SettingError,
     Setting,
+    SettingError,
     SettingTaskError,
 )
 
@@ -69,6 +72,16 @@ class StudyMismatchError(SynoError, ValueError):
 
 class _SearchConfigMethods:
     """What SearchConfig does beside holding the settings (its fields come from syno_automl.settings)."""
+
+    # the fields these methods read (SearchConfig declares them; annotations only, no fields of a dataclass here)
+    task: str
+    objective: str
+    dataset: str | None
+    data_dir: str | None
+    model: str | None
+    layer: str | None
+    where: str | None
+    groups: bool
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -128,6 +141,19 @@ class _SearchConfigMethods:
                                f"are not downloaded)")
         if self.data_dir is not None and not Path(self.data_dir).exists():
             raise DataDirError(f"--data-dir {self.data_dir} does not exist")
+        self._check_model()
+
+    def _check_model(self) -> None:
+        """The model is for the task, and has layers to substitute (settings.MODEL_TASKS, GROUPED_MODELS)."""
+        model = str(self.model)
+        task = MODEL_TASKS.get(model)
+        if task is not None and task != self.task:
+            what = "a language model: pass --task lm" if task == "lm" else f"an image model, not for --task {self.task}"
+            models = ", ".join(m for m, t in MODEL_TASKS.items() if t == self.task)
+            raise SettingTaskError(f"--model {model} is {what} (--task {self.task} models: {models})")
+        if model in GROUPED_MODELS and not self.groups and self.layer == "conv2d" and self.where is None:
+            raise SettingError(f"--model {model}: its 3x3 convolutions are all grouped, so nothing would be "
+                               f"substituted; pass --groups (grouped and depthwise convolutions too)")
 
     def settings(self) -> dict[str, Any]:
         """The search settings stored with the study and logged to MLflow (JSON-able): the recorded settings
@@ -151,7 +177,8 @@ def _setting(name: str) -> Any:
 
 def field_type(s: Setting) -> str:
     """The annotation a setting's field carries (tests/test_settings.py holds SearchConfig's fields to it)."""
-    kind = {tuple: "tuple[str, ...]", dict: "dict[int, float]"}.get(s.kind, s.kind.__name__)
+    written: dict[type, str] = {tuple: "tuple[str, ...]", dict: "dict[int, float]"}
+    kind = written.get(s.kind, s.kind.__name__)
     optional = s.optional or (s.default is None and s.task_defaults is not None)
     return f"{kind} | None" if optional else kind
 

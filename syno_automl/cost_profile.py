@@ -24,10 +24,11 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping, Union
+from typing import Any, Union
 
 from syno_automl.errors import CostProfileError
 from syno_automl.runtime.target import SPEED_TARGETS, SpeedTarget, parse_target
@@ -145,7 +146,7 @@ def from_dict(data: Any, where: str = "cost profile") -> CostProfile:
     coefficients = data.get("coefficients")
     if not isinstance(coefficients, Mapping):
         raise CostProfileError(f"{where}: 'coefficients' is missing (an object with {', '.join(COEFFICIENTS)})")
-    values = {}
+    values: dict[str, Any] = {}  # CostProfile's keywords, as texts below
     for name in COEFFICIENTS:
         if name not in coefficients:
             raise CostProfileError(f"{where}: 'coefficients.{name}' is missing")
@@ -156,7 +157,7 @@ def from_dict(data: Any, where: str = "cost profile") -> CostProfile:
     if unknown:
         raise CostProfileError(f"{where}: unknown coefficient(s) {', '.join(map(repr, unknown))} "
                                f"(known: {', '.join(COEFFICIENTS)})")
-    texts = {}
+    texts: dict[str, Any] = {}
     for name in _TEXT_FIELDS:
         value = data.get(name, "unknown")
         if not isinstance(value, str):

@@ -43,7 +43,7 @@ def shown(value: Any, around: int | None = None) -> str:
         return f"{value[:LIMIT]!r}... ({len(value)} {unit})"
     try:
         text = _short.repr(value)
-    except Exception:  # a user object whose __repr__ fails must not hide the error being reported
+    except Exception:  # noqa: BLE001 -- a user object whose __repr__ fails must not hide the error being reported
         return f"<{type(value).__name__} object>"
     # reprlib caps strings, lists and other reprs, but not every type's own: cap what is left
     if not text.isprintable():  # a custom __repr__ may hold raw control characters

@@ -15,7 +15,8 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from syno_automl import _native
 from syno_automl.classify import classify

@@ -216,7 +216,18 @@ def check_replay_path(path: Any) -> list[str]:
         if not isinstance(key, str):
             raise OperatorFormatError(f"step {i} of the replay path: a child key is a string of 16 hex digits, got "
                                       f"{shown(key)} (a {_type(key)})")
+        if not key.isascii() and not _encodable(key):  # a lone surrogate: pybind11 would raise its TypeError
+            raise OperatorFormatError(f"step {i} of the replay path: a child key is a string of 16 hex digits, got "
+                                      f"{shown(key)} (holding a lone surrogate: not text)")
     return list(path)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def budget_conflict(budgets: Mapping[str, float], bounds: Mapping[str, float], mappings: int) -> str | None:

@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from syno_automl import _native  # the core's option ranges (cheap: the package has imported it already)
 from syno_automl.errors import SynoError
 from syno_automl.runtime.target import SPEED_TARGETS
 
-__all__ = ["Setting", "SETTINGS", "SETTING", "TASKS", "TASK_OBJECTIVES", "MODEL_NAMES", "DATASET_NAMES",
-           "LOCAL_DATASETS", "LAYER_NAMES", "SPEED_TARGETS", "MODEL_COMMANDS", "STORE_COMMANDS", "SettingError",
-           "SettingTypeError", "SettingRangeError", "SettingChoiceError", "SettingTaskError", "DataDirError", "settings_markdown",
-           "comma_list"]
+__all__ = ["Setting", "SETTINGS", "SETTING", "TASKS", "TASK_OBJECTIVES", "MODEL_NAMES", "MODEL_TASKS", "GROUPED_MODELS",
+           "DATASET_NAMES", "LOCAL_DATASETS", "LAYER_NAMES", "SPEED_TARGETS", "MODEL_COMMANDS", "TRAINING_COMMANDS",
+           "STORE_COMMANDS", "SECTIONS", "section_of", "SettingError",
+           "SettingTypeError", "SettingRangeError", "SettingChoiceError", "SettingTaskError", "DataDirError",
+           "settings_markdown", "comma_list"]
 
 TASKS = ("image", "lm")
 # what a trial of each task reports (the study's primary objective) and in which direction it is better
@@ -33,13 +35,21 @@ TASK_OBJECTIVES: dict[str, tuple[str, str]] = {"image": ("val_acc", "maximize"),
 LAYER_NAMES = ("conv2d", "linear")
 # where and how a model runs: device . execution (syno_automl.cost_profile prices each)
 # lightning_modules' registries (MODEL_NAMES, DATAMODULE_NAMES) import torch: their names are repeated here so
-# that a wrong name fails before the imports (tests/test_cli_workflow.py keeps the two lists equal)
-MODEL_NAMES = ("small_cnn", "resnet18", "resnet34", "resnext29_2x64d", "densenet121", "efficientnet_v2_s", "gpt",
-               "gpt2")
+# that a wrong name fails before the imports (tests/test_cli_workflow.py keeps the two lists equal), each with the
+# task it is for: a model of the other task is refused before the imports too (an image model given tokens fails
+# inside torch, in its words)
+MODEL_TASKS: dict[str, str] = {"small_cnn": "image", "resnet18": "image", "resnet34": "image",
+                               "resnext29_2x64d": "image", "densenet121": "image", "efficientnet_v2_s": "image",
+                               "gpt": "lm", "gpt2": "lm"}
+MODEL_NAMES = tuple(MODEL_TASKS)
 DATASET_NAMES = ("digits", "mnist", "cifar10", "cifar100", "imagenet-folder", "text")
 LOCAL_DATASETS = ("mnist", "cifar10", "cifar100", "imagenet-folder")   # read from --data-dir, never downloaded
+# models whose replaceable convolutions are all grouped (ResNeXt's 3x3s): without --groups nothing is substituted
+GROUPED_MODELS = ("resnext29_2x64d",)
 # the subcommands that take the model and store options (syno_automl.cli builds each from this table)
 MODEL_COMMANDS = ("search", "enumerate", "reevaluate", "calibrate")
+# the subcommands that train (the training and device options; enumerate and calibrate train nothing)
+TRAINING_COMMANDS = ("search", "reevaluate")
 STORE_COMMANDS = ("search", "show", "list", "export", "report", "reevaluate", "tune")
 _BOTH = ("image", "lm")
 _UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
@@ -284,6 +294,7 @@ def _milestones_check(value: dict) -> str | None:
 def _rows() -> list[Setting]:
     S = Setting
     model = MODEL_COMMANDS
+    train = TRAINING_COMMANDS
     store = STORE_COMMANDS
     return [
         # -- what is searched: the task, its model, data and layers
@@ -300,8 +311,8 @@ def _rows() -> list[Setting]:
           task_defaults={"image": "conv2d", "lm": "linear"}),
         S("where", str, None, "glob of the names of the layers replaced (image: every conv but the stem)",
           optional=True, task_defaults={"image": None, "lm": "*.qkv"}),
-        S("image_size", int, None, "side of the images (the dataset's own by default; digits: 8)", "--image-size", model,
-          minimum=1, optional=True, tasks=("image",)),
+        S("image_size", int, None, "side of the images (the dataset's own by default; digits: 8)", "--image-size",
+          model, minimum=1, optional=True, tasks=("image",)),
         S("groups", bool, False, "also substitute grouped and depthwise convolutions (ResNeXt's 3x3 convs are all "
           "grouped; the grouped conv itself is then in the space)", "--groups", model, tasks=("image",),
           legacy=False),
@@ -322,20 +333,20 @@ def _rows() -> list[Setting]:
           minimum=_native.option_ranges()["max_depth"][0], maximum=_native.option_ranges()["max_depth"][1]),
         S("seed", int, 0, "search seed", "--seed", model),
         # -- training a trial
-        S("epochs", int, 3, "training epochs per trial", "--epochs", model, minimum=1, tasks=("image",)),
-        S("lr", float, None, "learning rate (SGD; lm: AdamW)", "--lr", model, above=0,
+        S("epochs", int, 3, "training epochs per trial", "--epochs", train, minimum=1, tasks=("image",)),
+        S("lr", float, None, "learning rate (SGD; lm: AdamW)", "--lr", train, above=0,
           task_defaults={"image": 0.05, "lm": 3e-3}),
         S("lr_schedule", str, "onecycle", "the learning rate over each training, a trial's and the final stage's "
           "over its own length: onecycle (a rise to 4x --lr over the first quarter, then cosine to 0: the trial's "
           "value ranks operators as the final stage does, docs/search.md), cosine or linear decay to 0, or constant",
-          "--lr-schedule", model, choices=("onecycle", "cosine", "linear", "constant"), tasks=("image",),
+          "--lr-schedule", train, choices=("onecycle", "cosine", "linear", "constant"), tasks=("image",),
           legacy="cosine"),
-        S("max_steps", int, 200, "training steps per trial", "--steps", model, minimum=1, tasks=("lm",),
+        S("max_steps", int, 200, "training steps per trial", "--steps", train, minimum=1, tasks=("lm",),
           metavar="STEPS"),
         S("time_budget", float, 60.0, "seconds of training per trial; at the budget training stops and the model "
-          "is validated; 0: none", "--time-budget", model, above=0, optional=True, off=0, tasks=("lm",)),
+          "is validated; 0: none", "--time-budget", train, above=0, optional=True, off=0, tasks=("lm",)),
         S("seq_len", int, 64, "tokens per sequence", "--seq-len", model, minimum=2, tasks=("lm",)),
-        S("val_every", int, 50, "validate every N steps", "--val-every", model, minimum=1, tasks=("lm",)),
+        S("val_every", int, 50, "validate every N steps", "--val-every", train, minimum=1, tasks=("lm",)),
         S("val_batches", int, 8, "batches per validation", minimum=1, tasks=("lm",)),
         S("tokenizer", str, "byte", "byte (vocabulary 256), char, or tiktoken:NAME where installed", "--tokenizer",
           model, tasks=("lm",), check=_tokenizer_check),
@@ -377,11 +388,11 @@ def _rows() -> list[Setting]:
           "seconds; 0: no limit", "--timeout", above=0, optional=True, off=0, tasks=("image",), resumable=True),
         # -- the device trials train on (Lightning's names), every Trainer the package builds
         S("accelerator", str, "auto", "what trials train on: auto (a GPU when there is one), cpu or gpu (Lightning's "
-          "names)", "--accelerator", model, choices=("auto", "cpu", "gpu"), resumable=True),
+          "names)", "--accelerator", train, choices=("auto", "cpu", "gpu"), resumable=True),
         S("devices", int, 1, "devices per trial (Lightning's devices): 1; one worker per GPU scales a search out",
-          "--devices", model, minimum=1, resumable=True, check=_devices_check),
+          "--devices", train, minimum=1, resumable=True, check=_devices_check),
         S("precision", str, "32", "training precision (Lightning's): 32, bf16-mixed or 16-mixed", "--precision",
-          model, choices=("32", "bf16-mixed", "16-mixed"), legacy="32"),
+          train, choices=("32", "bf16-mixed", "16-mixed"), legacy="32"),
         S("speed_target", str, "auto", "where and how the model will run, what the final stage's speedup is measured "
           "on: cpu.eager, cpu.compiled, cuda.eager or cuda.compiled (torch.compile); auto: cuda.compiled when trials "
           "train on a GPU, else cpu.eager", "--target", choices=("auto",) + SPEED_TARGETS, resumable=True,
@@ -432,6 +443,24 @@ def _rows() -> list[Setting]:
 
 SETTINGS: tuple[Setting, ...] = tuple(_rows())
 SETTING: dict[str, Setting] = {s.name: s for s in SETTINGS}
+# the table's sections, each named by its first setting: a subcommand's --help groups its flags under these titles
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("task", "what is searched: the task, its model, data and layers"),
+    ("flops_ratio", "the space and its budgets"),
+    ("epochs", "training a trial"),
+    ("trials", "the study"),
+    ("accelerator", "the device trials train on, and the speed targets"),
+    ("storage", "where the study and its runs live"),
+    ("latency_targets", "latency measured beside training (TVM or torch)"),
+    ("finalists", "the final stage: finalists re-trained alike and timed"),
+)
+
+
+def section_of(setting: Setting) -> str:
+    """The title of the table section `setting` is in (:data:`SECTIONS`)."""
+    names = [s.name for s in SETTINGS]
+    index = names.index(setting.name)
+    return next(title for first, title in reversed(SECTIONS) if names.index(first) <= index)
 
 
 def settings_markdown() -> str:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from syno_automl import _native
 from syno_automl.cost_profile import resolve as resolve_profile
@@ -64,7 +65,7 @@ class SampleReport:
 class Enumeration:
     """Result of walking the whole canonical space (or as much as the limits allowed)."""
 
-    operators: list["Operator"]
+    operators: list[Operator]
     operator_count: int
     nodes_per_depth: list[int]
     finals_per_depth: list[int]
@@ -144,7 +145,7 @@ class OperatorSpace:
         return {"input_shape": self.input_shape, "output_shape": self.output_shape,
                 "primary": self.primary, "coefficients": self.coefficients, "fixed": self.fixed}
 
-    def with_mappings(self, mappings: Sequence[Mapping[str, int]], keep_budgets: bool = False) -> "OperatorSpace":
+    def with_mappings(self, mappings: Sequence[Mapping[str, int]], keep_budgets: bool = False) -> OperatorSpace:
         """The same space over other valuations (budgets dropped unless asked: they were for the old ones)."""
         config = self.config()
         config["mappings"] = [dict(m) for m in mappings]
@@ -165,7 +166,7 @@ class OperatorSpace:
         """The full valuation (every variable) of mapping `index`."""
         return {v["name"]: v["values"][index] for v in self.variables}
 
-    def root(self) -> "Node":
+    def root(self) -> Node:
         return Node(self, self._native.root())
 
     # -- search ----------------------------------------------------------------------------------------
@@ -178,9 +179,9 @@ class OperatorSpace:
         time_limit: float = 60.0,
         max_attempts: int | None = None,
         budget: int = 64,
-        prefix: "Node | None" = None,
+        prefix: Node | None = None,
         flops_bins: int = FLOPS_BINS,
-    ) -> list["Operator"]:
+    ) -> list[Operator]:
         """`count` distinct canonical operators (fewer if the space or a limit runs out: see `last_report`).
 
         With a finite `max_flops` and `flops_bins` > 0, draws are spread over that many log-uniform FLOPs bins
@@ -226,7 +227,7 @@ class OperatorSpace:
 
     def enumerate(self, max_depth: int | None = None, *, max_nodes: int = 10_000_000,
                   time_limit: float | None = 600.0, max_operators: int = 100_000,
-                  start: "Node | None" = None) -> Enumeration:
+                  start: Node | None = None) -> Enumeration:
         """Walks every canonical node (memoized by hash) and collects the distinct final operators.
 
         `max_depth` (1 to the space's max_depth; None: the space's) bounds the walk, `time_limit` (seconds > 0,
@@ -257,7 +258,7 @@ class OperatorSpace:
             d["canonical_rate"] = d["canonical"] / d["candidates"] if d["candidates"] else 1.0
         return s
 
-    def replay(self, path: Sequence[str]) -> "Node":
+    def replay(self, path: Sequence[str]) -> Node:
         """Follows child keys from the root. Every step must be a canonical child by structure (the same at
         every valuation); its sizes must be positive integers under this space's mappings (ValuationError).
         Search-time filters (budgets, sizes >= 2, window limits) do not apply: they chose what to propose."""
@@ -301,17 +302,17 @@ class Node:
     def path(self) -> list[str]:
         return self._native.path()
 
-    def children(self) -> list["Node"]:
+    def children(self) -> list[Node]:
         return [Node(self.space, c) for c in self._native.children()]
 
-    def apply(self, child: "str | Node") -> "Node":
+    def apply(self, child: str | Node) -> Node:
         key = child.key if isinstance(child, Node) else child
         for c in self._native.children():
             if c.key == key:
                 return Node(self.space, c)
         raise NotAChildError(f"{shown(key)} is not a child of node {self.key}")
 
-    def to_operator(self) -> "Operator":
+    def to_operator(self) -> Operator:
         if not self.is_final:
             raise NotFinalError(f"only a final node is an operator (node {self.key} at depth {self.depth} is not)")
         return Operator(self.space, self._native)
@@ -362,7 +363,7 @@ class Operator:
         return int(self.hash, 16)
 
     # -- valuations ------------------------------------------------------------------------------------
-    def _resolve(self, mapping: "int | Mapping[str, int] | None") -> tuple["Operator", int]:
+    def _resolve(self, mapping: int | Mapping[str, int] | None) -> tuple[Operator, int]:
         """(an operator over a space holding `mapping`, the mapping's index there)."""
         if mapping is None:
             return self, 0
@@ -379,15 +380,15 @@ class Operator:
         node = other.replay(self.path)
         return Operator(other, node._native), 0
 
-    def program(self, mapping: "int | Mapping[str, int] | None" = None) -> dict[str, Any]:
+    def program(self, mapping: int | Mapping[str, int] | None = None) -> dict[str, Any]:
         """The kernel IR for one valuation (docs/architecture.md §2)."""
         op, index = self._resolve(mapping)
         return op._native.program(index)
 
-    def flops(self, mapping: "int | Mapping[str, int] | None" = None) -> int:
+    def flops(self, mapping: int | Mapping[str, int] | None = None) -> int:
         return int(self.program(mapping)["flops"])
 
-    def params(self, mapping: "int | Mapping[str, int] | None" = None) -> int:
+    def params(self, mapping: int | Mapping[str, int] | None = None) -> int:
         return int(self.program(mapping)["params"])
 
     def total_flops(self) -> float:
@@ -397,7 +398,7 @@ class Operator:
     def total_params(self) -> float:
         return self._native.totals()["params"]
 
-    def cost(self, mapping: "int | Mapping[str, int] | None" = None, target: Any = None) -> dict[str, float]:
+    def cost(self, mapping: int | Mapping[str, int] | None = None, target: Any = None) -> dict[str, float]:
         """Cost of the planned program for one valuation (docs/architecture.md §2, "Cost"): ``flops`` computed,
         elements ``materialized`` and ``read``, ``kernels`` launched, ``peak`` (largest tensor, elements), the
         view copies among them, and ``total``: their price on ``target`` (syno_automl.cost_profile: a shipped
@@ -419,20 +420,20 @@ class Operator:
         """DOT text of the coordinate graph (weights filled blue, reductions as diamonds)."""
         return self._native.graphviz()
 
-    def to_module(self, mapping: "int | Mapping[str, int] | None" = None):
+    def to_module(self, mapping: int | Mapping[str, int] | None = None):
         """A trainable torch.nn.Module computing this operator for one valuation."""
         from syno_automl.codegen.torch import build_module
 
         return build_module(self.program(mapping), class_name=f"Syno_{self.hash}")
 
-    def to_source(self, mapping: "int | Mapping[str, int] | None" = None) -> str:
+    def to_source(self, mapping: int | Mapping[str, int] | None = None) -> str:
         """A standalone Python file (torch only) defining the module."""
         from syno_automl.codegen.torch import program_to_source
 
         header = f"Syno operator {self.hash}\n" + str(self)
         return program_to_source(self.program(mapping), class_name=f"Syno_{self.hash}", header=header)
 
-    def to_tvm(self, mapping: "int | Mapping[str, int] | None" = None, target: str = "llvm"):
+    def to_tvm(self, mapping: int | Mapping[str, int] | None = None, target: str = "llvm"):
         """A compiled TVM kernel `kernel(x, *weights) -> numpy array` (weights as in to_module's parameters)."""
         from syno_automl.codegen.tvm import build_kernel
 
@@ -446,7 +447,7 @@ class Operator:
         }, indent=1)
 
     @classmethod
-    def from_json(cls, space: OperatorSpace, text: str | bytes) -> "Operator":
+    def from_json(cls, space: OperatorSpace, text: str | bytes) -> Operator:
         """Loads and validates (plain JSON, no code execution): replays the path in `space`."""
         data = _parse_json(text)
         if not isinstance(data, dict) or data.get("format") != FORMAT:
@@ -454,6 +455,9 @@ class Operator:
         path, expected = data.get("path"), data.get("hash")
         if not isinstance(path, list) or not all(isinstance(k, str) for k in path) or not isinstance(expected, str):
             raise OperatorFormatError("operator JSON needs a 'path' (list of keys) and a 'hash' (string)")
+        for i, key in enumerate(path):  # before the core: pybind11 cannot take them (a TypeError)
+            _check_text(key, f"'path' step {i}")
+        _check_text(expected, "'hash'")
         if data.get("space") != space.signature():
             raise OperatorFormatError(
                 f"operator was made in space {shown(data.get('space'))}, not in {space.signature()}")
@@ -461,6 +465,16 @@ class Operator:
         if not node.is_final or node.key != expected:
             raise OperatorFormatError(f"path does not end at operator {expected} (got {node.key})")
         return cls(space, node._native)
+
+
+def _check_text(value: str, field: str) -> None:
+    """OperatorFormatError naming `field` when `value` is no text UTF-8 can encode: JSON's ``"\\udcff"`` escapes
+    parse into a lone surrogate (half a UTF-16 pair), which no key or hash holds."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise OperatorFormatError(f"operator JSON's {field} holds a lone surrogate {value[e.start]!r} at character "
+                                  f"{e.start} (half a UTF-16 pair: not text)") from None
 
 
 def _parse_json(text: Any) -> Any:

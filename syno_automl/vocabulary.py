@@ -80,13 +80,15 @@ def baseline_latency_metric(device: str) -> str:
     return f"baseline_latency_ms.{device}"
 
 
-def speedup_metric(device: str) -> str:
-    """baseline_latency_metric / latency_metric on ``device``."""
-    return f"speedup.{device}"
+def speedup_metric(device: str, bound: str = "") -> str:
+    """baseline_latency_metric / latency_metric on ``device``; ``bound`` ``low`` / ``high``: its 95 % interval's
+    ends (``speedup.cpu.eager.low``)."""
+    return f"speedup.{device}" + (f".{bound}" if bound else "")
 
-# -- MLflow params of a trial run (beside the search settings, ``search.<setting>``: syno_automl.settings)
+# -- what an operator's MLflow run holds of it beside the search settings (params ``search.<setting>``) and its tag
+# syno.hash (TAG_HASH): the param syno.depth and the tag syno.primitives
 PARAM_DEPTH = "syno.depth"
-PARAM_PRIMITIVES = "syno.primitives"
+TAG_PRIMITIVES = "syno.primitives"       # an operator run's primitives, forward order (a tag: not a Compare axis)
 
 
 def schedule_label_tag(device: str) -> str:
@@ -122,7 +124,8 @@ METRIC_FINAL_TOKENS_PER_S = "final_tokens_per_s"  # lm: inference tokens/s on a 
 
 
 def final_metric(name: str, stat: str | None = None) -> str:
-    """``final_<name>`` (one value per seed, step = seed), ``final_<name>_mean`` / ``_sd``."""
+    """``final_<name>`` (the mean over the seeds), ``final_<name>_mean`` / ``_sd``, ``final_<name>_seed`` (one value
+    per seed, step = seed)."""
     return f"final_{name}" + (f"_{stat}" if stat else "")
 
 # -- MLflow artifacts of a trial run

@@ -22,13 +22,14 @@ import logging
 import os
 import sys
 import traceback
-from typing import Sequence
+from collections.abc import Sequence
 
 from syno_automl.cli.measure import cmd_calibrate, cmd_enumerate, cmd_reevaluate, cmd_tune
 from syno_automl.cli.options import add_setting_flags
 from syno_automl.cli.report import cmd_report
 from syno_automl.cli.search import cmd_export, cmd_search, cmd_show
 from syno_automl.cost_profile import TARGETS as COST_TARGETS
+from syno_automl.interrupt import exit_on_signals, exit_promptly, exit_status, interrupt_requested, stop_on_signals
 
 __all__ = ["main", "build_parser"]
 
@@ -151,13 +152,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        return _main(argv)
-    except KeyboardInterrupt:  # anywhere: while importing, loading data, training (see syno_automl.interrupt)
-        print("syno-automl: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # `syno-automl show | head`: the reader left; stop quietly, as Unix tools do
-        return _reader_gone()
+    # Ctrl-C and SIGTERM stop a command cleanly, exit status 130 / 143; a second one stops it at once
+    with stop_on_signals():
+        try:
+            code = _main(argv)
+        except KeyboardInterrupt:  # anywhere: while importing, loading data, training (see syno_automl.interrupt)
+            return _interrupted(argv is None)
+        except BrokenPipeError:  # `syno-automl show | head`: the reader left; stop quietly, as Unix tools do
+            return _reader_gone()
+        # a signal whose KeyboardInterrupt was swallowed (a finalizer) after the command's last checkpoint
+        if interrupt_requested() is not None:
+            return _interrupted(argv is None)
+    if argv is None:   # the process's own command, done: a signal in the interpreter's teardown ends it at once
+        exit_on_signals()
+    return code
+
+
+def _interrupted(exit_now: bool) -> int:
+    """Exit status 128 + the stop signal (130: Ctrl-C, 143: SIGTERM), with one line. `exit_now` (the process's own
+    command: main() without arguments): the process ends here, without the interpreter's seconds of teardown."""
+    status = exit_status()
+    print("syno-automl: interrupted" + ("" if status == 130 else " (SIGTERM)" if status == 143 else
+                                        f" (signal {status - 128})"), file=sys.stderr)
+    if exit_now:
+        exit_promptly(status)
+    return status
 
 
 def _reader_gone() -> int:
@@ -185,7 +204,9 @@ def _main(argv: Sequence[str] | None) -> int:
         return code
     except BrokenPipeError:
         raise
-    except Exception as e:  # one clear line; --debug for the traceback
+    except Exception as e:  # noqa: BLE001 -- one clear line; --debug for the traceback
+        if interrupt_requested() is not None:   # an error an interrupt caused on its way out: it is the interrupt
+            raise KeyboardInterrupt from e
         if getattr(args, "debug", False):
             traceback.print_exc()
         message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

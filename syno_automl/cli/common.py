@@ -6,11 +6,11 @@ import argparse
 import logging
 import os
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 from syno_automl import vocabulary as V
+from syno_automl.cli.lookup import check_tracking_uri, existing_storage, find_operator, missing_database
 from syno_automl.errors import MissingDependencyError, NotFoundError
-from syno_automl.cli.lookup import check_tracking_uri, existing_storage, find_operator
 from syno_automl.settings import SETTING
 
 __all__ = ["quiet_logs", "require_tvm", "tracking_of", "load_study", "space_of", "operator_of"]
@@ -48,8 +48,8 @@ def require_tvm(targets: Sequence[str], flag: str) -> None:
     try:
         import tvm  # noqa: F401
     except ImportError as e:
-        raise MissingDependencyError(f"{flag} {','.join(wanting)} needs TVM, which cannot be imported ({e}): {TVM_HINT} "
-                          f"(or {flag} torch: eager PyTorch, no TVM)") from None
+        raise MissingDependencyError(f"{flag} {','.join(wanting)} needs TVM, which cannot be imported ({e}): "
+                                     f"{TVM_HINT} (or {flag} torch: eager PyTorch, no TVM)") from None
 
 
 def tracking_of(args: argparse.Namespace) -> str | None:
@@ -66,11 +66,14 @@ def load_study(args: argparse.Namespace):
 
     url = args.storage
     storage = existing_storage(url, lambda path: FileNotFoundError(
-        f"no study database {path} here: run `syno-automl search` first, or pass --storage"))
+        missing_database(url, path, default=url == SETTING["storage"].default)))
     try:
         return optuna.load_study(study_name=args.study, storage=storage)
     except KeyError:
-        raise NotFoundError(f"no study {args.study!r} in {url}") from None
+        from syno_automl.study.storage import study_names
+
+        names = ", ".join(study_names(storage)) or "none"   # not a pareto search's companion (<study>.fidelity)
+        raise NotFoundError(f"no study {args.study!r} in {url} (studies there: {names}; --study NAME)") from None
 
 
 def space_of(study):

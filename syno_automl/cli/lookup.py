@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from syno_automl import vocabulary as V
 from syno_automl.errors import NotFoundError, OutputPathError, TrackingUnreachableError
 
-__all__ = ["check_tracking_uri", "resume_defaults", "find_trial", "find_operator", "trial_header", "trial_line",
-           "local_run_summary"]
+__all__ = ["check_tracking_uri", "resume_defaults", "refuse_existing_study", "missing_database", "find_trial",
+           "find_operator", "trial_header", "trial_line", "local_run_summary"]
 
 
 def check_tracking_uri(uri: str, seconds: float = 3.0) -> None:
@@ -53,6 +54,43 @@ def existing_storage(url: str, missing: Callable[[str], Exception]) -> Any:
     return make_storage(url, heartbeat_interval=None)
 
 
+def refuse_existing_study(url: str, study: str) -> None:
+    """StudyExistsError when a new search names a study that `url`'s storage already holds: said before the heavy
+    imports (run_search would say it after them). Creates nothing: a database file that does not exist holds no
+    study and is not opened."""
+    from syno_automl.study.storage import is_journal
+
+    path = None   # a server's database: asked
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+    elif is_journal(url):
+        path = url[len("journal:"):] if url.startswith("journal:") else url
+    if path is not None and not Path(path).is_file():
+        return
+    import optuna
+
+    from syno_automl.config import StudyExistsError
+
+    storage = existing_storage(url, lambda path: FileNotFoundError(path))
+    if study in optuna.get_all_study_names(storage):
+        raise StudyExistsError(f"study {study!r} already exists in {url}: pass --resume to continue it, or --study "
+                               f"NAME for a new one")
+
+
+def missing_database(url: str, path: str, default: bool) -> str:
+    """What a reading command says when the SQLite file of --storage `url` does not exist: `default`, the storage
+    no --storage was given for, is looked for in this folder; a given one is named with the databases beside it."""
+    where = Path(path).resolve()
+    if default:
+        return (f"no study database {path} in this folder ({where.parent}): run `syno-automl search` here first, or "
+                f"pass --storage URL")
+    if not where.parent.is_dir():
+        return f"--storage {url}: no such file {where} (its folder does not exist)"
+    beside = sorted(p.name for p in where.parent.glob("*.db"))
+    there = f"databases there: {', '.join(beside)}" if beside else "no .db file there"
+    return f"--storage {url}: no such file {where} ({there})"
+
+
 def resume_defaults(args: argparse.Namespace) -> dict[str, Any]:
     """Options not given on a --resume take the study's recorded settings (the study is read, not created);
     returns those settings."""
@@ -64,7 +102,9 @@ def resume_defaults(args: argparse.Namespace) -> dict[str, Any]:
     try:
         recorded = optuna.load_study(study_name=args.study, storage=storage).user_attrs.get(V.SETTINGS, {})
     except KeyError:
-        names = ", ".join(sorted(s.study_name for s in optuna.get_all_study_summaries(storage, False))) or "none"
+        from syno_automl.study.storage import study_names
+
+        names = ", ".join(study_names(storage)) or "none"   # not a pareto search's companion (<study>.fidelity)
         raise NotFoundError(f"no study {args.study!r} to resume in {url} (studies there: {names}); drop --resume "
                           f"to start it") from None
     from syno_automl.config import with_legacy_settings
@@ -153,10 +193,10 @@ def trial_header(name: str, final: Any | None = None) -> str:
     return f"{'trial':>5}  {'state':<8}  {'operator':<16}  {name:>8}{retrained}  {'FLOPs':>7}  {'cost':>7}  reason"
 
 
-def trial_line(trial: Any, name: str, final: Any | None = None) -> str:
+def trial_line(trial: Any, name: str, final: Any | None = None, stale: bool = False) -> str:
     """One row of `syno-automl show`: number, state, operator, objective value in the search, the re-trained mean ±
     sd of a finalist (`final`: the study's FinalResult; ``*`` marks the operator it names), FLOPs and cost
-    ratios, reason."""
+    ratios, reason (`stale`: a RUNNING trial whose worker is gone, study.lost_trials.stale_trials, says so)."""
     from syno_automl.search.objectives import cost_of, primary_value
 
     state = trial.state.name
@@ -173,6 +213,10 @@ def trial_line(trial: Any, name: str, final: Any | None = None) -> str:
     cost_ratio = cost_of(trial)
     cost = f"{cost_ratio:.3f}x" if isinstance(cost_ratio, (int, float)) else "-"
     why = trial.user_attrs.get(V.FAILURE) or trial.user_attrs.get(V.PRUNED) or ""
+    if stale:
+        from syno_automl.study.lost_trials import STALE
+
+        why = STALE
     return (f"{trial.number:>5}  {state:<8}  {label:<16}  {value:>8}{retrained}  {flops:>7}  {cost:>7}  "
             f"{str(why)[:60]}").rstrip()
 

@@ -8,36 +8,116 @@ from typing import Any
 
 from syno_automl import vocabulary as V
 from syno_automl.cli.common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
-from syno_automl.cli.options import config_of
-from syno_automl.errors import LatencyError, OptionError
 from syno_automl.cli.lookup import find_trial
+from syno_automl.cli.options import config_of, fill_from_recorded
+from syno_automl.errors import LatencyError, OptionError
 
 __all__ = ["cmd_enumerate", "cmd_reevaluate", "cmd_tune"]
 
 
 def cmd_enumerate(args: argparse.Namespace) -> int:
+    config = config_of(args, tracking_uri=None)
+    config.validate()   # a wrong option is said before the imports
+    say = (lambda line: None) if args.quiet else (lambda line: print(line, flush=True))
+    say(f"syno-automl: the space of {config.model} on {config.dataset}; loading torch, Lightning...")
+    quiet_logs(training=True, verbose=args.verbose)
     from syno_automl.report import canonical_rate_table
     from syno_automl.study import prepare
 
-    config = config_of(args, tracking_uri=None)
-    quiet_logs(training=True, verbose=args.verbose)
     context = prepare(config)
     space = context.space
     print(f"space: {space.input_shape} -> {space.output_shape}, primary {space.primary}, coefficients "
           f"{space.coefficients}, {space.num_mappings} mappings, max_depth {space.max_depth}, "
-          f"budgets {space.budgets}")
+          f"budgets {space.budgets}", flush=True)
     limit = args.time_limit if args.time_limit > 0 else None   # 0: no limit
-    e = space.enumerate(time_limit=limit)
-    print(f"enumeration: {e.operator_count} operators, stopped by {e.stop_reason} after {e.seconds:.1f} s")
+    e, depth, whole = enumerate_by_depth(space, limit, say)
+    print(_enumeration_line(space, limit, e, depth, whole))
+    complete = whole[0] if whole is not None else 0
+    print(f"the walk to depth {depth} ({'complete' if depth == complete else 'stopped: its counts are partial'}):")
     print("| depth | nodes | final |\n|---:|---:|---:|")
     for d, (n, f) in enumerate(zip(e.nodes_per_depth, e.finals_per_depth)):
         print(f"| {d} | {n} | {f} |")
+    say("sampling 32 operators...")
     ops = space.sample(32, seed=config.seed, time_limit=args.time_limit)
     r = space.last_report
     print(f"sampling: {len(ops)} operators from {r.attempts} random descents "
           f"({len(ops) / max(r.attempts, 1):.1%} reach an operator) in {r.seconds:.1f} s")
     print(canonical_rate_table(space.stats()))
     return 0
+
+
+#: seconds between the lines that say a long walk is still going
+WALK_TICK = 15.0
+
+
+def enumerate_by_depth(space: Any, time_limit: float | None, say: Any) -> tuple[Any, int, tuple[int, Any] | None]:
+    """Walks `space` to depth 1, then 2, ... up to its max_depth (each walk whole, counting every operator of at most
+    that many primitives), until a walk is stopped or `time_limit` seconds (None: no limit) are spent in all; `say`
+    gets a line as each walk ends, and every WALK_TICK seconds of a long one. A whole space is often far too large
+    to walk in a minute (the default's has millions of nodes), and its operators are mostly at the deepest levels: a
+    single walk to the full depth would stop with no operator counted, where the shallower walks are complete.
+    Returns (the last walk's Enumeration, its depth, (the deepest depth walked whole, its Enumeration) or None)."""
+    import time
+
+    started = time.monotonic()
+    whole: tuple[int, Any] | None = None
+    last, walked = None, 0
+    for depth in range(1, space.max_depth + 1):
+        left = None if time_limit is None else time_limit - (time.monotonic() - started)
+        if left is not None and left <= 0 and last is not None:
+            break
+        last, walked = _walk(space, depth, left, say), depth
+        done = last.stop_reason == "exhausted"
+        say(f"  depth <= {depth}: {last.operator_count:,} operators, {sum(last.nodes_per_depth):,} nodes in "
+            f"{last.seconds:.1f} s" + ("" if done else f" (stopped: {_stop_reason(last.stop_reason)}; partial)"))
+        if not done:
+            break
+        whole = (depth, last)
+    assert last is not None   # the first walk always runs
+    return last, walked, whole
+
+
+def _walk(space: Any, depth: int, seconds: float | None, say: Any) -> Any:
+    """One walk of `space` to `depth` (at most `seconds`), `say` told every WALK_TICK seconds that it goes on (the
+    core releases the GIL while it walks: a thread speaks meanwhile)."""
+    import threading
+    import time
+
+    stop = threading.Event()
+
+    def tick() -> None:
+        begun = time.monotonic()
+        while not stop.wait(WALK_TICK):
+            say(f"  depth <= {depth}: walking ({time.monotonic() - begun:.0f} s)...")
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        return space.enumerate(max_depth=depth, time_limit=None if seconds is None else max(seconds, 1e-3),
+                               max_operators=0)
+    finally:
+        stop.set()
+        ticker.join()
+
+
+def _stop_reason(reason: str) -> str:
+    return {"time": "the time limit", "limit": "the node limit"}.get(reason, reason)
+
+
+def _enumeration_line(space: Any, limit: float | None, e: Any, depth: int, whole: tuple[int, Any] | None) -> str:
+    """What the walks found, and why they stopped where they did."""
+    complete = whole[0] if whole is not None else 0
+    if whole is not None and complete == space.max_depth:
+        return (f"enumeration: {e.operator_count:,} operators, the whole space (at most {space.max_depth} primitives), "
+                f"in {e.seconds:.1f} s")
+    found = (f"complete to depth {complete}: {whole[1].operator_count:,} operators of at most {complete} primitives"
+             if whole is not None else "no depth walked whole")
+    further = (f"depth {depth} stopped by {_stop_reason(e.stop_reason)} after {e.seconds:.0f} s with "
+               f"{e.operator_count:,} operators counted so far" if depth > complete else
+               f"no time left for depth {complete + 1}")
+    return (f"enumeration: {found}; {further}; the space goes to depth {space.max_depth}, too large to walk in "
+            f"{'this time' if limit is not None else 'one go'} (--time-limit S, 0: no limit; the sampling below "
+            f"reaches every depth)")
 
 
 def cmd_reevaluate(args: argparse.Namespace) -> int:
@@ -53,11 +133,22 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
     found: list[tuple[Any, Any]] = [operator_of(study, h) for h in refs]
     if not args.no_baseline:
         found.insert(0, (find_trial(study, "baseline"), None))
+    budget_given = args.epochs is not None, args.steps is not None
+    recorded = _recorded_settings(study)
+    fill_from_recorded(args, recorded)  # as a --resume: the flags not given take the study's settings
     config = config_of(args, tracking_uri=tracking_of(args), study=args.study)
-    if args.epochs is None and config.task == "image":  # re-training is longer than a trial by default
+    if not budget_given[0] and config.task == "image":  # re-training is longer than a trial by default
         config.epochs = 10
-    if args.steps is None and config.task == "lm":
+    if not budget_given[1] and config.task == "lm":
         config.max_steps = 1000
+    if not args.quiet:
+        from syno_automl.config import describe_diff, settings_diff
+        from syno_automl.settings import SETTING
+
+        diff = {k: v for k, v in settings_diff(recorded, config.settings()).items()  # the flags given here
+                if k in SETTING and "reevaluate" in SETTING[k].commands}
+        print(f"re-training {config.model} on {config.dataset}{_image_size(config)} as the search did"
+              + (f", but: {describe_diff(diff, limit=12)}" if diff else ""), flush=True)
     quiet_logs(training=True, verbose=args.verbose)
     context = prepare(config)
     label, schedule = config.objective_name, context.task.budget_label(config)
@@ -68,7 +159,8 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
 
         tracker = SearchTracker(config.tracking_uri)
     for trial, op in found:
-        local = Operator.from_json(free_space, operator_json_of(trial)) if op is not None else None
+        text = operator_json_of(trial) if op is not None else None  # (operator_of found it: not None)
+        local = Operator.from_json(free_space, text) if text is not None else None
         name = op.hash if op is not None else "baseline"
         run = None
         if tracker is not None:
@@ -77,7 +169,7 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
         try:
             acc = train_operator(context, None, run, epochs=config.epochs, operator=local, milestones={},
                                  timeout=None)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 -- a trial's failure is recorded, the others still run
             if run is not None:
                 run.log_failure(f"{type(e).__name__}: {e}", traceback.format_exc())
                 run.finish("FAILED")
@@ -85,11 +177,23 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
             continue
         if run is not None:
             run.finish("FINISHED")
-        print(f"{name}: {label} {acc:.4f} on {config.dataset} after {schedule}"
+        print(f"{name}: {label} {acc:.4f} with {config.model} on {config.dataset}{_image_size(config)} after {schedule}"
               + (f" (search trial {trial.number}: {primary_value(trial):.4f})" if primary_value(trial) is not None
                  else "")
               + (f"  [MLflow run {run.run_id}]" if run is not None else ""))
     return 0
+
+
+def _recorded_settings(study: Any) -> dict[str, Any]:
+    """The study's recorded settings (``syno.settings``), those it predates as they behaved then."""
+    from syno_automl.config import with_legacy_settings
+
+    recorded = study.user_attrs.get(V.SETTINGS, {})
+    return with_legacy_settings(recorded) if isinstance(recorded, dict) else {}
+
+
+def _image_size(config: Any) -> str:
+    return f" at {config.image_size}x{config.image_size}" if config.task == "image" and config.image_size else ""
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -127,7 +231,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     latencies = dict(study.user_attrs.get(V.LATENCY, {}))  # read again: measuring took a while
     latencies[op.hash] = {**latencies.get(op.hash, {}), device: entry}
     study.set_user_attr(V.LATENCY, latencies)
-    print(f"stored syno.latency[{op.hash}][{device}] in study {study.study_name} (tuned_trials {entry['tuned_trials']})")
+    print(f"stored syno.latency[{op.hash}][{device}] in study {study.study_name} "
+          f"(tuned_trials {entry['tuned_trials']})")
     tracking = tracking_of(args)
     run_id = trial.user_attrs.get(V.RUN_ID)
     if not tracking or not run_id:
@@ -139,7 +244,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     run = SearchTracker(tracking).run(run_id)
     try:
         run.client.get_run(run_id)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 -- MLflow raises several types for a missing run
         print(f"MLflow: nothing logged (run {run_id} not found in {tracking}: {type(e).__name__})")
         return 0
     one = {"metrics": result["metrics"], "notes": result["notes"], "devices": {device: summary}}

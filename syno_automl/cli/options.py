@@ -13,9 +13,19 @@ Example:
 from __future__ import annotations
 
 import argparse
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from syno_automl.settings import SETTINGS, STORE_COMMANDS, Setting, SettingTaskError
+from syno_automl.settings import (
+    GROUPED_MODELS,
+    MODEL_TASKS,
+    SETTINGS,
+    STORE_COMMANDS,
+    TASKS,
+    Setting,
+    SettingTaskError,
+    section_of,
+)
 
 __all__ = ["add_setting_flags", "config_of", "fill_from_recorded", "dest_of"]
 
@@ -27,22 +37,30 @@ def dest_of(s: Setting) -> str:
 
 def _help(s: Setting) -> str:
     tasks = "" if len(s.tasks) > 1 else f"{s.tasks[0]}: "
-    return f"{tasks}{s.help} (default: {s.default_text()})".replace("%", "%%")
+    text = s.help
+    if s.name == "model":   # the names (not argparse's choices: a wrong one is refused with the list, in one line)
+        text += ": " + "; ".join(f"--task {task}: {', '.join(m for m, t in MODEL_TASKS.items() if t == task)}"
+                                 for task in TASKS) + f" ({', '.join(GROUPED_MODELS)} with --groups)"
+    return f"{tasks}{text} (default: {s.default_text()})".replace("%", "%%")
 
 
 def add_setting_flags(parser: argparse.ArgumentParser, command: str) -> None:
-    """Adds the flags of every setting `command` takes, in the table's order."""
+    """Adds the flags of every setting `command` takes, in the table's order, grouped under the titles of the
+    table's sections (settings.SECTIONS) in --help."""
+    groups: dict[str, Any] = {}
     for s in SETTINGS:
         if s.flag is None or command not in s.commands:
             continue
+        title = section_of(s)
+        group = groups[title] if title in groups else groups.setdefault(title, parser.add_argument_group(title))
         # the store options have a real default: the reading commands use it without a SearchConfig
         default = s.default if command in STORE_COMMANDS and s.name in ("storage", "study", "tracking_uri") \
             else None
         if s.kind is bool:   # the flag turns a setting on (--latency-inductor), or off (--no-priors)
-            parser.add_argument(s.flag, action="store_const", const=not s.default, default=default, help=_help(s))
+            group.add_argument(s.flag, action="store_const", const=not s.default, default=default, help=_help(s))
             continue
         kind = s.parse or {int: int, float: float}.get(s.kind, str)
-        parser.add_argument(s.flag, type=kind, default=default, help=_help(s), metavar=s.metavar,
+        group.add_argument(s.flag, type=kind, default=default, help=_help(s), metavar=s.metavar,
                             choices=s.choices if s.kind is str and s.choices and s.name != "model" else None)
 
 

@@ -8,20 +8,38 @@ from pathlib import Path
 
 from syno_automl import vocabulary as V
 from syno_automl.cli.common import load_study, space_of, tracking_of
+from syno_automl.errors import OutputPathError
 
 __all__ = ["cmd_report"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from syno_automl.report import (CostAxis, canonical_rate_table, latency_devices, latency_schedules, latency_series,
-                                    latency_table, plot_pareto, points_of, reevaluation_series, reevaluation_table,
-                                    reevaluations_of, search_label, trial_table)
+    out = Path(args.out)
+    # before the study is read, in words (mkdir would say "[Errno 17] File exists" or "[Errno 20] Not a directory")
+    existing = next((p for p in (out, *out.parents) if p.exists()), Path("."))   # the nearest that exists
+    if not existing.is_dir():
+        raise OutputPathError(f"--out {args.out}: {'it' if existing == out else existing} is a file, and the report "
+                              f"is a folder (report.md and its figures): name a new or existing folder")
+    from syno_automl.report import (
+        CostAxis,
+        canonical_rate_table,
+        latency_devices,
+        latency_schedules,
+        latency_series,
+        latency_table,
+        plot_pareto,
+        points_of,
+        reevaluation_series,
+        reevaluation_table,
+        reevaluations_of,
+        search_label,
+        trial_table,
+    )
     from syno_automl.report.final import final_series, plot_final, verdict_section
     from syno_automl.search.objectives import objective_name
     from syno_automl.study.verdict import stored_final
 
     study = load_study(args)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     name = objective_name(study)
     maximize = name == "val_acc"
@@ -31,7 +49,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     final = stored_final(study)
     files = []
     figure = "final.png" if final is not None and final.candidates else None
-    if figure is not None:  # the answer first: re-trained alike, against the baseline's band
+    if final is not None and figure is not None:  # the answer first: re-trained alike, against the baseline's band
         files += plot_final(final, out / "final", title=f"{study.study_name}: the final stage's verdict "
                                                         f"({final.budget_text()})")
     tracking = tracking_of(args)
@@ -104,7 +122,8 @@ def _loss_curves(study, tracking: str, out: Path, top: int) -> list[Path]:
     done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
             if primary_value(t) is not None and V.RUN_ID in t.user_attrs]
     base = [t for t in done if t.user_attrs.get(V.BASELINE)]
-    ops = sorted((t for t in done if not t.user_attrs.get(V.BASELINE)), key=primary_value)[:top]
+    value = {t.number: v for t in done if (v := primary_value(t)) is not None}  # each trial of done has one
+    ops = sorted((t for t in done if not t.user_attrs.get(V.BASELINE)), key=lambda t: value[t.number])[:top]
     client = SearchTracker(tracking).client
     curves: dict[str, dict[str, list[tuple[int, float]]]] = {}
     for t in base + ops:

@@ -8,10 +8,17 @@ from typing import Any
 
 from syno_automl import vocabulary as V
 from syno_automl.cli.common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
+from syno_automl.cli.lookup import (
+    check_tracking_uri,
+    find_trial,
+    local_run_summary,
+    refuse_existing_study,
+    resume_defaults,
+    trial_header,
+    trial_line,
+)
 from syno_automl.cli.options import config_of
 from syno_automl.errors import NotFoundError, OptionError
-from syno_automl.cli.lookup import (check_tracking_uri, find_trial, local_run_summary, resume_defaults,
-                                trial_header, trial_line)
 
 __all__ = ["cmd_search", "cmd_show", "cmd_export"]
 
@@ -34,6 +41,13 @@ def cmd_search(args: argparse.Namespace) -> int:
         if diff:
             raise StudyMismatchError(f"study {config.study!r} was trained with other settings: {describe_diff(diff)}; "
                                      f"resume with the study's settings, or --study NAME for a new search")
+    else:
+        refuse_existing_study(config.storage, config.study)   # a new search: the name is free (run_search's check)
+    from syno_automl.runtime.device import check_runnable_here
+
+    # a GPU asked for where torch sees none (imports torch only then, ~3 s): before any study exists
+    for warning in check_runnable_here(config.accelerator, config.speed_target, config.also_measure):
+        print(f"syno-automl: warning: {warning}", file=sys.stderr)
     if not args.quiet:
         print(f"syno-automl: {'resuming' if args.resume else 'starting'} study {config.study!r} "
               f"({config.model} on {config.dataset}); loading torch, Lightning, MLflow...", flush=True)
@@ -63,20 +77,40 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise SearchFailedError(f"the search found nothing to compare: {failure}")
     if is_pareto(study):
         front = operator_front(study)
-        print(f"Pareto front ({name} vs planned cost ratio, study.best_trials): {len(front)} operators"
+        print(f"Pareto front ({name} vs planned cost ratio, study.best_trials): {len(front)} "
+              f"operator{'s' if len(front) != 1 else ''}"
               + "".join(f"\n  {t.user_attrs.get(V.HASH)} (trial {t.number}): {name} {t.values[0]:.4f} at "
                         f"{t.values[1]:.3f}x cost" for t in front))
     best = best_operator_trial(study)
-    if best is not None:
+    if best is not None and result.final is None:   # with a final stage, its verdict is the one answer (last)
         print(f"best operator {best.user_attrs.get(V.HASH)} (trial {best.number}): {name} {primary_value(best):.4f} "
               f"at {best.user_attrs.get(V.FLOPS_RATIO, float('nan')):.3f}x FLOPs, "
               f"{best.user_attrs.get(V.COST_RATIO, float('nan')):.3f}x cost  ->  "
               f"syno-automl show {best.user_attrs.get(V.HASH)}")
     if config.tracking_uri:
-        print(f"MLflow: mlflow ui --backend-store-uri {config.tracking_uri} --host 127.0.0.1")
+        print(_mlflow_hint(config.tracking_uri, result.parent_run_id, study))
     if result.final is not None:  # the search's answer, last
         print(result.final.verdict())
     return 0
+
+
+def _mlflow_hint(tracking_uri: str, parent: str | None, study: Any) -> str:
+    """How to serve the MLflow store (from its folder) and the address of the study's trials in its UI
+    (syno_automl.tracking.ui)."""
+    from syno_automl.search.objectives import objective_name
+    from syno_automl.tracking.store import absolute_tracking_uri
+    from syno_automl.tracking.ui import ui_hint
+
+    experiment = None
+    if parent is not None:
+        try:
+            from mlflow.tracking import MlflowClient
+
+            experiment = MlflowClient(absolute_tracking_uri(tracking_uri)).get_run(parent).info.experiment_id
+        except Exception:  # noqa: BLE001 -- a server gone meanwhile: the hint without the address
+            experiment = None
+    return ui_hint(tracking_uri, experiment, study.study_name, objective_name(study),
+                   maximize=study.directions[0].name == "MAXIMIZE")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -94,8 +128,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"study {study.study_name}: {len(trials)} trials ({name}; `syno-automl show N` for one)")
         print(_final_headline(study, final, budget))
         print(trial_header(name, final))
+        from syno_automl.study.lost_trials import stale_trials
+
+        stale = stale_trials(study, _grace_seconds(args))   # RUNNING, its worker gone: no heartbeat in the grace
         for t in trials:
-            print(trial_line(t, name, final))
+            print(trial_line(t, name, final, stale=t.number in stale))
         if final is not None:
             print(f"{name}: the search's ({budget}); final: re-trained mean ± sd ({final.budget_text()})"
                   + ("; * the operator the final stage names" if final.chosen is not None else ""))
@@ -136,6 +173,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     if run_id:
         print(f"MLflow run: {run_id}" + _run_summary(tracking_of(args), run_id))
     return 0
+
+
+def _grace_seconds(args: argparse.Namespace) -> float:
+    """How long a trial may go without a heartbeat before `show` calls it stale: what a --resume with these
+    options would wait (storage.make_storage: --grace-period, or 3 heartbeats)."""
+    from syno_automl.study.lost_trials import DEFAULT_GRACE_SECONDS
+
+    grace, heartbeat = getattr(args, "grace_period", None), getattr(args, "heartbeat", None)
+    return float(grace or (3 * heartbeat if heartbeat else DEFAULT_GRACE_SECONDS))
 
 
 # the figures `show N` prints, as (user attr, label, kind): ratios with 3 decimals, counts with separators

@@ -62,7 +62,8 @@ def total_line(summary: Mapping[str, Any], device: str) -> str:
                  f"-> speedup {summary['speedup']:.2f}x")
     if "inductor_ms" in summary:
         if summary.get("inductor_ms") is None:
-            why = next((v for k, v in summary.get("notes", {}).items() if k.startswith(V.latency_metric(V.INDUCTOR))), "")
+            why = next((v for k, v in summary.get("notes", {}).items()
+                        if k.startswith(V.latency_metric(V.INDUCTOR))), "")
             text += f"; inductor: missing ({why})"
         else:
             text += f"; inductor: operator {summary['inductor_ms']:.4f} ms"

@@ -49,6 +49,6 @@ def load_class(source: str, class_name: str, prefix: str = "syno_generated") -> 
             raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
         return found
 
-    module.__getattr__ = __getattr__
+    module.__dict__["__getattr__"] = __getattr__  # into its namespace, as setting the attribute does
     weakref.finalize(cls, _forget, module_name, filename)
     return cls

@@ -9,9 +9,11 @@ groups: B = T & w & out (batch), M = T & out - w, N = w & out - T, K = T & w - o
 from __future__ import annotations
 
 import math
-from typing import Iterable, Protocol
+from collections.abc import Iterable
+from typing import Protocol
 
 from syno_automl.ir import ContractInfo, State, Transition
+from syno_automl.ir.program import Contract, Unfold
 
 __all__ = ["emit_contract", "emit_conv", "Emitter"]
 
@@ -157,14 +159,21 @@ def emit_conv(gen: Emitter, trs: list[Transition]) -> bool:
     padding both sides is conv2d's ``padding``, stride 1). Other letters: B (in T, w and out) are conv groups,
     K (summed) input channels per group, N output channels per group, M the conv's batch. Returns False (and
     emits nothing) when the steps do not have that form: the walker then emits them one by one."""
+    u1: Transition[Unfold]
+    u2: Transition[Unfold]
+    ct: Transition[Contract]
     u1, u2, ct = trs
     c = ct.contract
+    assert c is not None  # advance resolves every contract step
     s1, s2 = u1.step.src, u2.step.src
     pre = gen.phys()
     if s1 not in pre or s2 not in pre or s1 == s2 or s1 in gen.free or s2 in gen.free:
         return False
     ren = dict(ct.step.rename)
-    r = lambda d: ren.get(d, d)  # noqa: E731
+
+    def r(d: int) -> int:
+        return ren.get(d, d)
+
     out = [d for d in c.out if d not in c.still_bcast]
     wdims = list(c.weight.dims)
     tphys = list(c.renamed.stored)

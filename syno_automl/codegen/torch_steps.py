@@ -9,11 +9,12 @@ codegen/torch_contract.py. Positions ``p`` in the emitted code are positions in 
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from syno_automl.codegen.torch_contract import emit_contract, emit_conv
 from syno_automl.ir import Program, State, StepBackend, Transition, walk, weight_order, weight_program
 from syno_automl.ir.errors import IRError
+from syno_automl.ir.program import Contract, Expand, Merge, Reduce, Shift, Split, Stride, Unfold
 
 __all__ = ["TorchGen"]
 
@@ -77,7 +78,7 @@ class TorchGen(StepBackend):
         self.emit(f"# T dims {self.describe()}")
 
     # -- steps ------------------------------------------------------------------------------------------
-    def split(self, tr: Transition) -> None:
+    def split(self, tr: Transition[Split]) -> None:
         self.begin(tr)
         d, (a, b) = tr.step.src, tr.step.dst
         if d not in self.virtual:
@@ -86,7 +87,7 @@ class TorchGen(StepBackend):
             self.emit(f"t = t.unflatten({self.ppos(d)}, {shape})")
         self.end(tr)
 
-    def merge(self, tr: Transition) -> None:
+    def merge(self, tr: Transition[Merge]) -> None:
         self.begin(tr)
         a, b = tr.step.src
         if not (a in self.virtual and b in self.virtual):
@@ -100,19 +101,19 @@ class TorchGen(StepBackend):
             self.emit(f"t = t.flatten({pa}, {pa + 1})")
         self.end(tr)
 
-    def shift(self, tr: Transition) -> None:
+    def shift(self, tr: Transition[Shift]) -> None:
         self.begin(tr)
         if tr.step.src not in self.virtual:  # out[e] = in[(e + 1) mod n]
             self.emit(f"t = torch.roll(t, -1, {self.ppos(tr.step.src)})")
         self.end(tr)
 
-    def stride(self, tr: Transition) -> None:
+    def stride(self, tr: Transition[Stride]) -> None:
         self.begin(tr)
         if tr.step.src not in self.virtual:  # out[e] = in[e * s]
             self.emit(f"t = t[{':, ' * self.ppos(tr.step.src)}::{tr.step.stride}]")
         self.end(tr)
 
-    def unfold(self, tr: Transition) -> None:
+    def unfold(self, tr: Transition[Unfold]) -> None:
         self.begin(tr)
         d, k = tr.step.src, tr.step.window
         self.materialize([d])
@@ -127,13 +128,13 @@ class TorchGen(StepBackend):
         self.emit(f"t = {expr}")
         self.end(tr)
 
-    def expand(self, tr: Transition) -> None:
+    def expand(self, tr: Transition[Expand]) -> None:
         self.begin(tr)
         if tr.step.dst in self.free:
             raise IRError(f"expand of a free (run-time sized) dim {tr.step.dst} is not supported")
         self.end(tr)
 
-    def reduce(self, tr: Transition) -> None:
+    def reduce(self, tr: Transition[Reduce]) -> None:
         self.begin(tr)
         d, mean = tr.step.src, tr.step.mean
         if d in self.virtual:
@@ -144,8 +145,9 @@ class TorchGen(StepBackend):
             self.emit(f"t = t.{'mean' if mean else 'sum'}({self.ppos(d)})")
         self.end(tr)
 
-    def contract(self, tr: Transition) -> None:
+    def contract(self, tr: Transition[Contract]) -> None:
         self.begin(tr)
+        assert tr.contract is not None  # advance resolves every contract step
         emit_contract(self, tr.contract)
         self.end(tr)
 
@@ -156,6 +158,8 @@ class TorchGen(StepBackend):
         """SHIFT d -> e then STRIDE e -> f by s >= 2 with |e| = |f| * s: ``out[f] = in[(f * s + 1) mod n] =
         in[f * s + 1]`` (f * s + 1 <= n - s + 1 < n), one offset slice (a view) instead of a roll that copies T.
         The planner (native/plan.cpp) puts a roll right before the stride of its dim so this applies."""
+        sh: Transition[Shift]
+        st: Transition[Stride]
         sh, st = trs
         d, e = sh.step.src, sh.step.dst
         if st.step.src != e or st.step.stride < 2 or d in self.virtual:

@@ -47,7 +47,7 @@ def _to_primfunc(inputs: list[te.Tensor], out: te.Tensor) -> tirx.PrimFunc:
     return te.create_prim_func([*inputs, out]).with_attr("global_symbol", "main")
 
 
-def program_to_primfunc(program: Mapping[str, Any]) -> tirx.PrimFunc:
+def program_to_primfunc(program: Mapping[str, Any] | Program) -> tirx.PrimFunc:
     """The stage-wise PrimFunc ``main(x, w_0, ..., w_{m-1}, out)``."""
     return _to_primfunc(*program_to_te(program))
 
@@ -94,7 +94,7 @@ def make_target(target: Any = "llvm") -> tvm.target.Target:
         if dev.exist:
             try:
                 return tvm.target.Target.from_device(dev)
-            except Exception:  # pragma: no cover - depends on the GPU host
+            except Exception:  # noqa: BLE001 -- a generic cuda target below  # pragma: no cover - GPU host
                 pass
         return tvm.target.Target("cuda")
     if spec.startswith("{"):

@@ -32,6 +32,7 @@ from syno_automl.ir import (
     weight_program,
 )
 from syno_automl.ir.errors import IRError
+from syno_automl.ir.program import Contract, Expand, Merge, Reduce, Shift, Split, Stride, Unfold
 
 __all__ = ["TEGen", "program_to_te", "fused_te", "expr_table"]
 
@@ -98,28 +99,28 @@ class TEGen(StepBackend):
         self.state = tr.post
 
     # -- steps ------------------------------------------------------------------------------------------
-    def split(self, tr: Transition) -> None:
+    def split(self, tr: Transition[Split]) -> None:
         d, (a, b) = tr.step.src, tr.step.dst
         if d in tr.pre.bcast:
             return self.relabel(tr)
         nb = self.p.sizes[b]
         self.view("split", tr.post, {d: lambda e: e[a] * nb + e[b]})
 
-    def merge(self, tr: Transition) -> None:
+    def merge(self, tr: Transition[Merge]) -> None:
         (a, b), d = tr.step.src, tr.step.dst
         if a in tr.pre.bcast and b in tr.pre.bcast:
             return self.relabel(tr)
         nb = self.p.sizes[b]
         self.view("merge", tr.post, {a: lambda e: tirx.floordiv(e[d], nb), b: lambda e: tirx.floormod(e[d], nb)})
 
-    def shift(self, tr: Transition) -> None:
+    def shift(self, tr: Transition[Shift]) -> None:
         d, e_ = tr.step.src, tr.step.dst
         if d in tr.pre.bcast:
             return self.relabel(tr)
         n = self.p.sizes[d]
         self.view("shift", tr.post, {d: lambda e: _wrap_next(e[e_], n)})
 
-    def stride(self, tr: Transition) -> None:
+    def stride(self, tr: Transition[Stride]) -> None:
         d, e_, s = tr.step.src, tr.step.dst, tr.step.stride
         if d in tr.pre.bcast:
             return self.relabel(tr)
@@ -127,7 +128,7 @@ class TEGen(StepBackend):
         guards = [lambda e: e[e_] * s < n] if (self.p.sizes[e_] - 1) * s >= n else []
         self.view("stride", tr.post, {d: lambda e: e[e_] * s}, guards)
 
-    def unfold(self, tr: Transition) -> None:
+    def unfold(self, tr: Transition[Unfold]) -> None:
         d, (m, w), k = tr.step.src, tr.step.dst, tr.step.window
         n, half = self.p.sizes[d], k // 2  # bound of the padding guard: the DIMENSION size, not the window
 
@@ -141,10 +142,10 @@ class TEGen(StepBackend):
         # even when d is a broadcast, the zero padding makes T' depend on (m, w): they are stored
         self.view("unfold", tr.post, {d: idx} if d not in tr.pre.bcast else {}, [guard])
 
-    def expand(self, tr: Transition) -> None:
+    def expand(self, tr: Transition[Expand]) -> None:
         self.relabel(tr)
 
-    def reduce(self, tr: Transition) -> None:
+    def reduce(self, tr: Transition[Reduce]) -> None:
         d, mean, n = tr.step.src, tr.step.mean, self.p.sizes[tr.step.src]
         src = self.tensor
         if d in tr.pre.bcast:  # the data does not depend on d: the sum is n * T, the mean is T
@@ -167,8 +168,9 @@ class TEGen(StepBackend):
             self.tensor = te.compute(summed.shape, lambda *i: summed(*i) / tirx.const(float(n), self.dtype),
                                      name=self._name("mean"))
 
-    def contract(self, tr: Transition) -> None:
+    def contract(self, tr: Transition[Contract]) -> None:
         c = tr.contract
+        assert c is not None  # advance resolves every contract step
         w, wdims = self.weights[c.k], list(c.weight.dims)
         tdims = list(c.renamed.stored)
         # a summed letter that only T has, and only as a broadcast, is a constant factor, not a loop
@@ -292,7 +294,7 @@ def fused_te(program: Mapping[str, Any] | Program) -> tuple[list[te.Tensor], te.
     reds = [te.reduce_axis((0, n), name=f"r{j}") for j, n in enumerate(ex.reductions)]
     scale = ex.scale
 
-    def body(*its):
+    def body(*its: Any) -> Any:
         guards: list = []
         table = expr_table(its, reds, guards, _analyzer(its, reds, ex.iterators, ex.reductions))
         val = x(*[fold(e, table) for e in ex.input])

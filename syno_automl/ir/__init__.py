@@ -22,10 +22,33 @@ from syno_automl.ir.expr import EXPR_OPS, Expr, evaluate_index, fold, index_tabl
 from syno_automl.ir.flops import count_flops
 from syno_automl.ir.init import weight_stds
 from syno_automl.ir.parse import oracle, parse
-from syno_automl.ir.program import (STEP_OPS, WEIGHT_VIEW_OPS, Contract, Expand, Merge, Oracle, Program, Reduce,
-                                     Shift, Split, Step, Stride, Tensor, Unfold)
-from syno_automl.ir.walk import (ContractInfo, State, StepBackend, Transition, advance, viewed_weight, walk,
-                                  weight_order, weight_program)
+from syno_automl.ir.program import (
+                                     STEP_OPS,
+                                     WEIGHT_VIEW_OPS,
+                                     Contract,
+                                     Expand,
+                                     Merge,
+                                     Oracle,
+                                     Program,
+                                     Reduce,
+                                     Shift,
+                                     Split,
+                                     Step,
+                                     Stride,
+                                     Tensor,
+                                     Unfold,
+)
+from syno_automl.ir.walk import (
+                                     ContractInfo,
+                                     State,
+                                     StepBackend,
+                                     Transition,
+                                     advance,
+                                     viewed_weight,
+                                     walk,
+                                     weight_order,
+                                     weight_program,
+)
 
 __all__ = ["IRError", "EXPR_OPS", "STEP_OPS", "Expr", "fold", "parse_expr", "evaluate_index", "index_table",
            "parse", "oracle", "walk", "advance", "State", "Transition", "ContractInfo", "StepBackend", "Program",

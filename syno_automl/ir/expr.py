@@ -33,7 +33,7 @@ class Expr:
     """One node. ``value``: the leaf's index or constant, or the integer of mul/div/mod/pad (0 for add/sub)."""
 
     op: str
-    args: tuple["Expr", ...] = ()
+    args: tuple[Expr, ...] = ()
     value: int = 0
 
     def to_json(self) -> list:

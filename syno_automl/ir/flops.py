@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from syno_automl.ir.program import Program
+from syno_automl.ir.program import Contract, Program, Reduce
 from syno_automl.ir.walk import StepBackend, Transition, walk, weight_order, weight_program
 
 __all__ = ["FlopCount", "count_flops"]
@@ -25,10 +25,11 @@ class FlopCount(StepBackend):
     def view(self, tr: Transition) -> None:
         pass
 
-    def reduce(self, tr: Transition) -> None:
+    def reduce(self, tr: Transition[Reduce]) -> None:
         self.total += self.p.numel(tr.pre.dims)
 
-    def contract(self, tr: Transition) -> None:
+    def contract(self, tr: Transition[Contract]) -> None:
+        assert tr.contract is not None  # advance resolves every contract step
         self.total += 2 * self.p.numel(tr.contract.letters)
 
     STEPS = {"split": view, "merge": view, "shift": view, "stride": view, "unfold": view, "expand": view,

@@ -29,7 +29,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from syno_automl.ir.program import Program
+from syno_automl.ir.program import Contract, Program, Reduce
 from syno_automl.ir.walk import StepBackend, Transition, walk, weight_order, weight_program
 
 __all__ = ["TARGET_GAIN", "weight_stds", "VarianceGain"]
@@ -48,15 +48,16 @@ class VarianceGain(StepBackend):
     def view(self, tr: Transition) -> None:
         pass
 
-    def reduce(self, tr: Transition) -> None:
+    def reduce(self, tr: Transition[Reduce]) -> None:
         d, n = tr.step.src, float(self.p.size(tr.step.src))
         if d in tr.pre.bcast:
             self.gain *= 1.0 if tr.step.mean else n * n
         else:
             self.gain *= 1.0 / n if tr.step.mean else n
 
-    def contract(self, tr: Transition) -> None:
+    def contract(self, tr: Transition[Contract]) -> None:
         c = tr.contract
+        assert c is not None  # advance resolves every contract step
         for d in c.summed:
             n = float(self.p.size(d))
             if d in c.weight.dims:

@@ -52,6 +52,11 @@ def _ints(v: Any, where: str, length: int | None = None) -> tuple[int, ...]:
     return tuple(_int(x, where) for x in v)
 
 
+def _pair(v: Any, where: str) -> tuple[int, int]:
+    a, b = _ints(v, where, 2)
+    return a, b
+
+
 def _get(d: Mapping, key: str, where: str) -> Any:
     if not isinstance(d, Mapping):
         raise IRError(f"{where}: expected a dict, got {type(d).__name__}")
@@ -106,15 +111,15 @@ def _step(d: Any, where: str) -> Step:
         raise IRError(f"{where}: unknown step op {shown(op)} (known: {', '.join(STEP_OPS)})")
     w = f"{where} ({op})"
     if op == "split":
-        return Split(_int(_get(d, "src", w), w), _ints(_get(d, "dst", w), w, 2))
+        return Split(_int(_get(d, "src", w), w), _pair(_get(d, "dst", w), w))
     if op == "merge":
-        return Merge(_ints(_get(d, "src", w), w, 2), _int(_get(d, "dst", w), w))
+        return Merge(_pair(_get(d, "src", w), w), _int(_get(d, "dst", w), w))
     if op == "shift":
         return Shift(_int(_get(d, "src", w), w), _int(_get(d, "dst", w), w))
     if op == "stride":
         return Stride(_int(_get(d, "src", w), w), _int(_get(d, "dst", w), w), _int(_get(d, "stride", w), w))
     if op == "unfold":
-        return Unfold(_int(_get(d, "src", w), w), _ints(_get(d, "dst", w), w, 2), _int(_get(d, "window", w), w))
+        return Unfold(_int(_get(d, "src", w), w), _pair(_get(d, "dst", w), w), _int(_get(d, "window", w), w))
     if op == "expand":
         return Expand(_int(_get(d, "dst", w), w))
     if op == "reduce":

@@ -13,8 +13,8 @@ from typing import Any
 
 from syno_automl.ir.expr import Expr
 
-__all__ = ["STEP_OPS", "WEIGHT_VIEW_OPS", "Tensor", "Step", "Split", "Merge", "Shift", "Stride", "Unfold", "Expand", "Reduce",
-           "Contract", "Oracle", "Program"]
+__all__ = ["STEP_OPS", "WEIGHT_VIEW_OPS", "Tensor", "Step", "Split", "Merge", "Shift", "Stride", "Unfold", "Expand",
+           "Reduce", "Contract", "Oracle", "Program"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Tensor:
     dims: tuple[int, ...]
     shape: tuple[int, ...]
     fan_in: float | None = None
-    views: tuple["Step", ...] = ()
+    views: tuple[Step, ...] = ()
 
     @property
     def numel(self) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from syno_automl.ir.errors import IRError
 from syno_automl.ir.program import Contract, Expand, Merge, Program, Reduce, Shift, Split, Step, Stride, Tensor, Unfold
@@ -52,12 +52,18 @@ class ContractInfo:
     still_bcast: frozenset[int]    # out dims broadcast in T and not provided by the weight
 
 
+#: the step class of a :class:`Transition` (a handler of STEPS[op] takes ``Transition[<op's step class>]``)
+StepT = TypeVar("StepT", bound=Step)
+
+
 @dataclass(frozen=True)
-class Transition:
-    """One step as a backend sees it: the step, T before and after, and (contract only) the resolved einsum."""
+class Transition(Generic[StepT]):
+    """One step as a backend sees it: the step, T before and after, and (contract only) the resolved einsum.
+    ``Transition[Split]``: a transition of a split step (what ``STEPS["split"]`` receives: the walker dispatches on
+    the step's op, and parse builds each op's own step class)."""
 
     index: int
-    step: Step
+    step: StepT
     pre: State
     post: State
     contract: ContractInfo | None = None
@@ -205,7 +211,9 @@ def resolve_contract(p: Program, s: State, st: Contract) -> ContractInfo:
     return ContractInfo(st.weight, w, State(dims, bcast), tuple(st.out), letters, summed, factor, still)
 
 
-ADVANCE: dict[str, Callable[[Program, State, Step], State]] = {
+# each handler takes its op's step class (parse builds the step class from the op; the walker looks the handler up
+# by that op): a per-key type that a dict's type cannot say, hence Any for the step
+ADVANCE: dict[str, Callable[[Program, State, Any], State]] = {
     "split": _split, "merge": _merge, "shift": _shift, "stride": _stride, "unfold": _unfold,
     "expand": _expand, "reduce": _reduce,
     "contract": lambda p, s, st: State(st.out, resolve_contract(p, s, st).still_bcast),
@@ -257,7 +265,7 @@ def weight_order(program: Program) -> list[int]:
     return [k for k in done if program.weights[k].views]
 
 
-def advance(program: Program, state: State, step: Step, index: int = 0) -> Transition:
+def advance(program: Program, state: State, step: StepT, index: int = 0) -> Transition[StepT]:
     """T after ``step`` (validated), as a :class:`Transition`."""
     info = resolve_contract(program, state, step) if isinstance(step, Contract) else None
     post = State(info.out, info.still_bcast) if info is not None else ADVANCE[step.op](program, state, step)

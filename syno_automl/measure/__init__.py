@@ -34,10 +34,10 @@ from __future__ import annotations
 from syno_automl.measure.baseline import baseline_kernel, baseline_module, conv2d_nchw_te, dense_te, infer_baseline
 from syno_automl.measure.database import DEFAULT_WORK_DIR
 from syno_automl.measure.kernel import apply_record, compare, tune_and_time
-from syno_automl.measure.replaced_layers import measure_layers, measure_operator
-from syno_automl.measure.request import MeasureRequest
 from syno_automl.measure.model import compare_models, model_latency
 from syno_automl.measure.relax import export_relax, prepare_relax, relax_run
+from syno_automl.measure.replaced_layers import measure_layers, measure_operator
+from syno_automl.measure.request import MeasureRequest
 from syno_automl.measure.result import (
                                         EAGER,
                                         PROTOCOL,
@@ -57,8 +57,8 @@ from syno_automl.measure.target import TVM_HINT, device_name, needs_tvm, parse_t
 from syno_automl.measure.timing import time_main, time_torch
 
 __all__ = [
-    "MeasureRequest", "Latency", "TimingProtocol", "PROTOCOL", "UNTUNED", "EAGER", "schedules_label", "schedules_tag", "speedup",
-    "stored_entry", "error_note", "failed_at", "slug",
+    "MeasureRequest", "Latency", "TimingProtocol", "PROTOCOL", "UNTUNED", "EAGER", "schedules_label", "schedules_tag",
+    "speedup", "stored_entry", "error_note", "failed_at", "slug",
     "parse_target", "device_name", "resolve_target", "torch_device", "needs_tvm", "TVM_HINT",
     "DEFAULT_WORK_DIR", "tune_and_time", "compare", "apply_record", "time_main", "time_torch",
     "conv2d_nchw_te", "dense_te", "infer_baseline", "baseline_kernel", "baseline_module",

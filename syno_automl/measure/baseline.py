@@ -113,5 +113,5 @@ def is_kernel(obj: Any) -> bool:
         import tvm
 
         return isinstance(obj, (tvm.IRModule, tvm.tirx.PrimFunc))
-    except Exception:
+    except Exception:  # noqa: BLE001 -- TVM missing or broken: not a kernel
         return False

@@ -63,7 +63,7 @@ def _guarded(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
     """Runs in the worker: an exception comes back as its text (exception types need not survive pickling)."""
     try:
         return True, fn(*args)
-    except Exception as exc:  # the reason travels back; the worker stays usable
+    except Exception as exc:  # noqa: BLE001 -- the reason travels back; the worker stays usable
         return False, f"{type(exc).__name__}: {exc}"
 
 
@@ -136,7 +136,7 @@ class CompileWorker:
                 self._ready = True
             self._uses += 1
             ok_value, why = self._exchange(_guarded, (fn, *args), timeout_s)
-        except Exception as exc:  # e.g. the worker cannot be spawned, or an argument cannot be pickled
+        except Exception as exc:  # noqa: BLE001 -- e.g. the worker cannot be spawned, or an argument cannot be pickled
             self.kill()
             return None, f"compile worker: {type(exc).__name__}: {exc}"
         if why is not None:
@@ -171,13 +171,15 @@ class CompileWorker:
 
     def _read(self, n: int, deadline: float | None) -> bytes | None:
         """``n`` bytes (fewer: the child closed the pipe), or None once ``deadline`` has passed."""
+        reader = self._reader
+        assert reader is not None  # _exchange reads only after _start opened the pipes
         chunks, got = [], 0
         while got < n:
             wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-            readable, _, _ = select.select([self._reader], [], [], wait)
+            readable, _, _ = select.select([reader], [], [], wait)
             if not readable:
                 return None
-            chunk = os.read(self._reader, n - got)
+            chunk = os.read(reader, n - got)
             if not chunk:
                 break
             chunks.append(chunk)
@@ -207,7 +209,7 @@ class CompileWorker:
 
                 for child in psutil.Process(self._proc.pid).children(recursive=True):
                     child.kill()
-            except Exception:  # best effort: psutil missing, or the child already gone
+            except Exception:  # noqa: BLE001 -- best effort: psutil missing, or the child already gone
                 pass
             self._proc.kill()
             self._proc.wait()
@@ -227,8 +229,16 @@ class CompileWorker:
 
     def _drop(self) -> None:
         if self._pid == os.getpid():
-            for close in (lambda: self._writer and self._writer.close(),
-                          lambda: self._reader is not None and os.close(self._reader)):
+
+            def close_writer() -> None:
+                if self._writer:
+                    self._writer.close()
+
+            def close_reader() -> None:
+                if self._reader is not None:
+                    os.close(self._reader)
+
+            for close in (close_writer, close_reader):
                 try:
                     close()
                 except OSError:

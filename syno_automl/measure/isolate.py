@@ -88,6 +88,6 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":  # the child of run_child
     try:
         sys.exit(main(sys.argv[1:]))
-    except Exception:
+    except Exception:  # noqa: BLE001 -- the child reports any failure as its exit code
         traceback.print_exc()
         sys.exit(3)

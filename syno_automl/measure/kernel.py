@@ -129,7 +129,7 @@ def tune_and_time(
     try:
         spec = parse_target(target)
         name = spec.name
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
         return Latency.failed(str(target), f"target: {exc}")
     if request.isolate:
         return _run_isolated(program_or_primfunc, target, request)
@@ -145,7 +145,7 @@ def tune_and_time(
         mod = to_irmodule(program_or_primfunc)
         stage = "target"
         tgt, why = resolve_target(spec, target, request.build_target)
-        if tgt is None:
+        if why is not None:  # (exactly when tgt is None)
             return Latency.failed(name, why)
         sched_mod = mod
         if trials > 0:
@@ -154,6 +154,7 @@ def tune_and_time(
 
             wd = request.work_dir or DEFAULT_WORK_DIR
             if spec.kind == "rpc":  # records measured on a board stay apart from the host's (same Target)
+                assert spec.key is not None  # parse_target gives an rpc spec its key
                 wd = os.path.join(wd, "rpc-" + slug(spec.key))
             with open_runner(spec, request.runner, request.rpc_session_timeout) as (ms_runner, in_memory):
                 info = tune_kernel(mod, tgt, wd, ms_runner, request, in_memory, progress, label)
@@ -179,7 +180,7 @@ def tune_and_time(
             dev = device_for(tgt)
             samples = time_main(exe.mod, dev, random_args(func, dev, request.seed), request.protocol)
         return Latency.of_samples(samples, name, tuned_trials, "; ".join(notes), reused, tuning_s)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
         return failed_at(name, stage, exc, tuned_trials, tuning_s, "tune_and_time")
 
 
@@ -199,7 +200,7 @@ def _run_isolated(obj, target, request: MeasureRequest) -> Latency:
 
         mod = to_irmodule(obj)
         job = {"mod": tvm.ir.save_json(mod), "target": job_payload(target), "request": request.to_job()}
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
         return Latency.failed(name, f"lower: {type(exc).__name__}: {exc}")
     with tempfile.TemporaryDirectory(prefix="syno_lat_") as tmp:
         job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "result.json")

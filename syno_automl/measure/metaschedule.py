@@ -112,7 +112,7 @@ class InProcessBuilder(PyBuilder):
                                                      self.timeout_s)
                 if why is None and self.in_memory:
                     _ARTIFACTS[path] = tvm.runtime.load_module(path)
-            except Exception as exc:  # one bad candidate must not stop the search
+            except Exception as exc:  # noqa: BLE001 -- one bad candidate must not stop the search
                 path, why = None, f"{type(exc).__name__}: {exc}"
             results.append(BuilderResult(None, f"InProcessBuilder: {why}") if why is not None
                            else BuilderResult(path, None))
@@ -142,7 +142,7 @@ class InProcessRunner(PyRunner):
                 args = default_alloc_argument(dev, tuple(a.as_json() for a in ri.args_info), self.alloc_repeat)
                 costs = run_evaluator_common(rt_mod, dev, self.evaluator_config, args)
                 futures.append(LocalRunnerFuture(res=costs, error_message=None))
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- one bad candidate must not stop the search
                 futures.append(LocalRunnerFuture(res=None, error_message=f"InProcessRunner: {type(exc).__name__}: "
                                                                          f"{exc}"))
         return futures
@@ -253,6 +253,7 @@ def ensure_tensor_intrin(kind: str) -> None:
         return
     if name not in sys.modules:
         spec = importlib.util.find_spec(name)
+        assert spec is not None  # a module of TVM's, which was imported above
         module = importlib.util.module_from_spec(spec)  # a package object; its __init__ is NOT run
         sys.modules[name] = module
         tvm.s_tir.tensor_intrin = module
@@ -297,7 +298,7 @@ def close_runner(runner) -> None:
         pool = getattr(runner, "pool", None)
         if pool is not None:
             pool.shutdown(wait=False)
-    except Exception:  # best effort
+    except Exception:  # noqa: BLE001 -- best effort
         pass
 
 

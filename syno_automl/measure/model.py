@@ -125,7 +125,7 @@ def model_latency(
     try:
         spec = parse_target(target)
         name = spec.name
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
         return Latency.failed(str(target), f"target: {exc}")
     stage = "export"
     try:
@@ -140,7 +140,7 @@ def model_latency(
             while isinstance(out, (tuple, list)):
                 out = out[0]
             reference = out.detach().cpu().numpy()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
         return Latency.failed(name, error_note(stage, exc))
     if request.isolate:
         return _run_isolated(ep, inputs, reference, target, request, rtol)
@@ -163,7 +163,7 @@ def _measure(ep, inputs, reference, spec: TargetSpec, target, request: MeasureRe
         mod = export_relax(ep)
         stage = "target"
         tgt, why = resolve_target(spec, target, request.build_target)
-        if tgt is None:
+        if why is not None:  # (exactly when tgt is None)
             return Latency.failed(name, why)
         stage = "prepare"
         mod = prepare_relax(mod, tgt)
@@ -217,7 +217,7 @@ def _measure(ep, inputs, reference, spec: TargetSpec, target, request: MeasureRe
         samples = time_main(vm, dev, args, request.protocol)  # the protocol of every latency of this project
         del closer
         return Latency.of_samples(samples, name, tuned_trials, "; ".join(notes), reused, tuning_s)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
         return failed_at(name, stage, exc, tuned_trials, tuning_s, "model_latency")
 
 
@@ -233,7 +233,7 @@ def _run_isolated(ep, inputs, reference, target, request: MeasureRequest, rtol: 
             job = {"target": job_payload(target), "request": request.to_job(), "rtol": rtol}
             with open(os.path.join(tmp, "job.json"), "w") as f:
                 json.dump(job, f)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
             return Latency.failed(name, error_note("export", exc))
         return run_child("model", tmp, os.path.join(tmp, "result.json"), name, request.seconds,
                          request.grace_s(300.0))

@@ -171,5 +171,5 @@ def float_inputs_only(mod) -> bool:
 
     try:
         return all(dtype.startswith(("float", "bfloat")) for _, dtype in arg_shapes(mod["main"]))
-    except Exception:
+    except Exception:  # noqa: BLE001 -- an input that cannot be read is not a float input
         return False

@@ -74,7 +74,7 @@ def measure_operator(
     ``baseline.inductor-<device>``). Never raises for a tuning/build/timing failure."""
     try:
         program, kernel_size = _lower(op, mapping, kernel_size)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
         return _lowering_failed(request, f"lower: {type(exc).__name__}: {exc}")
     fig = _Figures()
     base = _baselines(program, baseline, torch_baseline, kernel_size, request, fig.info)
@@ -118,7 +118,7 @@ def _lower(op, mapping: Any, kernel_size: int | None) -> tuple[dict[str, Any], i
             full = op.space.mapping(mapping) if isinstance(mapping, int) else (
                 {**op.space.mapping(0), **dict(mapping)} if mapping is not None else op.space.mapping(0))
             kernel_size = full.get("k")
-        except Exception:
+        except Exception:  # noqa: BLE001 -- no k in the mapping: the baseline goes without it
             kernel_size = None
     return program, kernel_size
 
@@ -161,7 +161,7 @@ def _baselines(program: Mapping[str, Any], baseline: Any, torch_baseline: Any, k
             base.kernel = baseline(program)
         else:
             base.kernel = baseline
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- no baseline: the reason is the note
         base.reason = f"baseline: {type(exc).__name__}: {exc}"
     eager_targets = [t for t in request.targets if not needs_tvm(t)]
     if request.inductor or eager_targets:
@@ -175,7 +175,7 @@ def _baselines(program: Mapping[str, Any], baseline: Any, torch_baseline: Any, k
                 base.module = baseline_module(desc)
             else:
                 base.module_reason = base.reason or "inductor: no torch baseline for an explicit kernel baseline"
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 -- no torch baseline: the reason is the note
             base.module_reason = f"inductor baseline: {type(exc).__name__}: {exc}"
     return base
 
@@ -187,7 +187,7 @@ class _TorchPairs:
     def __init__(self, op, mapping: Any, program: Mapping[str, Any], base_module: Any, protocol: TimingProtocol):
         self.op, self.mapping, self.program = op, mapping, program
         self.base_module, self.protocol = base_module, protocol
-        self.module = None  # built on first use: the TVM-only targets never need it
+        self.module: Any = None  # a torch module, built on first use: the TVM-only targets never need it
         self.cache: dict[tuple[str, bool], tuple[Latency, Latency | None]] = {}
 
     def __call__(self, tdev: str, compile: bool) -> tuple[Latency, Latency | None]:
@@ -201,7 +201,7 @@ class _TorchPairs:
                     self.module = (self.op.to_module(self.mapping) if not isinstance(self.op, Mapping)
                                    else module_from_program(self.program))
                 op_t = time_torch(self.module.to(tdev).eval(), (x,), compile=compile, protocol=self.protocol)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
                 op_t = Latency.failed(f"{kind}-{tdev}", f"module: {type(exc).__name__}: {exc}")
             base_t = None
             if self.base_module is not None:
@@ -218,7 +218,9 @@ def _kernel_metrics(fig: _Figures, t: Any, program: Mapping[str, Any], base: _Ba
     lat_key, sp_key = V.latency_metric(dev), V.speedup_metric(dev)
     eager = not needs_tvm(t)
     if eager:
-        op_lat, base_lat = pairs(torch_device(t)[0], False)
+        tdev, _ = torch_device(t)
+        assert tdev is not None  # "torch" runs on CUDA or the CPU
+        op_lat, base_lat = pairs(tdev, False)
     else:
         op_lat = tune_and_time(program, t, request, progress=progress, label=f"{label}operator ")
         base_lat = None
@@ -272,7 +274,8 @@ def kernel_summary(d: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def sum_or_none(values: Sequence[float | None]) -> float | None:
-    return float(sum(values)) if values and all(v is not None for v in values) else None
+    present = [v for v in values if v is not None]
+    return float(sum(present)) if values and len(present) == len(values) else None
 
 
 def ratio(num: float | None, den: float | None) -> float | None:

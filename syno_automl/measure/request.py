@@ -56,7 +56,7 @@ def _seconds(name: str, value: Any, optional: bool = True) -> float | None:
                               f"{shown(value)}")
     if value < 0 or (value == 0 and not optional):
         raise OptionError(f"{name} must be {'>= 0' if optional else '> 0'}, got {shown(value)}")
-    return value
+    return value if isinstance(value, (int, float)) else float(value)  # another Real (numpy's): a float
 
 
 @dataclass(frozen=True)

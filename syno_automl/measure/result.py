@@ -92,9 +92,10 @@ def summarize(samples_ms: Sequence[float]) -> tuple[float, float]:
 
 def speedup(baseline: Latency, operator: Latency) -> float | None:
     """``baseline / operator`` (> 1: the operator is faster), None when either is missing."""
-    if not (baseline.ok and operator.ok) or operator.median_ms <= 0:
+    base, op = baseline.median_ms, operator.median_ms  # None: missing (not ``ok``)
+    if base is None or op is None or op <= 0:
         return None
-    return baseline.median_ms / operator.median_ms
+    return base / op
 
 
 def error_note(stage: str, exc: BaseException) -> str:

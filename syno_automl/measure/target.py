@@ -60,6 +60,7 @@ def needs_tvm(target: Any) -> bool:
 def tracker_unreachable(spec: TargetSpec, timeout: float = 10.0) -> str:
     """'' when the RPC tracker of ``spec`` accepts a TCP connection, else why not (TVM's own client retries
     for a minute before giving up)."""
+    assert spec.port is not None  # parse_target gives an rpc spec its host and port
     try:
         with socket.create_connection((spec.host, spec.port), timeout=timeout):
             return ""
@@ -82,14 +83,14 @@ def device_name(target: Any) -> str:
         from syno_automl.codegen.tvm import make_target
 
         return str(make_target(target).kind.name)
-    except Exception:
+    except Exception:  # noqa: BLE001 -- TVM missing or the target not parsed: the spec's name
         return spec.name
 
 
 def safe_device_name(target: Any) -> str:
     try:
         return device_name(target)
-    except Exception:
+    except Exception:  # noqa: BLE001 -- a name for messages: never raises
         return str(target)
 
 
@@ -125,7 +126,7 @@ def torch_device(target: Any) -> tuple[str | None, str]:
         from syno_automl.codegen.tvm import make_target
 
         kind = make_target(target).kind.name
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- TVM missing or the target not parsed: the reason
         return None, f"inductor: target: {exc}"
     if kind in ("llvm", "c"):
         return "cpu", ""

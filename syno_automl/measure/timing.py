@@ -140,5 +140,5 @@ def time_torch(module, example_inputs, compile: bool = True, protocol: TimingPro
                 samples.append((time.perf_counter() - t0) / number * 1e3)
         first = f"compile {compile_s:.1f} s (not timed)" if compile else f"first call {compile_s * 1e3:.2f} ms"
         return Latency.of_samples(samples, name, note=f"number={number}; {n_threads} threads; {first}")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
         return Latency.failed(name, f"{stage}: {type(exc).__name__}: {str(exc).strip()[:500]}")

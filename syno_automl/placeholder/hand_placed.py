@@ -8,7 +8,8 @@ space with :func:`space_for` and fill them with :func:`install`::
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn

@@ -4,7 +4,8 @@ FLOPs and cost, and the reasons a layer of a supported type is left alone.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
@@ -40,7 +41,7 @@ def layer_flops(layer: nn.Module, input_shape: Sequence[int], output_shape: Sequ
 
 
 def layer_cost(flops: float, output_shape: Sequence[int], weight_elements: int, *,
-               input_shape: Sequence[int] | None = None, profile: "CostProfile | None" = None) -> float:
+               input_shape: Sequence[int] | None = None, profile: CostProfile | None = None) -> float:
     """A Conv2d / Linear layer's cost in the units of ``Operator.cost``: what the conv-equivalent operator's
     plan costs (one convolution or matmul: its FLOPs, its output and its weight's gradient written; under a
     profile also its input and weight read, and its kernels: see CostProfile.layer_cost)."""

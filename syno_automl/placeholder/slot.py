@@ -6,7 +6,7 @@ for (``referred_layer``), so a model with placeholders behaves exactly like the 
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import torch
 from torch import nn
@@ -68,7 +68,7 @@ class Placeholder(nn.Module):
     def has_operator(self) -> bool:
         return self.operator is not None
 
-    def set_operator(self, module: nn.Module, bias: bool | None = None) -> "Placeholder":
+    def set_operator(self, module: nn.Module, bias: bool | None = None) -> Placeholder:
         """Runs ``module`` from now on. ``bias``: add a fresh zero bias per output channel (default: iff the
         original layer had one). The module is moved to the original layer's device and dtype."""
         ref = self.referred_layer
@@ -89,7 +89,7 @@ class Placeholder(nn.Module):
             self.bias = None
         return self
 
-    def reset(self) -> "Placeholder":
+    def reset(self) -> Placeholder:
         """Drops the operator (and its bias): the original layer runs again."""
         device = None
         if self.operator is not None:

@@ -47,18 +47,20 @@ from __future__ import annotations
 import copy
 import fnmatch
 import math
+import warnings
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
-from syno_automl import _native
+from syno_automl import _native, known
 from syno_automl.cost_profile import CostProfile
 from syno_automl.cost_profile import resolve as resolve_profile
 from syno_automl.echo import shown
-from syno_automl.errors import SubstitutionError
+from syno_automl.errors import EmptySpaceError, NothingSampledWarning, OperatorFormatError, SubstitutionError, SynoError
 from syno_automl.placeholder.layers import (
     DEFAULTS,
     GROUPED_FLOPS_RATIO,
@@ -86,6 +88,9 @@ class Substitution:
         space: the OperatorSpace (one mapping per placeholder, budgets relative to ``baseline_flops``).
         kind: ``"conv2d"`` or ``"linear"``.
         layer_flops: FLOPs of each replaced layer (at the example's sizes); ``baseline_flops`` is their sum.
+        layer_types: the layer types asked for; ``options``: every other argument of :func:`substitute` as given
+            (``where``, the budgets, ``target``, ``kernel_sizes``, ``groups``...), so that the same choices can be
+            made again on another copy of the model (``SynoSubstitution(trial, substitution=sub)``).
     """
 
     model: nn.Module
@@ -98,6 +103,8 @@ class Substitution:
     layer_costs: list[float] = field(default_factory=list)
     _installed: bool = field(default=True, repr=False)
     operator: Operator | None = field(default=None, repr=False)
+    layer_types: tuple[type, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def baseline_flops(self) -> int:
@@ -238,6 +245,7 @@ def substitute(
     groups: bool = False,
     seed: int = 0,
     priors: bool | Sequence[str] = True,
+    check: bool = True,
     **space_options: Any,
 ) -> Substitution:
     """Replaces the model's ``nn.Conv2d`` (or ``nn.Linear``) layers by Placeholders and builds their space.
@@ -270,11 +278,19 @@ def substitute(
         priors: the space priors (:mod:`syno_automl.priors`): True for its ``DEFAULT_PRIORS``, False for none, or
             a list of prior names. The FLOPs floor sets ``min_flops_ratio`` when it is not given; options given
             in ``space_options`` win over the priors'.
+        check: refuse budgets that leave the space without an operator here, naming the layers that make it so
+            (EmptySpaceError), rather than in the first trial's sampling. Immediate where a known form of the
+            replaced layer fits the budgets (a grouped form, ``known.opening``, or the layer itself: it proves
+            the space holds one); else one sample of ``CHECK_ATTEMPTS`` descents decides (``CHECK_ATTEMPTS_NAMED``,
+            about 2 s, where a layer shuts the known forms out that fit the others). False skips it (an operator
+            is at hand, or the caller checks the space itself).
         space_options: other :class:`OperatorSpace` options (``max_params``, ``min_weights``...).
 
     Raises:
         SubstitutionError: unsupported layer type, no layer of the types found, nothing substitutable, or
             layers of two kinds to substitute.
+        EmptySpaceError: (``check``) the budgets leave no operator: proven by the core's bounds, or none found
+            in one sample; the message names the layers that shut out what the others admit (a 3-channel stem).
         CostProfileError: ``target`` names no shipped profile or a file that is not a valid one.
     """
     profile = resolve_profile(target)
@@ -288,11 +304,20 @@ def substitute(
     measures = _measure(choice, space_spec, profile)
     asked = _Asked(flops_ratio, min_flops_ratio, cost_ratio, priors, space_options)
     settled = _settle_budgets(choice, space_spec, measures, asked)
+    options: dict[str, Any] = {**settled.budgets, **settled.options}
     space = OperatorSpace(space_spec.input_shape, space_spec.output_shape, list(space_spec.primary),
                           list(space_spec.coefficients), list(measures.mappings), max_depth=max_depth, seed=seed,
-                          cost_profile=profile, **settled.budgets, **settled.options)
+                          cost_profile=profile, **options)
+    if check:
+        _check_holds_operators(space, choice, measures)
     # the layers are wrapped only now: a failure above leaves the model untouched
-    return _install(model, choice, measures, space)
+    sub = _install(model, choice, measures, space)
+    sub.layer_types = rules.types
+    sub.options = {"where": where, "spec": spec, "primary": primary, "coefficients": coefficients,
+                   "max_depth": max_depth, "flops_ratio": flops_ratio, "min_flops_ratio": min_flops_ratio,
+                   "cost_ratio": cost_ratio, "target": profile, "kernel_sizes": kernel_sizes, "groups": groups,
+                   "seed": seed, "priors": priors, **space_options}
+    return sub
 
 
 # -- the steps of substitute(), and the records they pass on ---------------------------------------------
@@ -607,6 +632,115 @@ def _relaxed_unfold(choice: _Choice, options: dict[str, Any]) -> dict[str, Any]:
     default = _native.default_options()["min_unfold_ratio"]
     fit = min(min(c.in_shape[2], c.in_shape[3]) / c.layer.kernel_size[0] for c in choice.chosen)
     return {**options, "min_unfold_ratio": fit} if fit < default else options
+
+
+#: the sample that looks for an operator where no known form of the layer (known.opening's grouped forms, the layer
+#: itself) within the budgets witnesses one (check=True): attempts as sample()'s default, fewer where a layer is found
+#: to shut the known forms out (the space is then most likely empty, and that layer is named). Counted in attempts,
+#: so that the verdict does not depend on the machine's load; the time limit is a safety net (reached, no refusal)
+CHECK_ATTEMPTS = 1_000
+CHECK_ATTEMPTS_NAMED = 200
+CHECK_SECONDS = 60.0
+
+
+def _check_holds_operators(space: OperatorSpace, choice: _Choice, measures: _Measures) -> None:
+    """Raises EmptySpaceError when the budgets leave the space without an operator, naming the layers that make it
+    so. Immediate where the space holds a known form of the layer within the budgets."""
+    if not space.budgets:
+        return
+    ratios = _ratios(space.budgets, measures)
+    if space._budget_conflict:  # proven by the core's bounds
+        layers = ", ".join(c.site.name for c in choice.chosen)
+        raise EmptySpaceError(f"{space._budget_conflict}, over the layers {layers} ({ratios}); {_EMPTY_HINT}")
+    if _known_forms(space, choice.kind):
+        return
+    blamed = _shutting_out(space, choice, measures)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NothingSampledWarning)
+        try:
+            if space.sample(1, seed=space.seed, max_attempts=CHECK_ATTEMPTS_NAMED if blamed else CHECK_ATTEMPTS,
+                            time_limit=CHECK_SECONDS):
+                return
+        except EmptySpaceError:
+            pass
+    report = space.last_report
+    if report.stop_reason == "time":
+        return  # not seen through: the trials' sampling will tell
+    head = (f"the budgets ({ratios}) leave no operator for these layers: none in {report.attempts} descents "
+            f"({report.seconds:.1f} s), and no grouped form of the layer nor the layer itself fits them")
+    if blamed:
+        named = "; ".join(f"{_described(choice.kind, group)} shuts out the {form}, which fits the other layers' "
+                          f"share of the budgets" for group, form in blamed)
+        names = ", ".join(repr(c.site.name) for group, _ in blamed for c in group)
+        raise EmptySpaceError(f"{head}: {named}. Leave it out with where=lambda name, m: name not in ({names},) (the "
+                              f"CLI keeps a stem that reads the image), or {_EMPTY_HINT}")
+    raise EmptySpaceError(f"{head}; {_EMPTY_HINT}")
+
+
+_EMPTY_HINT = ("raise flops_ratio / cost_ratio (cost_ratio=None turns the cost budget off) or max_depth; check=False "
+               "skips this check")
+
+
+def _ratios(budgets: Mapping[str, float], measures: _Measures) -> str:
+    """The budgets as substitute() takes them: ratios to the replaced layers' FLOPs / cost, the others as given."""
+    flops, cost = sum(measures.flops), sum(measures.costs)
+    shown_as = {"max_flops": ("flops_ratio", flops), "min_flops": ("min_flops_ratio", flops),
+                "max_cost": ("cost_ratio", cost)}
+    parts = []
+    for k, v in budgets.items():
+        name, per = shown_as.get(k, (k, 0))
+        parts.append(f"{name}={v / per:.4g}" if per else f"{k}={v:.4g}")
+    return ", ".join(parts)
+
+
+def _known_forms(space: OperatorSpace, kind: str) -> list[str]:
+    """The labels of the known forms of the layer the space holds within its budgets (the walks obey them): the
+    grouped forms (known.opening), else the layer itself; each one proves the space is not empty."""
+    found = [label for label, _ in known.opening(space)]
+    if found:
+        return found
+    try:
+        (known.conv2d if kind == "conv2d" else known.linear)(space)
+    except OperatorFormatError:
+        return []
+    return ["conv2d" if kind == "conv2d" else "linear"]
+
+
+def _described(kind: str, group: Sequence[_Chosen]) -> str:
+    """``stem.0 (3 -> 32 channels, 16x16)``: the layers of one mapping, their sizes."""
+    first = group[0]
+    conv = kind == "conv2d"
+    sizes = f"{first.in_shape[1 if conv else -1]} -> {first.out_shape[1 if conv else -1]} channels"
+    if conv:
+        sizes += f", {first.in_shape[2]}x{first.in_shape[3]}"
+    return f"{', '.join(c.site.name for c in group)} ({sizes})"
+
+
+def _shutting_out(space: OperatorSpace, choice: _Choice, measures: _Measures) -> list[tuple[list[_Chosen], str]]:
+    """The layers (grouped by mapping) without which a known form of the layer fits the others' share of the
+    budgets, with that form's label: what makes the space empty (a 3-channel stem takes no group of 2)."""
+    groups: dict[tuple[tuple[str, int], ...], list[int]] = {}
+    for i, mapping in enumerate(measures.mappings):
+        groups.setdefault(tuple(sorted(mapping.items())), []).append(i)
+    if len(groups) < 2:
+        return []
+    blamed: list[tuple[list[_Chosen], str]] = []
+    for left_out in groups.values():
+        rest = [i for i in range(len(measures.mappings)) if i not in left_out]
+        share = {"flops": sum(measures.flops[i] for i in rest) / max(sum(measures.flops), 1),
+                 "cost": sum(measures.costs[i] for i in rest) / max(sum(measures.costs), 1e-300)}
+        config = space.config()
+        config["mappings"] = [dict(measures.mappings[i]) for i in rest]
+        for k, v in space.budgets.items():  # FLOPs and cost budgets are sums over the layers: the others' share
+            config[k] = v * share["cost"] if k == "max_cost" else v * share["flops"] if "flops" in k else v
+        try:
+            forms = _known_forms(OperatorSpace(**config, seed=space.seed, threads=space.threads), choice.kind)
+        except SynoError:  # a diagnosis only: a space that cannot be built blames nothing
+            continue
+        if forms:  # "grouped conv2d, s groups" -> "grouped conv2d (s groups)"
+            label, _, groups_of = forms[0].partition(", ")
+            blamed.append(([choice.chosen[i] for i in left_out], f"{label} ({groups_of})" if groups_of else label))
+    return blamed
 
 
 def _install(model: nn.Module, choice: _Choice, measures: _Measures, space: OperatorSpace) -> Substitution:

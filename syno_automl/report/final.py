@@ -14,8 +14,9 @@ Example:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from syno_automl import vocabulary as V
 from syno_automl.report.pareto import Point, Series
@@ -28,7 +29,8 @@ def _difference(final: FinalResult, f: Finalist) -> str:
     d = final.difference(f)
     if d is None:
         return "-"
-    return f"{d * 100:+.1f} pp" if final.maximize else f"{d:+.3f} nats"
+    # rounded first, so that a difference that rounds to zero reads +0.0, never -0.0
+    return f"{round(d * 100, 1) + 0.0:+.1f} pp" if final.maximize else f"{round(d, 3) + 0.0:+.3f} nats"
 
 
 def final_table(final: FinalResult, search_name: str = "val_acc") -> str:
@@ -44,7 +46,7 @@ def final_table(final: FinalResult, search_name: str = "val_acc") -> str:
         base = f is final.baseline
         label = f"**{f.label}** (named)" if f is final.chosen else f.label
         within = "-" if base else ("yes" if final.within(f) else "no")
-        speedup = "-" if f.speedup is None else f"{f.speedup:.2f}×"
+        speedup = "-" if f.speedup is None else f.speedup_text()
         tokens = (" - |" if f.tokens_per_s is None else f" {f.tokens_per_s:,.0f} |") if rate else ""
         figure = f.figure() + (f" ({len(f.failures)} seed(s) failed)" if f.failures else "")
         lines.append(f"| {label} | {'-' if f.trial is None else f.trial} | {f.description.replace('|', '/')} | "
@@ -149,11 +151,19 @@ def _speedup_panel(ax: Any, final: FinalResult) -> None:
     if base.mean is not None:
         ax.errorbar([1.0], [base.mean], yerr=[base.sd or 0.0], fmt="*", ms=14, color="#cc3311", capsize=4,
                     label="baseline (re-trained)")
-    timed = [f for f in final.candidates if f.mean is not None and f.speedup is not None]
-    ax.errorbar([f.speedup for f in timed], [f.mean for f in timed], yerr=[f.sd or 0.0 for f in timed], fmt="o",
-                color="#4477aa", capsize=4, label="finalists (re-trained)")
+    timed = sorted((f for f in final.candidates if f.mean is not None and f.speedup is not None),
+                   key=lambda f: (f.speedup, f.mean))
+    xerr: list[list[float]] = [[], []]  # below and above each speedup: its 95 % interval
     for f in timed:
-        ax.annotate(f.label[:6], (f.speedup, f.mean), fontsize=7, xytext=(5, 4), textcoords="offset points")
+        assert f.speedup is not None  # timed holds the measured ones
+        lo, hi = f.speed_interval() or (f.speedup, f.speedup)
+        xerr[0].append(f.speedup - lo)
+        xerr[1].append(hi - f.speedup)
+    ax.errorbar([f.speedup for f in timed], [f.mean for f in timed], yerr=[f.sd or 0.0 for f in timed], xerr=xerr,
+                fmt="o", color="#4477aa", capsize=4, label="finalists (re-trained; speedup's 95 % interval)")
+    for i, f in enumerate(timed):   # neighbours' labels staggered above and below their points: no overprint
+        ax.annotate(f.label[:6], (f.speedup, f.mean), fontsize=7, xytext=(5, 6 if i % 2 == 0 else -12),
+                    textcoords="offset points")
     chosen = final.chosen
     if chosen is not None and chosen.mean is not None and chosen.speedup is not None:
         ax.scatter([chosen.speedup], [chosen.mean], s=260, facecolors="none", edgecolors="#228833", linewidths=2,

@@ -34,8 +34,8 @@ __all__ = ["front_points", "front_table", "plot_cost_front"]
 
 def front_points(study: optuna.Study) -> list[Point]:
     """The operators of the front, by increasing cost ratio."""
-    return [Point(t.number, t.user_attrs.get(V.HASH), float(cost_of(t)), float(primary_value(t)), False)
-            for t in operator_front(study) if cost_of(t) is not None and primary_value(t) is not None]
+    return [Point(t.number, t.user_attrs.get(V.HASH), cost, value, False) for t in operator_front(study)
+            if (cost := cost_of(t)) is not None and (value := primary_value(t)) is not None]
 
 
 def front_table(study: optuna.Study) -> str:

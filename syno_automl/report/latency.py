@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import optuna
 
@@ -67,7 +68,7 @@ def latency_series(study: optuna.Study, device: str) -> list[Series]:
         points = [Point(f.trial, f.hash, f.latency_ms, float(f.value), False) for f in figures if f.value is not None]
         baselines = [f.baseline_ms for f in figures if f.baseline_ms is not None]
         base_value = primary_value(base) if base is not None else None
-        if base_value is not None and baselines:
+        if base is not None and base_value is not None and baselines:
             points.append(Point(base.number, None, statistics.median(baselines), base_value, True))
         if points:
             out.append(Series(label, tuple(points)))
@@ -78,7 +79,8 @@ def latency_table(study: optuna.Study) -> str:
     """Markdown: per trial and device, the search's latency beside `tune`'s, each with its label."""
     figures = latency_figures(study)
     if not figures:
-        return "No latency was measured (`syno-automl search --latency`, `syno-automl tune`)."
+        return ("No per-layer latency was measured with TVM (`syno-automl search --latency`, `syno-automl tune`); "
+                "the whole model's speedups are the final stage's, in the verdict above.")
     rows: dict[tuple[int, str], dict[str, list[LatencyFigure]]] = {}
     for f in figures:
         rows.setdefault((f.trial, f.device), {}).setdefault(f.source, []).append(f)
@@ -92,7 +94,7 @@ def latency_table(study: optuna.Study) -> str:
     lines = ["| trial | operator | device | search (operator vs replaced layers, speedup) | tune (same) |",
              "|---:|---|---|---|---|"]
     for (number, device), by_source in sorted(rows.items()):
-        op_hash = (by_source.get("search") or by_source.get("tune"))[0].hash
+        op_hash = (by_source.get("search") or by_source["tune"])[0].hash
         lines.append(f"| {number} | {op_hash or '-'} | {device} | {cell(by_source.get('search'))} | "
                      f"{cell(by_source.get('tune'))} |")
     return "\n".join(lines)

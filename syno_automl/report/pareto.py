@@ -10,9 +10,9 @@ Example:
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import optuna
 
@@ -60,11 +60,13 @@ def latency_points(study: optuna.Study, device: str) -> list[Point]:
         entry = measured.get(t.user_attrs.get(V.HASH), {}).get(device)
         if entry is None:
             entry = (t.user_attrs.get(V.LATENCY) or {}).get(device)
-        if entry is None or primary_value(t) is None or entry.get("latency_ms") is None:
+        value = primary_value(t)
+        if entry is None or value is None or entry.get("latency_ms") is None:
             continue
-        out.append(Point(t.number, t.user_attrs.get(V.HASH), entry["latency_ms"], primary_value(t), False))
+        out.append(Point(t.number, t.user_attrs.get(V.HASH), entry["latency_ms"], value, False))
         base_value = primary_value(base) if base is not None else None
-        if base_value is not None and entry.get("baseline_ms") is not None and not any(p.baseline for p in out):
+        if base is not None and base_value is not None and entry.get("baseline_ms") is not None and \
+                not any(p.baseline for p in out):
             out.append(Point(base.number, None, entry["baseline_ms"], base_value, True))
     return out
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import optuna
 
@@ -11,7 +12,8 @@ from syno_automl import vocabulary as V
 from syno_automl.report.pareto import Point, Series
 from syno_automl.search.objectives import primary_value
 
-__all__ = ["Reevaluation", "number_text", "search_label", "reevaluations_of", "reevaluation_series", "reevaluation_table"]
+__all__ = ["Reevaluation", "number_text", "search_label", "reevaluations_of", "reevaluation_series",
+           "reevaluation_table"]
 
 
 # -- figures found after the search: `syno-automl reevaluate` (MLflow runs) and `syno-automl tune` (study attr) --

@@ -1,8 +1,9 @@
 """The trials as a report shows them: loss-vs-step curves (lm), the trial table, the space's canonical-rate table."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import optuna
 
@@ -79,7 +80,8 @@ def trial_table(study: optuna.Study) -> str:
     """Markdown table of every trial (failed and pruned ones too): number, state, operator, FLOPs ratio,
     cost ratio, objective value (a pruned trial's: its last reported one), why it failed or was pruned."""
     name = objective_name(study)
-    lines = [f"| trial | state | operator | flops ratio | cost ratio | {name} | reason |", "|---:|---|---|---:|---:|---:|---|"]
+    lines = [f"| trial | state | operator | flops ratio | cost ratio | {name} | reason |",
+             "|---:|---|---|---:|---:|---:|---|"]
     for t in study.get_trials(deepcopy=False):
         label = "baseline" if t.user_attrs.get(V.BASELINE) else t.user_attrs.get(V.HASH, "-")
         ratio = t.user_attrs.get(V.FLOPS_RATIO)

@@ -11,12 +11,13 @@ Example:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from syno_automl.runtime.target import SpeedTarget
+from syno_automl.runtime.target import SpeedTarget, parse_target
 
-__all__ = ["Device", "resolve_device"]
+__all__ = ["Device", "resolve_device", "check_runnable_here"]
 
 
 @dataclass(frozen=True)
@@ -71,3 +72,30 @@ def resolve_device(accelerator: str, devices: int = 1, precision: str = "32") ->
         raise SettingError(f"--accelerator gpu: torch {torch.__version__} sees no GPU here "
                            f"(torch.cuda.is_available() is False); use --accelerator auto or cpu")
     return Device("cpu", devices, precision)
+
+
+def check_runnable_here(accelerator: str, speed_target: str, also_measure: Sequence[str] = ()) -> list[str]:
+    """Refuses (SettingError), before any study or training, what cannot run on this machine: ``--accelerator gpu``
+    where torch sees no GPU (as :func:`resolve_device` would, after the data loaded) and a ``--target`` on CUDA where
+    torch sees no CUDA device (the search would run to its end and then have no speed to judge by). An
+    ``--also-measure`` target on CUDA there is not refused: the final stage skips it with a note, and the returned
+    warnings say so up front. Imports torch only when one of them asks for a GPU (the CPU's need no check)."""
+    targets = [parse_target(speed_target)] if speed_target != "auto" else []
+    also = [parse_target(t) for t in also_measure]
+    if accelerator != "gpu" and not any(t.cuda for t in [*targets, *also]):
+        return []
+    import torch
+
+    from syno_automl.settings import SettingError
+
+    if accelerator == "gpu":
+        resolve_device(accelerator)
+    if torch.cuda.is_available():
+        return []
+    for t in targets:
+        if t.cuda:
+            raise SettingError(f"--target {t}: torch {torch.__version__} sees no CUDA device here "
+                               f"(torch.cuda.is_available() is False), so the final stage could not time the "
+                               f"operators on it; use --target cpu.eager or cpu.compiled (auto: where trials "
+                               f"train), or run where a CUDA GPU is")
+    return [f"--also-measure {t}: torch sees no CUDA device here; the final stage will skip it" for t in also if t.cuda]

@@ -10,7 +10,8 @@ Both work in a user's own Trainer:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import lightning as L
 import optuna
@@ -18,7 +19,7 @@ import torch
 from torch import nn
 
 from syno_automl import vocabulary as V
-from syno_automl.errors import MissingMetricError, OptionError, OptionTypeError, SynoError
+from syno_automl.errors import MissingMetricError, OptionError, OptionTypeError, SubstitutionError, SynoError
 from syno_automl.placeholder import Substitution, call_with, substitute
 from syno_automl.search.sampler import suggest_operator
 from syno_automl.space import Operator
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from syno_automl.tracking import TrialRun
 
 __all__ = ["SynoSubstitution", "SynoPruning", "EpochMetricsLogger", "OperatorBuildError", "BudgetExceededError",
-           "TrainingTooSlowError", "NoExampleInputError", "example_batch", "match_output_scale"]
+           "TrainingTooSlowError", "NoExampleInputError", "example_batch", "match_output_scale", "substituted_module"]
 
 
 class OperatorBuildError(SynoError, RuntimeError):
@@ -68,6 +69,22 @@ def example_batch(trainer: L.Trainer, pl_module: L.LightningModule) -> Any:
         return example
     raise NoExampleInputError("SynoSubstitution needs example_input=..., data passed to fit() (a datamodule or "
                               "train_dataloaders), or pl_module.example_input_array to record the layers' sizes")
+
+
+def substituted_module(pl_module: nn.Module, layer: type | tuple[type, ...]) -> nn.Module:
+    """What SynoSubstitution substitutes in and runs the example through: `pl_module` when it defines ``forward``,
+    else its one child module holding `layer` layers (a LightningModule whose steps call ``self.model(x)``)."""
+    if type(pl_module).forward not in (L.LightningModule.forward, nn.Module.forward):
+        return pl_module
+    holders = [name for name, child in pl_module.named_children()
+               if any(isinstance(m, layer) for m in child.modules())]
+    if len(holders) != 1:
+        kinds = " / ".join(t.__name__ for t in (layer if isinstance(layer, tuple) else (layer,)))
+        found = f"{len(holders)} ({', '.join(holders)})" if holders else "none"
+        raise SubstitutionError(f"{type(pl_module).__name__} has no forward(): SynoSubstitution then substitutes in "
+                                f"its one child module holding {kinds} layers and runs the example through it, and "
+                                f"it has {found}; define forward()")
+    return getattr(pl_module, holders[0])
 
 
 def _placeholder_inputs(sub: Substitution, module: nn.Module, example: Any) -> list[torch.Tensor | None]:
@@ -120,8 +137,18 @@ class SynoSubstitution(L.Callback):
             (BudgetExceededError otherwise).
         match_scale: rescale the operator's initial weights so that its output matches the replaced layer's
             output scale on the example batch (see match_output_scale); False keeps the code generator's init.
+        substitution: the Substitution the study's space came from (``sub = substitute(model, ...)``): its layer
+            types and every choice made there (``where``, budgets, ``groups``, ``kernel_sizes``, ``target``...)
+            are made again here, so the space is the operator's. ``layer`` and ``substitute_options`` given
+            beside it win.
         substitute_options: passed to ``placeholder.substitute`` (``where``, ``max_depth``, ``kernel_sizes``...);
-            they must describe the same space as the one the operator comes from.
+            they must describe the same space as the one the operator comes from (``check`` is off: the operator
+            is at hand).
+
+    The module substituted and run on the example is ``pl_module`` when it defines ``forward``; a
+    LightningModule without one (its steps call ``self.model(x)``) has its one child module that holds layers
+    of the type substituted instead (qualified names, and so ``where`` globs, are then relative to that child,
+    as in ``substitute(model)`` on it); several such children are refused (SubstitutionError): define ``forward``.
 
     After setup, ``substitution`` (the Substitution), ``operator``, ``flops``, ``params``, ``baseline_flops``
     and ``flops_ratio_used`` describe what was done; a trial also gets them as user attrs.
@@ -132,16 +159,24 @@ class SynoSubstitution(L.Callback):
         True
     """
 
-    def __init__(self, trial_or_operator: optuna.trial.Trial | Operator | None, layer: type = nn.Conv2d, *,
-                 example_input: Any = None, flops_ratio: float | None = None, match_scale: bool = True,
+    def __init__(self, trial_or_operator: optuna.trial.Trial | Operator | None,
+                 layer: type | tuple[type, ...] | None = None, *, example_input: Any = None,
+                 flops_ratio: float | None = None, match_scale: bool = True, substitution: Substitution | None = None,
                  **substitute_options: Any) -> None:
         super().__init__()
+        if substitution is not None:
+            if not isinstance(substitution, Substitution):
+                raise OptionTypeError(f"substitution= takes the Substitution that substitute() returns, got "
+                                      f"{type(substitution).__name__}")
+            substitute_options = {**substitution.options, **substitute_options}
+            layer = layer if layer is not None else substitution.layer_types
+        substitute_options.setdefault("check", False)  # the operator is at hand: the space is not empty
         self.trial = trial_or_operator if isinstance(trial_or_operator, optuna.trial.Trial) else None
         self.operator: Operator | None = trial_or_operator if isinstance(trial_or_operator, Operator) else None
         if trial_or_operator is not None and self.trial is None and self.operator is None:
             raise OptionTypeError(f"SynoSubstitution needs an optuna Trial, an Operator or None, got "
                             f"{type(trial_or_operator).__name__}")
-        self.layer = layer
+        self.layer = layer if layer is not None else nn.Conv2d
         self.example_input = example_input
         self.max_flops_ratio = flops_ratio
         self.match_scale = match_scale
@@ -164,7 +199,8 @@ class SynoSubstitution(L.Callback):
             self.operator = suggest_operator(self.trial)
         example = self.example_input if self.example_input is not None else example_batch(trainer, pl_module)
         example = example.to(pl_module.device) if isinstance(example, torch.Tensor) else example
-        sub = substitute(pl_module, self.layer, example, **self.substitute_options)
+        module = substituted_module(pl_module, self.layer)
+        sub = substitute(module, self.layer, example, **self.substitute_options)
         self.substitution = sub
         self.baseline_flops = sub.baseline_flops
         if self.operator is None:
@@ -186,15 +222,15 @@ class SynoSubstitution(L.Callback):
                 raise BudgetExceededError(f"operator {op.hash} needs {self.flops_ratio_used:.3f}x the FLOPs of the "
                                           f"replaced layers, above the budget {self.max_flops_ratio}x")
             try:
-                inputs = _placeholder_inputs(sub, pl_module, example) if self.match_scale else []
+                inputs = _placeholder_inputs(sub, module, example) if self.match_scale else []
                 modules = sub.apply(op)
                 if self.match_scale:
                     match_output_scale(sub, modules, inputs)
                 with torch.no_grad():  # fail here, with the operator named, rather than in the first step
-                    was_training = pl_module.training
-                    pl_module.eval()
-                    call_with(pl_module, example)
-                    pl_module.train(was_training)
+                    was_training = module.training
+                    module.eval()
+                    call_with(module, example)
+                    module.train(was_training)
             except Exception as e:
                 sub.restore()
                 raise OperatorBuildError(f"operator {op.hash} failed to build or run: {type(e).__name__}: {e}") \

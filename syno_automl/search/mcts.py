@@ -15,21 +15,31 @@ Everything is deterministic for (seed, decision number, observations, running, t
 fixed point, so the order observations arrive in does not matter; rollouts depend on (seed, leaf) only and are
 memoized, and what a decision learns (dead ends, fully taken subtrees) is re-derived by every decision from
 those memoized facts, so a long-lived tree and one rebuilt from scratch propose the same operator.
+
+The memoized rollouts are RolloutFacts (the completions' hashes and their paths below the leaf): a pure function
+of (`facts_key`, leaf, count), so they can be stored and handed to another tree (`take_new_facts`, `learn`: the
+SynoSampler keeps them on the trials) to spare it the rollouts, the expensive part of a decision, without changing
+what it proposes. A completion is returned along the path the walk took to its leaf. For the same reason the next
+decision's rollouts may be computed ahead, while the operator just proposed is evaluated (`prefetch`): a decision
+that finds them memoized takes milliseconds, and proposes what it would have without them.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
+import json
 import math
 import random
+import threading
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
-from syno_automl.errors import EmptySpaceError, OptionError
+from syno_automl.errors import EmptySpaceError, OptionError, SynoError
 from syno_automl.options import check_int
 from syno_automl.space import Node, Operator, OperatorSpace
 
-__all__ = ["MCTS", "MCTSLimits", "Observation", "Proposal", "SearchExhaustedError", "derive_seed"]
+__all__ = ["MCTS", "MCTSLimits", "Observation", "Proposal", "RolloutFact", "SearchExhaustedError", "derive_seed"]
 
 _SCALE = 1 << 32  # rewards in fixed point: integer sums are exact and order-independent
 _ROOT = ""
@@ -72,6 +82,72 @@ class Proposal:
     restarts: int      # walks that ended in an exhausted subtree before this one
     rollouts: int      # space.sample calls
     fallback: bool     # True when the tree was exhausted and a global sample was used
+
+
+@dataclass(frozen=True)
+class RolloutFact:
+    """What ``space.sample(count, prefix=leaf)`` returned to a rollout: the completions (each its operator's hash
+    and its path below the leaf) and whether they exhausted the leaf's subtree. A pure function of (the tree's
+    `facts_key`, leaf, count): any tree with that key may use it instead of sampling.
+
+    Example:
+        >>> fact = RolloutFact("ab", 1, (("cd", ("ef", "cd")),), False)
+        >>> RolloutFact.from_data(fact.to_data()) == fact
+        True
+    """
+
+    leaf: str
+    count: int
+    completions: tuple[tuple[str, tuple[str, ...]], ...]
+    exhausted: bool
+
+    def to_data(self) -> list:
+        """A JSON-serializable form (as a trial's system attr holds it)."""
+        return [self.leaf, self.count, int(self.exhausted), [[h, list(suffix)] for h, suffix in self.completions]]
+
+    @classmethod
+    def from_data(cls, data: object) -> RolloutFact | None:
+        """The fact of `to_data`'s form, or None when `data` is not one."""
+        if not isinstance(data, (list, tuple)) or len(data) != 4:
+            return None
+        leaf, count, exhausted, completions = data
+        if not (isinstance(leaf, str) and isinstance(count, int) and isinstance(completions, (list, tuple))):
+            return None
+        pairs: list[tuple[str, tuple[str, ...]]] = []
+        for item in completions:
+            if not (isinstance(item, (list, tuple)) and len(item) == 2):
+                return None
+            op_hash, suffix = item
+            if not (isinstance(op_hash, str) and isinstance(suffix, (list, tuple))
+                    and all(isinstance(k, str) for k in suffix)):
+                return None
+            pairs.append((op_hash, tuple(suffix)))
+        return cls(leaf, count, tuple(pairs), bool(exhausted))
+
+
+_Kid = tuple[str, bool, Node]  # a child: (key, is_final, node), read from the native node once
+
+
+class _Stopped(SynoError):
+    """A prefetch was told to stop (the decision it prepares has begun)."""
+
+
+_prefetches: set[tuple[threading.Thread, threading.Event]] = set()  # running: (thread, its stop signal)
+_prefetches_lock = threading.Lock()
+
+
+@atexit.register
+def stop_prefetches() -> None:
+    """Stops the running prefetches and waits for their space.sample call to return: when a search's trials are
+    done (its final stage times models: no sampling beside it), and at exit, where a native call that returns
+    while the interpreter finalizes aborts the process (pybind11 retaking the GIL: "terminate called without an
+    active exception"). A prefetch samples rollouts only, each a few hundred descents at most."""
+    with _prefetches_lock:
+        running = list(_prefetches)
+    for _, stop in running:
+        stop.set()
+    for thread, _ in running:
+        thread.join(timeout=120)
 
 
 @dataclass(frozen=True)
@@ -139,9 +215,80 @@ class MCTS:
         self._edges: dict[tuple[str, str], int] = {}
         self._observations = 0
         self._root: Node | None = None
-        self._kids: dict[str, list[Node]] = {}
+        self._kids: dict[str, list[_Kid]] = {}
         self._deadline = math.inf
-        self._samples: dict[tuple[str, int], tuple[list[Operator], bool]] = {}  # (leaf, count) -> completions
+        self._samples: dict[tuple[str, int], RolloutFact] = {}  # (leaf, count) -> its completions
+        self._ops: dict[tuple[str, int, int], Operator] = {}  # (leaf, count, index) -> the completion, built
+        self._new_facts: list[RolloutFact] = []  # sampled since the last take_new_facts
+        self._fallbacks: dict[tuple[int, int], tuple[list[Operator], bool]] = {}  # recent decisions' global draws
+        self._facts_key: str | None = None
+        # one space.sample at a time among the trees sharing these caches (a prefetch runs in another thread; the
+        # space's last_report is read after each call)
+        self._sample_lock = threading.Lock()
+        self._stop: threading.Event | None = None  # a prefetching snapshot's stop signal
+        self._threads: int | None = None  # space.sample's threads (None: the space's; the same draws whatever it is)
+
+    def fresh(self) -> MCTS:
+        """A tree with the same options and no observations that shares this one's caches (children, rollouts)."""
+        tree = MCTS(self.space, seed=self.seed, exploration=self.exploration, widening=self.widening,
+                    widening_power=self.widening_power, virtual_loss=self.virtual_loss, flops_bins=self.flops_bins,
+                    limits=self.limits)
+        tree._root, tree._kids, tree._samples, tree._ops = self._root, self._kids, self._samples, self._ops
+        tree._new_facts, tree._fallbacks, tree._sample_lock = self._new_facts, self._fallbacks, self._sample_lock
+        tree._facts_key = self._facts_key
+        return tree
+
+    def prefetch(self, decision: int, running: Sequence[Observation], taken: Iterable[str],
+                 stop: threading.Event) -> threading.Thread:
+        """Computes, in a thread, the rollouts that `propose(decision, running, taken)` would on a copy of the
+        statistics now; they are memoized (and reported by take_new_facts) as if sampled by this tree. Setting
+        `stop` ends it at its next rollout not yet memoized (and at exit, see stop_prefetches); it ends where the
+        decision would sample the whole space (a fallback). What any decision proposes is unchanged: only how much
+        of its sampling is already done."""
+        tree = self.fresh()
+        tree._n, tree._sum, tree._sq, tree._edges = dict(self._n), dict(self._sum), dict(self._sq), dict(self._edges)
+        tree._observations, tree._stop = self._observations, stop
+        tree._threads = 1  # beside the evaluation of a trial: one core
+        taken = set(taken)
+
+        def run() -> None:
+            try:
+                tree.propose(decision, running, taken)
+            except Exception:  # noqa: BLE001 -- stopped, or anything the real decision will meet and report
+                pass
+            finally:
+                with _prefetches_lock:
+                    _prefetches.discard(entry)
+
+        thread = threading.Thread(target=run, name="syno-mcts-prefetch", daemon=True)
+        entry = (thread, stop)
+        with _prefetches_lock:
+            _prefetches.add(entry)
+        thread.start()
+        return thread
+
+    # -- rollout facts ---------------------------------------------------------------------------------
+    @property
+    def facts_key(self) -> str:
+        """What the rollouts depend on besides (leaf, count): the space, the seed, flops_bins, the sampling limits
+        and this package's version. Trees with the same key compute the same RolloutFacts."""
+        if self._facts_key is None:
+            from syno_automl import __version__
+
+            parts = [self.space.config(), self.seed, self.flops_bins, self.limits.rollout_attempts, __version__]
+            self._facts_key = f"{derive_seed('rollouts', json.dumps(parts, sort_keys=True, default=str)):016x}"
+        return self._facts_key
+
+    def take_new_facts(self) -> list[RolloutFact]:
+        """The rollouts this tree (or a prefetch of it) sampled, not learned, since the last call."""
+        facts = self._new_facts[:]
+        del self._new_facts[: len(facts)]  # a prefetch may append meanwhile: those stay for the next call
+        return facts
+
+    def learn(self, facts: Iterable[RolloutFact]) -> None:
+        """Memoizes rollouts computed by a tree of the same `facts_key` (the caller checks the key)."""
+        for fact in facts:
+            self._samples.setdefault((fact.leaf, fact.count), fact)
 
     # -- observations ----------------------------------------------------------------------------------
     def add(self, observation: Observation) -> None:
@@ -220,11 +367,12 @@ class MCTS:
             self._root = self.space.root()
         return self._root
 
-    def _children(self, key: str, node: Node) -> list[Node]:
+    def _children(self, key: str, node: Node) -> list[_Kid]:
         """Children in this tree's fixed reveal order (seeded, so progressive widening is reproducible)."""
         kids = self._kids.get(key)
         if kids is None:
-            kids = sorted(node.children(), key=lambda c: derive_seed(self.seed, "order", key, c.key))
+            kids = sorted(((c.key, c.is_final, c) for c in node.children()),
+                          key=lambda c: derive_seed(self.seed, "order", key, c[0]))
             self._kids[key] = kids
         return kids
 
@@ -234,43 +382,46 @@ class MCTS:
 
         A node found with nothing left below it is added to `blocked` and (None, its depth) returned.
         """
-        key, node, depth = _ROOT, self._root_node(), 0
+        n_of, edges = self._n, self._edges
+        node = self._root_node()
+        key, final, depth = _ROOT, node.is_final, 0
         while True:
-            if node.is_final:  # a final inside the tree (a seeded operator's path) is a leaf when not taken
-                if node.key not in taken:
+            if final:  # a final inside the tree (a seeded operator's path) is a leaf when not taken
+                if (key or node.key) not in taken:
                     return node, depth
                 blocked.add(key)
                 return None, depth
             candidates = [c for c in self._children(key, node)
-                          if c.key not in blocked and not (c.is_final and c.key in taken)]
+                          if c[0] not in blocked and not (c[1] and c[0] in taken)]
             if not candidates:
                 blocked.add(key)
                 return None, depth
-            visits = self._n.get(key, 0) + v_nodes.get(key, 0)
-            visited = [c for c in candidates
-                       if self._edges.get((key, c.key), 0) + v_edges.get((key, c.key), 0) > 0]
+            visits = n_of.get(key, 0) + v_nodes.get(key, 0)
+            visited = [c for c in candidates if edges.get((key, c[0]), 0) + v_edges.get((key, c[0]), 0) > 0]
             allowed = max(1, math.ceil(self.widening * visits ** self.widening_power)) if visits else 1
             if len(visited) < allowed and len(visited) < len(candidates):
                 child = next(c for c in candidates
-                             if self._edges.get((key, c.key), 0) + v_edges.get((key, c.key), 0) == 0)
-                if self._n.get(child.key, 0) + v_nodes.get(child.key, 0) == 0:
-                    return child, depth + 1  # expansion: the first node outside the tree
+                             if edges.get((key, c[0]), 0) + v_edges.get((key, c[0]), 0) == 0)
+                if n_of.get(child[0], 0) + v_nodes.get(child[0], 0) == 0:
+                    return child[2], depth + 1  # expansion: the first node outside the tree
                 # else: a transposition already in the tree through another parent; keep descending
             else:
                 child = self._best(rng, key, visits, visited, v_nodes, v_edges)
-            key, node, depth = child.key, child, depth + 1
+            key, final, node = child
+            depth += 1
 
-    def _best(self, rng: random.Random, key: str, visits: int, visited: list[Node], v_nodes: dict[str, int],
-              v_edges: dict[tuple[str, str], int]) -> Node:
+    def _best(self, rng: random.Random, key: str, visits: int, visited: list[_Kid], v_nodes: dict[str, int],
+              v_edges: dict[tuple[str, str], int]) -> _Kid:
         """UCB1-tuned: mean + c * sqrt(ln N / n * min(1/4, var + sqrt(2 ln N / n))); ties broken by `rng`."""
         log_n = math.log(max(visits, 1))
-        best: list[Node] = []
+        best: list[_Kid] = []
         best_score = -math.inf
         for child in visited:
-            n_edge = self._edges.get((key, child.key), 0) + v_edges.get((key, child.key), 0)
-            n_node = self._n.get(child.key, 0) + v_nodes.get(child.key, 0)
-            mean = self._sum.get(child.key, 0) / (n_node * _SCALE) if n_node else 0.0
-            var = max(0.0, self._sq.get(child.key, 0) / (n_node * _SCALE) - mean * mean) if n_node else 0.25
+            ckey = child[0]
+            n_edge = self._edges.get((key, ckey), 0) + v_edges.get((key, ckey), 0)
+            n_node = self._n.get(ckey, 0) + v_nodes.get(ckey, 0)
+            mean = self._sum.get(ckey, 0) / (n_node * _SCALE) if n_node else 0.0
+            var = max(0.0, self._sq.get(ckey, 0) / (n_node * _SCALE) - mean * mean) if n_node else 0.25
             score = mean + self.exploration * math.sqrt(
                 log_n / n_edge * min(0.25, var + math.sqrt(2.0 * log_n / n_edge)))
             if score > best_score:
@@ -284,24 +435,57 @@ class MCTS:
         whole space (no prefix) that is SearchExhaustedError with the space's own reason (a budget that empties it)."""
         try:
             ops = self.space.sample(count, seed=seed, prefix=prefix, max_attempts=attempts, time_limit=600.0,
-                                    flops_bins=self.flops_bins)
+                                    flops_bins=self.flops_bins, threads=self._threads)
         except EmptySpaceError as e:
             if prefix is None:
                 raise SearchExhaustedError(str(e)) from e
             return [], True
         return ops, self.space.last_report.stop_reason == "exhausted"
 
-    def _completions_of(self, leaf: Node, count: int) -> tuple[list[Operator], bool]:
+    def _completions_of(self, leaf: Node, count: int) -> RolloutFact:
         """`count` random completions of `leaf`: a pure function of (seed, leaf, count), hence memoized."""
         memo_key = (leaf.key, count)
-        found = self._samples.get(memo_key)
-        if found is None:
-            if time.monotonic() > self._deadline:  # rare: a decision that keeps hitting new hard subtrees
-                return [], False
+        fact = self._samples.get(memo_key)
+        if fact is not None:
+            return fact
+        if self._stop is not None and self._stop.is_set():
+            raise _Stopped
+        if time.monotonic() > self._deadline:  # rare: a decision that keeps hitting new hard subtrees
+            return RolloutFact(leaf.key, count, (), False)  # not memoized
+        with self._sample_lock:
+            fact = self._samples.get(memo_key)  # a prefetch may have sampled it meanwhile
+            if fact is not None:
+                return fact
             seed = derive_seed(self.seed, "rollout", leaf.key, count)
-            found = self._sample(count, seed, leaf, self.limits.rollout_attempts * min(count, 4))
-            self._samples[memo_key] = found
-        return found
+            ops, exhausted = self._sample(count, seed, leaf, self.limits.rollout_attempts * min(count, 4))
+            depth = len(leaf.path)
+            fact = RolloutFact(leaf.key, count, tuple((op.hash, tuple(op.path[depth:])) for op in ops), exhausted)
+            for i, op in enumerate(ops):
+                self._ops[(leaf.key, count, i)] = op
+            self._samples[memo_key] = fact
+            self._new_facts.append(fact)
+        return fact
+
+    def _completion(self, leaf: Node, fact: RolloutFact, index: int) -> Operator | None:
+        """Completion `index` of `fact` as an Operator whose path goes through `leaf`'s (the walk's route to it),
+        or None when the fact does not hold in this space (then it is forgotten)."""
+        op_hash, suffix = fact.completions[index]
+        op = self._ops.get((fact.leaf, fact.count, index))
+        leaf_path = leaf.path
+        if op is not None and op.path[: len(leaf_path)] == leaf_path:
+            return op
+        node = leaf
+        try:
+            for step in suffix:
+                node = node.apply(step)
+            op = node.to_operator() if node.key == op_hash else None
+        except SynoError:
+            op = None
+        if op is None:
+            self._samples.pop((fact.leaf, fact.count), None)
+            return None
+        self._ops[(fact.leaf, fact.count, index)] = op
+        return op
 
     def _rollout(self, leaf: Node, taken: set[str], calls: list[int]) -> Operator | None:
         """A completion of `leaf` that is not taken, or None (nothing left below it, or too hard to complete).
@@ -314,22 +498,39 @@ class MCTS:
         count = 1
         while calls[0] < self.limits.max_sample_calls:
             calls[0] += 1
-            ops, exhausted = self._completions_of(leaf, count)
-            fresh = [op for op in ops if op.hash not in taken]
-            if fresh:
-                return fresh[0]
-            if exhausted or not ops or count >= self.limits.max_rollout:
+            fact = self._completions_of(leaf, count)
+            fresh = next((i for i, (h, _) in enumerate(fact.completions) if h not in taken), None)
+            if fresh is not None:
+                operator = self._completion(leaf, fact, fresh)
+                if operator is None:  # a learned fact that does not hold here: sample it
+                    fact = self._completions_of(leaf, count)
+                    fresh = next((i for i, (h, _) in enumerate(fact.completions) if h not in taken), None)
+                    operator = self._completion(leaf, fact, fresh) if fresh is not None else None
+                if operator is not None:
+                    return operator
+            if fact.exhausted or not fact.completions or count >= self.limits.max_rollout:
                 return None  # all taken, none at all, or completions too rare to find
             count = min(4 * count, self.limits.max_rollout)
         return None
 
     def _fallback(self, decision: int, taken: set[str], calls: list[int]) -> Operator:
         """The tree is exhausted (or its subtrees too hard to complete): sample the whole space."""
+        if len(self._fallbacks) > 32:
+            self._fallbacks.clear()  # kept for a decision's retries (a conflict) and its prefetch only
         count = 4
         while True:
             calls[0] += 1
-            seed = derive_seed(self.seed, "fallback", decision, count)
-            ops, exhausted = self._sample(count, seed, None, max(1000, 100 * count))
+            drawn = self._fallbacks.get((decision, count))
+            if drawn is None:
+                if self._stop is not None:
+                    raise _Stopped  # a prefetch samples rollouts only (each call short: see stop_prefetches)
+                with self._sample_lock:
+                    drawn = self._fallbacks.get((decision, count))
+                    if drawn is None:
+                        seed = derive_seed(self.seed, "fallback", decision, count)
+                        drawn = self._sample(count, seed, None, max(1000, 100 * count))
+                        self._fallbacks[(decision, count)] = drawn
+            ops, exhausted = drawn
             fresh = [op for op in ops if op.hash not in taken]
             if fresh:
                 return fresh[0]

@@ -19,7 +19,7 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import optuna
 from optuna.study import StudyDirection

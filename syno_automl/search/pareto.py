@@ -20,8 +20,8 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from syno_automl.errors import OptionError, OptionTypeError
 from syno_automl.search.reward import Reward

@@ -9,8 +9,9 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Any, Literal
 
 from syno_automl.errors import OptionError
 
@@ -54,12 +55,12 @@ class Reward:
             raise OptionError(f"Reward.objective must be a non-negative index, got {self.objective}")
 
     @classmethod
-    def for_loss(cls, upper: float, lower: float = 0.0, power: float = 2.0, **kw: float) -> "Reward":
+    def for_loss(cls, upper: float, lower: float = 0.0, power: float = 2.0, **kw: Any) -> Reward:
         """A reward for a loss to minimize: 1 at ``lower``, 0 at ``upper`` and above."""
         return cls(lower=lower, upper=upper, power=power, kind="loss", **kw)
 
     @classmethod
-    def for_direction(cls, direction: str) -> "Reward":
+    def for_direction(cls, direction: str) -> Reward:
         """The default for a study direction: accuracy in [0, 1] (maximize) or a loss in [0, 10] (minimize)."""
         return cls() if direction == "maximize" else cls.for_loss(upper=10.0)
 

@@ -9,6 +9,12 @@ reads it with `suggest_operator(trial)`. Any number of processes may share one s
 (incrementally) the search tree from the trials, RUNNING trials count as virtual loss, and an operator held by
 any other trial is never proposed again (a write-then-check protocol resolves simultaneous picks).
 
+Each decision folds in only the trials that finished since the last one (a finished trial is read once), and
+records on its trial (the system attr ``syno:rollouts``) the rollouts it sampled: pure functions of the space, the
+seed and the leaf (mcts.RolloutFact), which every sampler of the same space and seed reads back instead of
+sampling them again. A new worker or a resumed search thus rebuilds the tree, and what the earlier decisions
+learned, from one read of the trials; the proposals are the same with or without those records.
+
 Example:
     >>> import optuna
     >>> from syno_automl import OperatorSpace
@@ -25,7 +31,8 @@ import json
 import logging
 import secrets
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from optuna.distributions import BaseDistribution
@@ -35,7 +42,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from syno_automl import vocabulary as V
 from syno_automl.errors import EmptySpaceError, NoOperatorError, OperatorFormatError, OptionError, OptionTypeError
-from syno_automl.search.mcts import MCTS, Observation, SearchExhaustedError
+from syno_automl.search.mcts import MCTS, Observation, RolloutFact, SearchExhaustedError
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
 from syno_automl.space import Operator, OperatorSpace
@@ -43,6 +50,7 @@ from syno_automl.space import Operator, OperatorSpace
 __all__ = ["SynoSampler", "suggest_operator", "operator_json_of"]
 
 _RETRY_HISTORY = "retry_history"     # written by optuna.storages.RetryHeartbeatStaleTrialCallback
+_SYS_ROLLOUTS = "syno:rollouts"      # {"key": MCTS.facts_key, "facts": [RolloutFact.to_data(), ...]}
 _MAX_CONFLICTS = 16
 _log = logging.getLogger(__name__)
 
@@ -88,6 +96,9 @@ class SynoSampler(BaseSampler):
         widening, widening_power: progressive widening, ceil(widening * N ** widening_power) children.
         virtual_loss: visits with reward 0 that each RUNNING trial adds along its path.
         flops_bins: rollouts drawn over this many FLOPs bands of the space's budget (0: uniformly; MCTS).
+        prefetch: after each decision, compute in a background thread the rollouts the next one will likely need
+            (MCTS.prefetch: the tree as it is, the trial just assigned running), while that trial is evaluated.
+            It changes no proposal, only how long the next decision takes.
 
     Example:
         >>> sampler = SynoSampler(OperatorSpace("[N, C_in]", "[N, C_out]", primary=["N: 0", "C_in: 2",
@@ -101,7 +112,7 @@ class SynoSampler(BaseSampler):
     def __init__(self, space: OperatorSpace, *, seed: int | None = None, exploration: float = 1.0,
                  reward: Reward | ParetoReward | None = None, independent_sampler: BaseSampler | None = None,
                  widening: float = 1.0, widening_power: float = 0.5, virtual_loss: int = 1,
-                 flops_bins: int = 0) -> None:
+                 flops_bins: int = 0, prefetch: bool = True) -> None:
         if not isinstance(space, OperatorSpace):
             raise OptionTypeError(f"SynoSampler needs an OperatorSpace, got {type(space).__name__}")
         if reward is not None and not isinstance(reward, (Reward, ParetoReward)):
@@ -109,12 +120,15 @@ class SynoSampler(BaseSampler):
         self.space = space
         self.seed = secrets.randbits(32) if seed is None else int(seed)
         self.reward = reward
-        self._tree_options = dict(exploration=exploration, widening=widening, widening_power=widening_power,
-                                  virtual_loss=virtual_loss, flops_bins=flops_bins)
+        self._tree_options: dict[str, Any] = dict(exploration=exploration, widening=widening,
+                                                  widening_power=widening_power, virtual_loss=virtual_loss,
+                                                  flops_bins=flops_bins)
         self._own_independent = independent_sampler is None
         self._independent = independent_sampler or RandomSampler(seed=self.seed)
         self._per_trial: dict[int, BaseSampler] = {}  # trial number -> its RandomSampler (default sampler only)
         self._lock = threading.RLock()
+        self._prefetch = bool(prefetch)
+        self._prefetch_stop: threading.Event | None = None  # the running prefetch's stop signal
         self._operators: dict[str, Operator] = {}
         self._reset(None)
         MCTS(space, seed=self.seed, **self._tree_options)  # validates the options now, not at the first trial
@@ -123,9 +137,16 @@ class SynoSampler(BaseSampler):
 
     def _reset(self, key: Any) -> None:
         self._study_key = key
-        self._tree = MCTS(self.space, seed=self.seed, **self._tree_options)
+        # a new study: no statistics, but the rollouts and children known (they do not depend on the study)
+        tree = getattr(self, "_tree", None)
+        self._tree = tree.fresh() if tree is not None else MCTS(self.space, seed=self.seed, **self._tree_options)
         self._seen: dict[int, Observation | None] = {}  # finished trial number -> observation added (or None)
-        self._finished_hashes: dict[int, str] = {}
+        # finished trials folded in (each read once: a finished trial no longer changes): number -> (the hash of
+        # its operator or None, its state)
+        self._done: dict[int, tuple[str | None, TrialState]] = {}
+        self._taken_done: set[str] = set()   # the operators of those trials
+        self._retried: set[int] = set()      # trial numbers a RetryHeartbeatStaleTrialCallback retried
+        self._facts_read: set[int] = set()   # trials whose recorded rollouts were learned
 
     # -- Optuna's sampler interface ---------------------------------------------------------------------
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -172,11 +193,11 @@ class SynoSampler(BaseSampler):
                     self._assign_requested(study, trial, requested)
                 else:
                     self._assign_fresh(study, trial)
-            except Exception as e:  # raising here would leave a RUNNING trial with no heartbeat behind
+            except Exception as e:  # noqa: BLE001 -- raising here would leave a RUNNING trial with no heartbeat behind
                 _log.warning("SynoSampler: no operator for trial %d: %s: %s", trial.number, type(e).__name__, e)
                 try:
                     self._fail_assignment(study, trial, e)
-                except Exception:
+                except Exception:  # noqa: BLE001 -- best effort
                     pass  # the trial fails in suggest_operator ("has no operator")
 
     # -- assignment -----------------------------------------------------------------------------------
@@ -204,11 +225,14 @@ class SynoSampler(BaseSampler):
         self._set_user(study, trial, V.HASH, op.hash)
 
     def _assign_fresh(self, study: Study, trial: FrozenTrial) -> None:
+        if self._prefetch_stop is not None:
+            self._prefetch_stop.set()  # this decision's own rollouts come first (the prefetch's so far are kept)
         running, taken = self._sync(study)
         for _ in range(_MAX_CONFLICTS):
             try:
                 proposal = self._tree.propose(trial.number, running, taken)
             except SearchExhaustedError as e:
+                self._record_facts(study, trial)
                 self._fail_assignment(study, trial, e)
                 return
             op = proposal.operator
@@ -221,11 +245,26 @@ class SynoSampler(BaseSampler):
             if not self._held_elsewhere(study, trial, op.hash):
                 break
             taken.add(op.hash)
+        self._record_facts(study, trial)
         self._set_user(study, trial, V.HASH, op.hash)
+        if self._prefetch:  # the next decision sees this trial running (or finished: then it may walk elsewhere)
+            self._prefetch_stop = threading.Event()
+            self._tree.prefetch(trial.number + 1, [*running, Observation(tuple(op.path), None, proposal.leaf)],
+                                taken | {op.hash}, self._prefetch_stop)
+
+    def _record_facts(self, study: Study, trial: FrozenTrial) -> None:
+        """Keeps the rollouts this decision sampled on its trial, for the other samplers of this space and seed."""
+        facts = self._tree.take_new_facts()
+        if facts:
+            self._set_system(study, trial, _SYS_ROLLOUTS,
+                             {"key": self._tree.facts_key, "facts": [f.to_data() for f in facts]})
+            self._facts_read.add(trial.number)
 
     def _held_elsewhere(self, study: Study, trial: FrozenTrial, op_hash: str) -> bool:
+        """Whether a trial other than `trial` holds the operator (trials finished before this decision's _sync
+        held none of `taken`'s complement: they are skipped)."""
         for other in study._storage.get_all_trials(study._study_id, deepcopy=False):
-            if other.number != trial.number:
+            if other.number != trial.number and other.number not in self._done:
                 text = operator_json_of(other)
                 if text is not None and (_path_and_hash(text) or ((), ""))[1] == op_hash:
                     return True
@@ -244,26 +283,43 @@ class SynoSampler(BaseSampler):
         return reward.value_of(trial.values)
 
     def _sync(self, study: Study) -> tuple[list[Observation], set[str]]:
-        """Brings the tree up to date with the study; returns (running observations, taken hashes)."""
+        """Brings the tree up to date with the study; returns (running observations, taken hashes).
+
+        Incremental: a finished trial is folded in once (the trials finished since the last call are the only ones
+        read in full), and the rollouts recorded on trials are learned once per trial.
+        """
         key = (study._study_id, study.study_name, id(study._storage))
         if key != self._study_key:
             self._reset(key)
         trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
-        retried = {n for t in trials for n in t.system_attrs.get(_RETRY_HISTORY, ())}
+        done = self._done
+        pending = [t for t in trials if t.number not in done]
+        for t in pending:  # retries first: a trial retried is not held against its operator
+            for number in t.system_attrs.get(_RETRY_HISTORY, ()):
+                if number not in self._retried:
+                    self._retried.add(number)
+                    seen = self._seen.get(number)
+                    if seen is not None and done[number][1] == TrialState.FAIL:
+                        self._tree.remove(seen)  # a crashed worker's trial, now retried: not the operator's fault
+                        self._seen[number] = None
+        facts_key = self._tree.facts_key
         running: list[Observation] = []
-        taken: set[str] = set()
-        for t in trials:
-            known = self._finished_hashes.get(t.number)
-            if known is not None:
-                taken.add(known)
-                seen = self._seen.get(t.number)
-                if seen is not None and t.state == TrialState.FAIL and t.number in retried:
-                    self._tree.remove(seen)  # a crashed worker's trial, now retried: not the operator's fault
-                    self._seen[t.number] = None
-                continue
+        taken = set(self._taken_done)
+        for t in pending:
+            if t.number not in self._facts_read:
+                recorded = t.system_attrs.get(_SYS_ROLLOUTS)
+                if recorded is not None:
+                    self._facts_read.add(t.number)
+                    data = recorded.get("facts") if isinstance(recorded, dict) else None
+                    if isinstance(data, list) and recorded.get("key") == facts_key:  # else another space or seed
+                        facts = [RolloutFact.from_data(d) for d in data]
+                        self._tree.learn(f for f in facts if f is not None)
             text = operator_json_of(t)
             parsed = _path_and_hash(text) if text is not None else None
+            finished = t.state.is_finished()
             if parsed is None:
+                if finished:
+                    done[t.number] = (None, t.state)
                 continue
             path, op_hash = parsed
             taken.add(op_hash)
@@ -271,10 +327,11 @@ class SynoSampler(BaseSampler):
             leaf = leaf if isinstance(leaf, int) else None
             if t.state == TrialState.RUNNING:
                 running.append(Observation(path, None, leaf))
-            elif t.state.is_finished():
-                self._finished_hashes[t.number] = op_hash
+            elif finished:
+                done[t.number] = (op_hash, t.state)
+                self._taken_done.add(op_hash)
                 observation = None
-                if not (t.state == TrialState.FAIL and t.number in retried):
+                if not (t.state == TrialState.FAIL and t.number in self._retried):
                     observation = Observation(path, self._reward_of(study, t), leaf)
                     self._tree.add(observation)
                 self._seen[t.number] = observation

@@ -4,8 +4,9 @@ baseline model's step in this process, so load does not decide) and a time budge
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import lightning as L
 import torch
@@ -28,8 +29,8 @@ class SlowTrialGuard(L.Callback):
     (default 100x, a generous multiple: operators inside the search's budgets run within a few x of the
     baseline, so none sits near the limit where measurement noise could flip the decision). The wall clock
     then only stops a trial that runs `overrun` times longer than its own projection at the probe (the load
-    tripled mid-trial) *and* longer than `seconds`. Without `baseline` the total time is projected from the steps after the first (warm-up)
-    and compared with `seconds`, an absolute clock, as for a user's own Trainer.
+    tripled mid-trial) *and* longer than `seconds`. Without `baseline` the total time is projected from the steps
+    after the first (warm-up) and compared with `seconds`, an absolute clock, as for a user's own Trainer.
 
     Example:
         >>> SlowTrialGuard(60).seconds
@@ -37,7 +38,7 @@ class SlowTrialGuard(L.Callback):
     """
 
     def __init__(self, seconds: float | None = None, probe_steps: int = 3, *,
-                 baseline: "nn.Module | Callable[[], nn.Module] | None" = None, max_slowdown: float = 100.0,
+                 baseline: nn.Module | Callable[[], nn.Module] | None = None, max_slowdown: float = 100.0,
                  overrun: float = 3.0, repeats: int = 3) -> None:
         super().__init__()
         if seconds is None and baseline is None:
@@ -73,14 +74,15 @@ class SlowTrialGuard(L.Callback):
             self._first_step_end = now
         total = trainer.estimated_stepping_batches
         if self._steps == self.probe_steps and math.isfinite(total):
+            assert self._first_step_end is not None  # set at step 1, and probe_steps >= 2
             per_step = (now - self._first_step_end) / (self._steps - 1)   # the first step warms up: not counted
             projected = elapsed + per_step * (total - self._steps)
             if self._baseline is not None:
                 self.slowdown = relative_step_time(pl_module, self._baseline, batch, repeats=self.repeats)
                 if self.slowdown > self.max_slowdown:
                     raise TrainingTooSlowError(
-                        f"a training step takes {self.slowdown:.0f}x the baseline model's (CPU time, both timed now in this "
-                        f"process), over the {self.max_slowdown:g}x limit")
+                        f"a training step takes {self.slowdown:.0f}x the baseline model's (CPU time, both timed now "
+                        f"in this process), over the {self.max_slowdown:g}x limit")
                 self._limit = max(self.seconds or 0.0, self.overrun * projected)
             elif projected > self.seconds:
                 raise TrainingTooSlowError(f"training would take about {projected:.0f} s ({per_step:.2f} s "
@@ -103,7 +105,7 @@ def _detached_copy(module: nn.Module) -> nn.Module:
             module._trainer = trainer
 
 
-def relative_step_time(module: nn.Module, baseline: "nn.Module | Callable[[], nn.Module]", batch: Any, *,
+def relative_step_time(module: nn.Module, baseline: nn.Module | Callable[[], nn.Module], batch: Any, *,
                        repeats: int = 3) -> float:
     """Seconds of one forward+backward of `module` over the same for `baseline`, on the inputs of `batch`.
 

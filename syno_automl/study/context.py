@@ -128,6 +128,7 @@ def _load_data(config: SearchConfig, resolved: Resolved) -> Any:
     kwargs: dict[str, Any] = {"batch_size": config.batch_size, **resolved.task.datamodule_kwargs(config)}
     if resolved.device.gpu and not embedded:  # feed the GPU: page-locked batches from worker processes
         kwargs["num_workers"] = min(4, max(1, (os.cpu_count() or 2) // 2))
+    assert config.dataset is not None  # SearchConfig.__post_init__ gives it the task's default
     datamodule = build_datamodule(config.dataset, config.data_dir, **kwargs)
     datamodule.pin_memory = resolved.device.cuda
     datamodule.setup("fit")
@@ -146,13 +147,15 @@ def prepare(config: SearchConfig) -> SearchContext:
     batch = next(iter(datamodule.train_dataloader()))
     example = batch[0] if isinstance(batch, (tuple, list)) else batch
     num_classes, in_channels = resolved.task.sizes(datamodule)
+    assert config.layer is not None  # SearchConfig.__post_init__ gives it the task's default
     layer = LAYERS[config.layer]
     options = _space_options(config, layer, in_channels)
     seed_everything(config.seed)
     probe = resolved.task.build_model(config, num_classes, in_channels)
     resolved.task.check_model(config, probe)
     try:
-        sub = substitute(probe, layer, example, **resolved.budgets.substitute_options(), **options)
+        # check=False: run.check_space_holds_operators refuses an empty space before the study opens, in flags' words
+        sub = substitute(probe, layer, example, check=False, **resolved.budgets.substitute_options(), **options)
     except SubstitutionError as e:  # say it in the search's words: its flag, not substitute()'s argument
         head = "no layer can be substituted"
         if str(e).startswith(head) and "pass groups=True" in str(e):

@@ -14,13 +14,16 @@ re-trained with the search's own training path (:func:`syno_automl.study.trainin
   model trains the same steps (a time cut would train a slower model less, and would make the figures depend on
   the machine's load rather than on the seed).
 
-The whole substituted model and the original one are then timed in this process (:func:`measure_speedups`: torch
-eager inference in eval mode on :func:`timing_batch` -- the search's example batch, or for the lm task the first
-validation batch of tokens --, the search's torch threads, the measurement package's protocol, models interleaved
-round by round; speedup: the median of per-round ratios; lm: tokens/s, the baseline's the batch's tokens over its
-median latency, an operator's the baseline's times its speedup, so that the speedup is the ratio of tokens/s). The
+The whole substituted model and the original one are then timed by the speed protocol
+(:func:`syno_automl.study.speed.measure_speedups`: inference in eval mode on :func:`timing_batch` -- the search's
+example batch, or for the lm task the first validation batch of tokens --, each operator against the original in
+interleaved blocks, a ratio with its 95 % interval; a control, the original against itself, shows the protocol's
+own noise; lm: tokens/s, the baseline's the batch's tokens over its median latency, an operator's the baseline's
+times its speedup, so that the speedup is the ratio of tokens/s). The
 :class:`~syno_automl.study.verdict.FinalResult` names the fastest operator within ``config.final_margin`` of the
-baseline (image: accuracy lost, absolute; lm: val_loss gained, absolute nats), or says none is.
+baseline (image: accuracy lost, absolute; lm: val_loss gained, absolute nats) whose speedup's interval lies above
+1, operators tied with it in value and speed named by a stated rule (fewer FLOPs, then parameters, then hash); or
+it says none is.
 
 Logged: one MLflow run per re-trained model (tag ``syno.role`` = ``final``, child of the study's run), the
 verdict and figures on the study's run, the table as the study's user attribute ``syno.final``.
@@ -39,23 +42,24 @@ import traceback
 from typing import Any, TextIO
 
 import optuna
+from optuna.trial import TrialState
 
 from syno_automl import vocabulary as V
+from syno_automl.interrupt import check_interrupt
+from syno_automl.runtime import SpeedTarget
 from syno_automl.search.objectives import baseline_trial, is_pareto, maximizes, operator_front, primary_value
+from syno_automl.study.speed import SpeedMeasurement, measure_speedups
 from syno_automl.study.trial import INTERRUPTED
 from syno_automl.study.verdict import Finalist, FinalResult, describe_kind
-from syno_automl.runtime import SpeedTarget
 
 __all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "measured_targets",
-           "timing_batch", "TIMING_ROUNDS", "TIE_MARGIN"]
+           "timing_batch", "TIE_MARGIN"]
 
-TIMING_ROUNDS = 7          # interleaved rounds: baseline, op 1, op 2, ..., baseline, op 1, ...
 # finalists: a trial value (accuracy) this close to a chosen one's is within one seed's noise of it, so that operator
 # is re-trained too (up to 2x --finalists). Measured on the default task (one-cycle, 3 epochs, 20 operators x seeds
 # 0-2, bench/density.py --trial-seeds 3): sd of a trial's val_acc over seeds median 0.0043, pooled 0.0067; the sd
 # of the difference of two such values is sqrt(2) x 0.0067 = 0.0095, about this margin
 TIE_MARGIN = 0.01
-_ROUND = dict(warmup=2, number=1, repeat=5, min_repeat_ms=20)   # per model and round (measure.TimingProtocol)
 
 
 def choose_finalists(study: optuna.Study, k: int, tie: float | None = None,
@@ -120,12 +124,14 @@ def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, 
             out: TextIO | None = None) -> Finalist:
     """Trains the task with `op` (None: the baseline) substituted once per seed ``config.seed + s`` for `budget`
     epochs (lm: steps, as a search trial of ``--steps budget`` without a time budget); fills
-    ``finalist.values``/``failures`` and logs ``final_<metric>`` per seed (step s), its mean and sd to `run`."""
+    ``finalist.values``/``failures`` and logs to `run` ``final_<metric>``, the mean over the seeds (first: MLflow's
+    Compare opens on a run's first metric), ``_mean`` and ``_sd``, then ``final_<metric>_seed`` per seed (step s)."""
     import syno_automl.study.training as training
 
     config = context.config
     name = config.objective_name
     task = context.task
+    per_seed: list[tuple[int, float]] = []
     for s in range(seeds):
         changes: dict[str, Any] = {"seed": config.seed + s, **task.final_changes(budget)}
         # a seed and a training length: nothing that was resolved from the config changes
@@ -136,21 +142,22 @@ def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, 
                                    steps=task.final_steps(budget))
         except KeyboardInterrupt:
             raise
-        except Exception as e:  # one seed's failure (NaN loss...) is recorded, the others still count
+        except Exception as e:  # noqa: BLE001 -- one seed's failure (NaN loss...) is recorded, the others still count
             finalist.failures.append(f"seed {s}: {type(e).__name__}: {e}"[:500])
             if run is not None:
                 run.log_text(traceback.format_exc(), f"failure-seed{s}.txt")
             what = f"failed ({type(e).__name__})"
         else:
             finalist.values.append(value)
-            if run is not None:
-                run.log_metrics({V.final_metric(name): value}, step=s)
+            per_seed.append((s, value))
             what = f"{name} {value:.4f}"
         if out is not None:
             print(f"  final {finalist.label:<16} seed {s}  {what}  ({time.time() - started:.1f} s)", file=out,
                   flush=True)
     if run is not None:
-        run.log_metrics({V.final_metric(name, "mean"): finalist.mean, V.final_metric(name, "sd"): finalist.sd})
+        run.log_metrics({V.final_metric(name): finalist.mean, V.final_metric(name, "mean"): finalist.mean,
+                         V.final_metric(name, "sd"): finalist.sd})
+        run.log_series(V.final_metric(name, "seed"), per_seed)
     return finalist
 
 
@@ -160,71 +167,18 @@ def timing_batch(context: Any) -> Any:
     return context.task.timing_batch(context)
 
 
-def measure_speedups(context: Any, ops: list[Any], rounds: int = TIMING_ROUNDS, threads: int | None = None,
-                     target: SpeedTarget | None = None) -> tuple[float | None, list[tuple[float | None, float | None]], str]:
-    """Times the original model and the model with each of `ops` substituted on the speed `target` (default the
-    context's resolved ``speed``; cpu/cuda, eager or torch.compile'd once per model), eval mode, inference
-    on :func:`timing_batch`, `threads` torch threads (default the search's), interleaved: every round
-    times each model once with the measurement protocol; a model's latency is the median over all its samples,
-    its speedup the median over rounds of (baseline's round median / its round median).
-    Returns (baseline ms, [(latency ms, speedup) per op], how it was measured, beginning with the target).
-    Never raises: a model that cannot be built or timed gets (None, None)."""
-    import torch
+def expected_seconds(study: optuna.Study, context: Any, budget: int, trainings: int) -> float | None:
+    """How long `trainings` trainings of `budget` units take, from the search's own completed trials (the median
+    trial's seconds, scaled by `budget` over a trial's budget); None without a completed trial to go by."""
+    seconds = [t.duration.total_seconds() for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+               if t.duration is not None]
+    per_unit = statistics.median(seconds) / max(1, context.task.trial_budget(context.config)) if seconds else None
+    return per_unit * budget * trainings if per_unit else None
 
-    from syno_automl.measure.result import TimingProtocol
-    from syno_automl.measure.substituted_model import substituted_models
-    from syno_automl.measure.timing import time_torch
 
-    target = target or context.resolved.speed
-    device, compiled = target.device, target.compiled
-    if device == "cuda" and not torch.cuda.is_available():
-        return None, [(None, None) for _ in ops], f"{target}: not timed (no CUDA device here)"
-    threads = threads or torch.get_num_threads()
-    example = timing_batch(context).to(device)
-    batch = context.task.timing_label(example)
-    where = f"{threads} thread{'s' if threads > 1 else ''}" if device == "cpu" else torch.cuda.get_device_name()
-    label = f"{target}: torch {'compiled' if compiled else 'eager'} inference, {batch}, {where}"
-    protocol = TimingProtocol(**_ROUND)
-    models: list[Any] = []
-    baseline = None
-    for op in ops:
-        try:
-            base, model = substituted_models(context.substitution, op)
-        except Exception:  # noqa: BLE001 -- an operator that cannot be installed: unmeasured
-            models.append(None)
-            continue
-        baseline = baseline if baseline is not None else base
-        models.append(model)
-    if baseline is None:
-        baseline = context.substitution.copy_model().eval()
-        from syno_automl.placeholder import placeholders
-
-        for _, p in placeholders(baseline):
-            p.reset()
-    # on the target's device; compiled once per model (the first round's warm-up compiles, never timed)
-    runnable = [m if m is None else m.to(device) for m in [baseline, *models]]
-    if compiled:
-        runnable = [m if m is None else torch.compile(m, dynamic=False) for m in runnable]
-    samples: list[list[float]] = [[] for _ in range(len(ops) + 1)]
-    per_round: list[list[float]] = [[] for _ in range(len(ops) + 1)]   # each model's median of each round
-    failed: set[int] = {i + 1 for i, m in enumerate(models) if m is None}
-    for _ in range(max(1, rounds)):
-        for i, model in enumerate(runnable):
-            if i in failed:
-                continue
-            lat = time_torch(model, (example,), compile=False, protocol=protocol, threads=threads)
-            if lat.ok:
-                samples[i].extend(lat.samples_ms)
-                per_round[i].append(lat.median_ms)
-            else:  # a model that fails once is not timed again
-                failed.add(i)
-    medians = [statistics.median(s) if s and i not in failed else None for i, s in enumerate(samples)]
-    base_ms = medians[0]
-    # the speedup pairs each round's baseline with the same round's model (timed moments apart): load that
-    # comes and goes on a shared machine moves both sides of a ratio, not one median
-    out = [(ms, statistics.median(b / m for b, m in zip(per_round[0], per_round[i + 1]))
-            if base_ms and ms else None) for i, ms in enumerate(medians[1:])]
-    return base_ms, out, label
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min" if seconds < 5400 else \
+        f"{seconds / 3600:.1f} h"
 
 
 def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = None, parent: str | None = None,
@@ -242,19 +196,28 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     if out is not None:
         extra = (f" ({len(trials) - config.finalists} beyond --finalists {config.finalists}: trial values within "
                  f"{TIE_MARGIN * 100:g} pp of a chosen one's)") if len(trials) > config.finalists else ""
+        eta = expected_seconds(study, context, budget, (len(trials) + 1) * seeds) if trials else None
         print(f"final stage: re-training {len(trials)} finalist(s){extra} and the baseline, {seeds} seeds × {budget} "
-              f"{unit} each", file=out, flush=True)
-    ops = [Operator.from_json(context.space, operator_json_of(t)) for t in trials]
+              f"{unit} each" + (f" (about {_duration(eta)}, from the search's trials)" if eta else "") if trials else
+              "final stage: no finalist (no completed operator cheaper than the replaced layers): nothing re-trained",
+              file=out, flush=True)
+    ops = []
+    for t in trials:
+        text = operator_json_of(t)
+        assert text is not None  # choose_finalists picks operator trials: each holds its operator's JSON
+        ops.append(Operator.from_json(context.space, text))
     base_trial = baseline_trial(study)
     baseline = Finalist("baseline", base_trial.number if base_trial else None, "the original layers", 1.0,
                         primary_value(base_trial) if base_trial is not None else None)
     # an opening trial runs a known form (known.opening): the verdict names it, so that it reads as known, not found
     candidates = [Finalist(op.hash, t.number, t.user_attrs.get(V.OPENING) or describe_kind(op),
-                           t.user_attrs.get(V.COST_RATIO), primary_value(t)) for t, op in zip(trials, ops)]
+                           t.user_attrs.get(V.COST_RATIO), primary_value(t), flops=t.user_attrs.get(V.FLOPS),
+                           params=t.user_attrs.get(V.PARAMS)) for t, op in zip(trials, ops)]
     # no finalist: nothing to compare the baseline with, so it is not re-trained either
     if tracker is not None:
         _end_abandoned_final_runs(tracker, config.study)
     for finalist, op in zip([baseline, *candidates] if candidates else [], [None, *ops]):
+        check_interrupt()   # one a finalizer swallowed (the previous finalist's training) stops the stage here
         run = None
         if tracker is not None:
             run = _final_run(tracker, parent, config.study, finalist.label, op, finalist.trial)
@@ -270,19 +233,18 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
             raise
         if run is not None:
             run.finish("FINISHED" if finalist.values else "FAILED")
-    base_ms, measured, timing = measure_speedups(context, ops) if ops else (None, [], "not timed")
-    baseline.latency_ms, baseline.speedup = base_ms, (1.0 if base_ms else None)
-    for finalist, (ms, speedup) in zip(candidates, measured):
-        finalist.latency_ms, finalist.speedup = ms, speedup
+    speed = _timed_stage(context, ops)
+    _apply_speeds(speed, baseline, candidates)
     # the speedup named by its target too: speedup.cpu.eager, speedup.cuda.compiled ...
-    _log_speedups(tracker, [baseline, *candidates], [f.speedup for f in [baseline, *candidates]],
-                  context.resolved.speed)
+    _log_speedups(tracker, [baseline, *candidates], context.resolved.speed)
     task = context.task
-    if task.counts_tokens and base_ms:  # the baseline's tokens over its median latency; an operator's: that times its speedup, the
-        # paired per-round ratio (not its own median's), so that the tokens/s ratio is the speedup the verdict gives
-        baseline.tokens_per_s = int(timing_batch(context).numel()) / (base_ms / 1e3)
+    if task.counts_tokens and speed.baseline_ms:  # the baseline's tokens over its median latency; an operator's:
+        # that times its speedup (the paired ratio, not its own median's), so that the tokens/s ratio is the
+        # speedup the verdict gives
+        baseline.tokens_per_s = int(timing_batch(context).numel()) / (speed.baseline_ms / 1e3)
         for finalist in candidates:
             finalist.tokens_per_s = baseline.tokens_per_s * finalist.speedup if finalist.speedup else None
+    timing = speed.label
     # lm margin: absolute nats of val_loss. A loss difference d is a perplexity ratio exp(d), so 0.01 nats is ~1 %
     # more perplexity at any loss level; a margin relative to the loss would instead tighten as the model improves
     result = FinalResult(baseline, candidates, seeds=seeds, epochs=budget, margin=config.final_margin,
@@ -303,27 +265,48 @@ def measured_targets(context: Any) -> list[SpeedTarget]:
     return context.resolved.speed_targets
 
 
+def _timed_stage(context: Any, ops: list[Any], target: SpeedTarget | None = None) -> SpeedMeasurement:
+    """The speed protocol over the finalists (nothing to time without one)."""
+    return measure_speedups(context, ops, target) if ops else SpeedMeasurement("not timed")
+
+
+def _apply_speeds(speed: SpeedMeasurement, baseline: Finalist, candidates: list[Finalist]) -> None:
+    """Each finalist's speedup with its interval; the baseline's is 1 by definition, its interval the control's
+    (the original against itself: the protocol's own noise)."""
+    baseline.latency_ms = speed.baseline_ms
+    baseline.speedup = 1.0 if speed.measured else None
+    if speed.control is not None:
+        baseline.speedup_low, baseline.speedup_high = speed.control.low, speed.control.high
+    for finalist, estimate in zip(candidates, speed.estimates):
+        if estimate is not None:
+            finalist.latency_ms, finalist.speedup = estimate.candidate_ms, estimate.ratio
+            finalist.speedup_low, finalist.speedup_high = estimate.low, estimate.high
+
+
 def _measure_also(context: Any, ops: list[Any], finalists: list[Finalist], target: SpeedTarget, tracker: Any | None,
                   out: TextIO | None) -> None:
     """Times the finalists on one more speed target: ``speedup.<target>`` on their runs and one line after the
     table. The verdict stays the main target's."""
-    base_ms, measured, timing = measure_speedups(context, ops, target=target) if ops else (None, [], "not timed")
-    speedups = [1.0 if base_ms else None] + [speedup for _, speedup in measured]
-    _log_speedups(tracker, finalists, speedups, target)
+    speed = _timed_stage(context, ops, target)
+    copies = [dataclasses.replace(f) for f in finalists]
+    _apply_speeds(speed, copies[0], copies[1:])
+    _log_speedups(tracker, copies, target)
     if out is not None:
-        shown = ", ".join(f"{f.label} {s:.2f}×" if s is not None else f"{f.label} unmeasured"
-                          for f, s in zip(finalists[1:], speedups[1:]))
-        print(f"  also on {target}: {shown or 'no finalist'} ({timing})", file=out, flush=True)
+        shown = ", ".join(f"{f.label} {f.speedup_text()}" for f in copies[1:])
+        print(f"  also on {target}: {shown or 'no finalist'} ({speed.label})", file=out, flush=True)
 
 
-def _log_speedups(tracker: Any | None, finalists: list[Finalist], speedups: list[float | None],
-                  target: SpeedTarget) -> None:
-    """``speedup.<target>`` on each finalist's run (those measured, with a run)."""
+def _log_speedups(tracker: Any | None, finalists: list[Finalist], target: SpeedTarget) -> None:
+    """``speedup.<target>`` and its interval's ends on each finalist's run (those measured, with a run)."""
     if tracker is None:
         return
-    for finalist, speedup in zip(finalists, speedups):
-        if finalist.run_id is not None and speedup is not None:
-            tracker.run(finalist.run_id).log_metrics({V.speedup_metric(target.name): speedup})
+    for f in finalists:
+        if f.run_id is not None and f.speedup is not None:
+            metrics = {V.speedup_metric(target.name): f.speedup}
+            if f.speedup_low is not None and f.speedup_high is not None:
+                metrics.update({V.speedup_metric(target.name, "low"): f.speedup_low,
+                                V.speedup_metric(target.name, "high"): f.speedup_high})
+            tracker.run(f.run_id).log_metrics(metrics)
 
 
 def _record(study: optuna.Study, result: FinalResult, name: str, tracker: Any | None, parent: str | None,
@@ -338,8 +321,10 @@ def _record(study: optuna.Study, result: FinalResult, name: str, tracker: Any | 
     for f in [result.baseline, *result.candidates]:
         if f.run_id is not None:
             run = tracker.run(f.run_id)
+            cost = None if context is None or f.cost_ratio is None else \
+                f.cost_ratio * context.substitution.baseline_cost   # the planned cost, as the trial runs have it
             run.log_metrics({V.METRIC_FINAL_LATENCY: f.latency_ms, V.METRIC_FINAL_SPEEDUP: f.speedup,
-                             V.METRIC_FINAL_TOKENS_PER_S: f.tokens_per_s, "cost_ratio": f.cost_ratio})
+                             V.METRIC_FINAL_TOKENS_PER_S: f.tokens_per_s, "cost_ratio": f.cost_ratio, "cost": cost})
             if f is result.baseline and context is not None:
                 from syno_automl.study.trial import log_baseline_run
 
@@ -358,7 +343,9 @@ def _record(study: optuna.Study, result: FinalResult, name: str, tracker: Any | 
     run.log_metrics(metrics)
     run.set_tags({V.TAG_FINAL_VERDICT: result.verdict(), V.TAG_FINAL_HASH: chosen.label if chosen else "none"})
     run.log_json(result.to_dict(), V.ARTIFACT_FINAL)
-    note = (f"**{result.verdict()}**\n\nFinal stage: re-trained alike, {result.budget_text()}; "
+    from syno_automl.tracking.ui import escape_markdown  # s^-1*H is no emphasis, [...] no link
+
+    note = (f"**{escape_markdown(result.verdict())}**\n\nFinal stage: re-trained alike, {result.budget_text()}; "
             f"{V.ARTIFACT_FINAL} holds every figure.\n\n```\n" + "\n".join(result.table()) + "\n```\n")
     try:  # set_tags would cut the note at 500 characters, as it does params
         tracker.client.set_tag(parent, "mlflow.note.content", note)

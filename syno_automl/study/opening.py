@@ -27,7 +27,7 @@ from syno_automl.search.reward import Reward
 from syno_automl.search.sampler import SynoSampler
 from syno_automl.study.context import SearchContext
 from syno_automl.study.lost_trials import LOST_IN_CREATION, fail_lost_in_creation
-from syno_automl.study.storage import make_storage
+from syno_automl.study.storage import make_storage, study_names
 from syno_automl.study.trial import INTERRUPTED
 
 __all__ = ["check_study", "check_resumed", "open_study", "remaining_trials", "sampler_reward"]
@@ -60,7 +60,7 @@ def check_study(config: SearchConfig, resume: bool, storage: optuna.storages.Bas
         raise StudyExistsError(f"study {config.study!r} already exists in {config.storage}: pass --resume to "
                                f"continue it, or --study NAME for a new one")
     if resume and config.study not in names:
-        known = ", ".join(sorted(names)) or "none"
+        known = ", ".join(study_names(storage)) or "none"   # not a pareto search's companion (<study>.fidelity)
         raise NotFoundError(f"no study {config.study!r} to resume in {config.storage} (studies there: {known}); "
                           f"drop --resume to start it")
     if resume:
@@ -104,7 +104,8 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
     # no median pruning: most operators start below the baseline; Hyperband / successive halving compare the
     # operators with each other (FidelityPruning)
     study = optuna.create_study(study_name=config.study, storage=storage, sampler=sampler,
-                                directions=config.directions, pruner=_study_pruner(config, context), load_if_exists=True)
+                                directions=config.directions, pruner=_study_pruner(config, context),
+                                load_if_exists=True)
     if not study.trials:
         study.set_user_attr(V.SPACE, space_config)
         study.set_user_attr(V.SETTINGS, config.settings())

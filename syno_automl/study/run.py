@@ -18,6 +18,7 @@ Example:
 """
 from __future__ import annotations
 
+import gc
 import sys
 import time
 from collections import Counter
@@ -29,6 +30,8 @@ import optuna
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
 from syno_automl.errors import SynoError
+from syno_automl.interrupt import check_interrupt, deferred_interrupt, interrupt_requested, stop_on_signals
+from syno_automl.search.mcts import stop_prefetches
 from syno_automl.search.objectives import (
     baseline_trial,
     best_operator_trial,
@@ -37,7 +40,7 @@ from syno_automl.search.objectives import (
     primary_value,
 )
 from syno_automl.study.context import SearchContext, prepare
-from syno_automl.study.lost_trials import fail_unstarted
+from syno_automl.study.lost_trials import TrialsCreated, end_orphan_trial_runs, end_trial_run, fail_unstarted
 from syno_automl.study.opening import check_study, open_study, remaining_trials
 from syno_automl.study.trial import INTERRUPTED, Objective
 
@@ -59,7 +62,15 @@ class SearchResult:
 
 def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = sys.stdout,
                n_trials: int | None = None) -> SearchResult:
-    """Runs (or continues) the search until the study holds `config.trials` finished operator trials."""
+    """Runs (or continues) the search until the study holds `config.trials` finished operator trials. Ctrl-C or
+    SIGTERM stops it (KeyboardInterrupt) with nothing left RUNNING: the trial it was in fails, its run and the
+    study's run are KILLED (syno_automl.interrupt.stop_on_signals, whose checkpoints raise again an interrupt a
+    finalizer swallowed)."""
+    with stop_on_signals():
+        return _run_search(config, resume, out, n_trials)
+
+
+def _run_search(config: SearchConfig, resume: bool, out: TextIO | None, n_trials: int | None) -> SearchResult:
     started = time.time()
     config.validate()
     check_study(config, resume)  # before loading data: a wrong invocation fails at once
@@ -67,12 +78,44 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
     check_space_holds_operators(context.space, config)  # before any study, run or training: nothing to lose
     study = open_study(config, context, resume=resume)
     tracker = parent = None
-    if config.tracking_uri:
-        from syno_automl.tracking import SearchTracker
+    created = TrialsCreated(study)   # the trials this worker makes RUNNING: an interrupt fails those left so
+    status, final = "FAILED", None
+    try:
+        if config.tracking_uri:
+            from syno_automl.tracking import SearchTracker
 
-        tracker = SearchTracker(config.tracking_uri)
-        parent = tracker.study_run(config.study, config.settings())
-        study.set_user_attr(V.STUDY_RUN_ID, parent)
+            tracker = SearchTracker(config.tracking_uri)
+            with deferred_interrupt():   # the study's run exists and `parent` holds its id, or neither
+                parent = tracker.study_run(config.study, config.settings())
+            study.set_user_attr(V.STUDY_RUN_ID, parent)
+            end_orphan_trial_runs(study, tracker, config.study)   # left RUNNING by a worker that was stopped
+        final = _optimize(config, context, study, Objective(context, tracker, parent, out), tracker, parent, out,
+                          n_trials)
+        status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        _end_interrupted(study, created, tracker, config.study)
+        raise
+    except Exception as e:
+        if interrupt_requested() is None:
+            raise
+        # an interrupt that surfaced as another error (a KeyboardInterrupt inside Optuna's tell ends in its
+        # UnboundLocalError): the search was stopped, not broken
+        status = "KILLED"
+        _end_interrupted(study, created, tracker, config.study)
+        raise KeyboardInterrupt(f"interrupted ({type(e).__name__} on the way out)") from e
+    finally:
+        created.stop()
+        if tracker is not None and parent is not None:
+            with deferred_interrupt():   # the study's run is ended even when a signal arrives meanwhile
+                _summarize_parent(tracker, parent, study)
+                tracker.run(parent).finish("KILLED" if interrupt_requested() is not None else status)
+    return SearchResult(study, context, parent, time.time() - started, final)
+
+
+def _optimize(config: SearchConfig, context: SearchContext, study: optuna.Study, objective: Objective, tracker: Any,
+              parent: str | None, out: TextIO | None, n_trials: int | None) -> Any:
+    """The trials, then the final stage; returns the final stage's result."""
     if n_trials is None:
         n_trials = remaining_trials(study, config.trials)
     if out is not None:
@@ -83,24 +126,40 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
               file=out, flush=True)
     # our own progress lines report failures in one line; Optuna would add a traceback per failed trial
     optuna.logging.set_verbosity(optuna.logging.ERROR if out is not None else optuna.logging.WARNING)
-    objective = Objective(context, tracker, parent, out)
-    status, final = "FAILED", None
-    try:
-        study.optimize(objective, n_trials=n_trials, catch=(Exception,), gc_after_trial=True)
-        from syno_automl.study.finalists import run_final_stage
+    study.optimize(objective, n_trials=n_trials, catch=(Exception,), callbacks=[_after_trial])
+    stop_prefetches()   # the sampler's look-ahead for a next trial that will not come: no CPU taken from the timing
+    check_interrupt()
+    from syno_automl.study.finalists import run_final_stage
 
-        final = run_final_stage(study, context, tracker, parent, out)
-        status = "FINISHED"
-    except KeyboardInterrupt:
-        status = "KILLED"
-        # stopped inside study.ask(): the trial being created is RUNNING and Optuna never ends it
-        fail_unstarted(study, getattr(study.sampler, "current_trial_id", None), INTERRUPTED)
-        raise
-    finally:
-        if tracker is not None and parent is not None:
-            _summarize_parent(tracker, parent, study)
-            tracker.run(parent).finish(status)
-    return SearchResult(study, context, parent, time.time() - started, final)
+    final = run_final_stage(study, context, tracker, parent, out)
+    check_interrupt()
+    return final
+
+
+def _after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    """Optuna's ``gc_after_trial`` collection (it keeps a long search's memory flat), then a checkpoint: a Ctrl-C
+    that a finalizer swallowed during the collection (Lightning's Profiler.__del__) stops the search here. Not run
+    when the trial was interrupted: an interrupted search exits without it (a second or more on a loaded machine)."""
+    gc.collect()
+    check_interrupt()
+
+
+def _end_interrupted(study: optuna.Study, created: TrialsCreated, tracker: Any | None, study_name: str) -> None:
+    """This worker's trials left RUNNING by the interrupt fail (INTERRUPTED), their MLflow runs are KILLED: the
+    trial being created (stopped inside study.ask(), which Optuna never ends), the one being run when Optuna could
+    not end it (a signal in its tell). Best effort: the interrupt is what the caller sees."""
+    ids = {getattr(study.sampler, "current_trial_id", None), *created.ids[-3:]} - {None}   # the latest: sequential
+    numbers = set()
+    for trial_id in [*ids, *created.others[-2:]]:   # and the fidelity companion's trial (search/fidelity.py)
+        try:
+            fail_unstarted(study, trial_id, INTERRUPTED)
+            if trial_id in ids:
+                numbers.add(study._storage.get_trial(trial_id).number)
+        except Exception:  # noqa: BLE001 -- a --resume fails what is left (heartbeats, lost_trials)
+            pass
+    if tracker is not None:
+        for number in sorted(numbers):
+            end_trial_run(tracker, study_name, number, INTERRUPTED)
 
 
 #: how hard the pre-flight looks for one operator: twice one MCTS fallback draw (1,000 descents), a few seconds

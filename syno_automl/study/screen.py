@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Screen", "ScreenResult", "SCREENS", "DEFAULT_THRESHOLDS", "DEFAULT_STEPS", "ScreenedOut"]
 
-SCREENS = tuple(name for name in SETTING["screen"].choices if name != "off")
+SCREENS = tuple(name for name in SETTING["screen"].choices or () if name != "off")
 # what an operator must reach to be trained (chosen with bench/screen.py: naswot's scores fall in two clusters,
 # collapsed activations below about -46 and the rest above -37; loss-slope 0.1 rejected good operators at width 64)
 DEFAULT_THRESHOLDS: dict[str, float] = {"loss-slope": 0.05, "naswot": -40.0}
@@ -141,9 +141,10 @@ class Screen:
         seed_everything(seed)
         task = context.task.build(context)
         if target is not None:
+            assert context.config.layer is not None  # SearchConfig.__post_init__ gives it the task's default
             substitution = SynoSubstitution(target, LAYERS[context.config.layer], example_input=context.example,
                                             cost_ratio=None, **context.space_options)   # the space holds the budget
-            substitution.setup(None, task, "fit")  # type: ignore[arg-type] -- the trainer is read only without example
+            substitution.setup(None, task, "fit")  # type: ignore[arg-type]  # the trainer is read only without example
         return task
 
     def _fixed_batches(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -156,7 +157,8 @@ class Screen:
             for i in range(self.steps):
                 idx = order[(i * size) % len(dataset):][:size].tolist()
                 items = [dataset[j] for j in idx]
-                batches.append((torch.stack([x for x, _ in items]), torch.stack([torch.as_tensor(y) for _, y in items])))
+                batches.append((torch.stack([x for x, _ in items]),
+                                torch.stack([torch.as_tensor(y) for _, y in items])))
             self._batches = batches
         return self._batches
 

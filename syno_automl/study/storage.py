@@ -9,6 +9,7 @@ Example:
 """
 from __future__ import annotations
 
+import importlib.util
 import warnings
 
 import optuna
@@ -17,8 +18,14 @@ from optuna.storages.journal import JournalFileBackend, JournalStorage
 
 from syno_automl.errors import StorageURLError
 from syno_automl.interrupt import interrupt_safe
+from syno_automl.vocabulary import FIDELITY_SUFFIX
 
-__all__ = ["make_storage", "is_journal"]
+__all__ = ["make_storage", "is_journal", "study_names", "DRIVER_PACKAGES"]
+
+# the pip package of each database driver SQLAlchemy imports (the module a missing one names)
+DRIVER_PACKAGES = {"psycopg2": "psycopg2-binary", "psycopg": "'psycopg[binary]'", "pymysql": "PyMySQL",
+                   "MySQLdb": "mysqlclient", "mysql": "mysql-connector-python", "cx_Oracle": "cx_Oracle",
+                   "oracledb": "oracledb", "pyodbc": "pyodbc", "asyncpg": "asyncpg"}
 
 
 @interrupt_safe
@@ -63,4 +70,19 @@ def make_storage(url: str, *, heartbeat_interval: int | None = 10, grace_period:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return SafeRDBStorage(url, engine_kwargs=engine_kwargs, **heartbeat)
     except ImportError as e:
-        raise StorageURLError(f"storage {url!r} needs a database driver that is not installed: {e}") from None
+        missing = e.__cause__ if isinstance(e.__cause__, ImportError) else e   # Optuna re-raises its own
+        module = (missing.name or "").split(".")[0]
+        package = DRIVER_PACKAGES.get(module)
+        hint = f": pip install {package}" if package else f" ({missing})"
+        if module == "psycopg" and importlib.util.find_spec("psycopg2") is not None:   # SQLAlchemy 2.1's default
+            named = url.replace("postgresql://", "postgresql+psycopg2://", 1)
+            hint += f", or name the psycopg2 installed here: {named}"
+        raise StorageURLError(f"storage {url!r} needs the database driver {module or 'of its dialect'}, which is not "
+                              f"installed{hint}") from None
+
+
+def study_names(storage: BaseStorage) -> list[str]:
+    """The studies of `storage` a user made, sorted: a pareto search's companion study (``<study>.fidelity``,
+    syno_automl.search.fidelity) is the search's own bookkeeping and is left out."""
+    names = set(optuna.get_all_study_names(storage))
+    return sorted(n for n in names if not (n.endswith(FIDELITY_SUFFIX) and n[:-len(FIDELITY_SUFFIX)] in names))

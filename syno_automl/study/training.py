@@ -31,6 +31,7 @@ def train_operator(context: SearchContext, trial: optuna.trial.Trial | None, run
     NonFiniteLossError, TrainingTooSlowError.
     """
     config = context.config
+    assert config.layer is not None  # SearchConfig.__post_init__ gives it the task's default
     seed_everything(config.seed + (trial.number if trial is not None else 0))
     substitution = SynoSubstitution(operator if operator is not None else trial, LAYERS[config.layer],
                                     example_input=context.example,

@@ -13,6 +13,7 @@ import syno_automl.study.training as training
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
 from syno_automl.errors import TrialResultError
+from syno_automl.interrupt import check_interrupt
 from syno_automl.search.objectives import baseline_trial, primary_value
 from syno_automl.search.sampler import suggest_operator
 from syno_automl.space import Operator
@@ -50,6 +51,7 @@ class Objective:
         self.screen: Any = None   # search/screen.py's Screen, made at the first operator trial when config.screen
 
     def __call__(self, trial: optuna.trial.Trial) -> float | tuple[float, float]:
+        check_interrupt(lambda: trial.set_user_attr(V.FAILURE, INTERRUPTED))   # one a finalizer swallowed
         config, context = self.config, self.context
         baseline = bool(trial.user_attrs.get(V.BASELINE))
         run = None
@@ -67,7 +69,8 @@ class Objective:
             finally:  # a run even for a trial whose operator could not be given (reason recorded below)
                 if self.tracker is not None:
                     run = self.tracker.trial_run(self.parent_run_id, config.study, trial.number, op,
-                                                 settings=_trial_run_settings(config), tags={"optuna.study": config.study},
+                                                 settings=_trial_run_settings(config),
+                                                 tags={"optuna.study": config.study},
                                                  label=None if op is not None or baseline else "no-operator")
                     trial.set_user_attr(V.RUN_ID, run.run_id)
             if op is not None and config.screen != "off":
@@ -109,6 +112,10 @@ class Objective:
         self._print(trial, op, f"{config.objective_name} {value:.4f}"
                     + (f"  flops {ratio:.3f}x" if ratio is not None else "")
                     + (f"  cost {cost:.3f}x" if cost is not None and not baseline else "") + extra, started)
+        chance = context.task.near_chance(value, context.num_classes) if baseline else None
+        if chance is not None and self.out is not None:
+            print(f"      warning: the baseline's {chance}: the trials cannot rank operators at this budget; train "
+                  f"longer (--epochs, --steps) or choose a smaller model", file=self.out, flush=True)
         return (value, float(cost)) if config.objective == "pareto" else value
 
     def _screen(self, trial: optuna.trial.Trial, run: Any | None) -> None:
@@ -229,6 +236,7 @@ def log_baseline_run(run: Any, context: SearchContext) -> None:
     sub = context.substitution
     run.log_metrics({"cost": sub.baseline_cost, "cost_ratio": 1.0})
     run.log_json({"replaced_layers": [{"name": name, "kind": ph.kind, "layer": repr(ph.referred_layer),
-                                       "mapping": sub.space.mapping(i)} for i, (name, ph) in enumerate(sub.placeholders)],
+                                       "mapping": sub.space.mapping(i)}
+                                      for i, (name, ph) in enumerate(sub.placeholders)],
                   "baseline_flops": sub.baseline_flops, "space": str(sub.space.input_shape) + " -> "
                   + str(sub.space.output_shape)}, V.ARTIFACT_BASELINE)

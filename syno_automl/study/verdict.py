@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 __all__ = ["Finalist", "FinalResult", "short_description", "stored_final"]
 
@@ -71,6 +72,10 @@ class Finalist:
     latency_ms: float | None = None  # the substituted (baseline: original) model's median latency
     tokens_per_s: float | None = None  # lm: the baseline's timed tokens / latency_ms, an operator's that x speedup
     run_id: str | None = None       # its MLflow run (role "final")
+    speedup_low: float | None = None   # the speedup's 95 % interval (measure.paired); None: not measured so
+    speedup_high: float | None = None
+    flops: float | None = None      # the operator's FLOPs and parameters (the tie rule's keys)
+    params: float | None = None
 
     @property
     def mean(self) -> float | None:
@@ -84,14 +89,52 @@ class Finalist:
         return statistics.stdev(self.values) if len(self.values) > 1 else 0.0
 
     def figure(self) -> str:
-        """``0.975 ± 0.004`` (``failed`` when no seed trained to the end)."""
-        return "failed" if self.mean is None else f"{self.mean:.3f} ± {self.sd:.3f}"
+        """``0.975 ± 0.004`` (``failed`` when every seed failed; ``not re-trained`` when none ran: the baseline of
+        a final stage without a finalist)."""
+        if self.mean is None:
+            return "failed" if self.failures else "not re-trained"
+        return f"{self.mean:.3f} ± {self.sd:.3f}"
+
+    def value_interval(self) -> tuple[float, float] | None:
+        """The 95 % interval of the mean value over seeds (Student's t; a point for one seed or equal values)."""
+        if self.mean is None:
+            return None
+        if len(self.values) < 2:
+            return self.mean, self.mean
+        from syno_automl.measure.paired import t_quantile
+
+        half = t_quantile(len(self.values) - 1) * statistics.stdev(self.values) / math.sqrt(len(self.values))
+        return self.mean - half, self.mean + half
+
+    def speed_interval(self) -> tuple[float, float] | None:
+        """The speedup's 95 % interval (None: not measured; a point for a figure stored without one)."""
+        if self.speedup is None:
+            return None
+        if self.speedup_low is None or self.speedup_high is None:
+            return self.speedup, self.speedup
+        return self.speedup_low, self.speedup_high
+
+    @property
+    def faster(self) -> bool:
+        """Measurably faster than the baseline: the whole speed interval is above 1."""
+        interval = self.speed_interval()
+        return interval is not None and interval[0] > 1.0
+
+    def speedup_text(self) -> str:
+        """``1.41× [1.37, 1.45]`` (``unmeasured``; no interval for a figure stored without one)."""
+        if self.speedup is None:
+            return "unmeasured"
+        if self.speedup_low is None or self.speedup_high is None:
+            return f"{self.speedup:.2f}×"
+        return f"{self.speedup:.2f}× [{self.speedup_low:.2f}, {self.speedup_high:.2f}]"
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "trial": self.trial, "description": self.description,
                 "cost_ratio": self.cost_ratio, "search_value": self.search_value, "values": list(self.values),
                 "mean": self.mean, "sd": self.sd, "failures": list(self.failures), "speedup": self.speedup,
-                "latency_ms": self.latency_ms, "tokens_per_s": self.tokens_per_s, "run_id": self.run_id}
+                "latency_ms": self.latency_ms, "tokens_per_s": self.tokens_per_s, "run_id": self.run_id,
+                "speedup_low": self.speedup_low, "speedup_high": self.speedup_high, "flops": self.flops,
+                "params": self.params}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Finalist:
@@ -99,7 +142,8 @@ class Finalist:
         return cls(str(data.get("label")), data.get("trial"), str(data.get("description") or ""),
                    data.get("cost_ratio"), data.get("search_value"), [float(v) for v in data.get("values") or []],
                    [str(f) for f in data.get("failures") or []], data.get("speedup"), data.get("latency_ms"),
-                   data.get("tokens_per_s"), data.get("run_id"))
+                   data.get("tokens_per_s"), data.get("run_id"), data.get("speedup_low"), data.get("speedup_high"),
+                   data.get("flops"), data.get("params"))
 
 
 @dataclass
@@ -126,13 +170,24 @@ class FinalResult:
             return f.mean >= self.baseline.mean - self.margin - 1e-12
         return f.mean <= self.baseline.mean + self.margin + 1e-12
 
+    def tied(self) -> list[Finalist]:
+        """The fastest candidate that is within the margin and measurably faster (its speed interval above 1), and
+        every such candidate tied with it — its speed interval and its value interval overlap the fastest's —
+        ordered by the tie rule: fewer FLOPs, then fewer parameters, then the hash. The first is the one named."""
+        ok = [f for f in self.candidates if self.within(f) and f.faster]
+        if not ok:
+            return []
+        top = max(ok, key=lambda f: (f.speedup or 0.0, _signed(f.mean, self.maximize), f.label))
+        group = [f for f in ok if _overlap(f.speed_interval(), top.speed_interval())
+                 and _overlap(f.value_interval(), top.value_interval())]
+        return sorted(group, key=_tie_key)
+
     @property
     def chosen(self) -> Finalist | None:
-        """The fastest candidate within the margin (a measured speedup beats an unmeasured one), or None."""
-        ok = [f for f in self.candidates if self.within(f)]
-        if not ok:
-            return None
-        return max(ok, key=lambda f: (f.speedup is not None, f.speedup or 0.0, _signed(f.mean, self.maximize)))
+        """The operator the verdict names (:meth:`tied`'s first), or None: no candidate within the margin is
+        measurably faster."""
+        group = self.tied()
+        return group[0] if group else None
 
     @property
     def best(self) -> Finalist | None:
@@ -168,48 +223,52 @@ class FinalResult:
         verdict = ("named: the fastest within " if f is self.chosen else
                    "within " if self.within(f) else "not within ") + f"{self.margin_text()} of the baseline"
         return (f"{self.metric} {f.figure()} ({self.budget_text()}; baseline {self.baseline.figure()}), "
-                f"speedup {_speedup(f.speedup)} ({self.timing}): {verdict}")
+                f"speedup {f.speedup_text()} ({self.timing}): {verdict}")
 
     def verdict(self) -> str:
         """The line a search ends with (see the module docstring)."""
-        if not self.maximize:
-            return self._loss_verdict()
-        margin = self.margin_text()
-        chosen = self.chosen
-        if chosen is not None:
-            return (f"fastest operator within {margin} of the baseline: {chosen.label} {chosen.description} "
-                    f"{self.metric} {chosen.figure()} (baseline {self.baseline.figure()}, {self.seeds} seeds × "
-                    f"{self.epochs} {self.unit}), speedup {_speedup(chosen.speedup)} ({self.timing})")
-        if not self.candidates:
-            return (f"no operator within {margin} of the baseline (no completed operator cheaper than the replaced "
-                    f"layers to re-train)")
-        if self.baseline.mean is None:
-            return f"no operator within {margin} of the baseline: the baseline failed to re-train"
-        best = self.best
-        if best is None:
-            return f"no operator within {margin} of the baseline (every finalist failed to re-train)"
-        return (f"no operator within {margin} of the baseline {self.baseline.figure()} (best: {best.label} "
-                f"{best.figure()}, speedup {_speedup(best.speedup)}; {self.seeds} seeds × {self.epochs} {self.unit}, "
-                f"{self.timing})")
-
-    def _loss_verdict(self) -> str:
-        """The verdict of a minimized objective: the margin in nats, the baseline's figure up front, tokens/s."""
-        head = f"within {self.margin_text()} of the baseline's {self.metric}"
+        maximize = self.maximize
+        head = (f"within {self.margin_text()} of the baseline" if maximize
+                else f"within {self.margin_text()} of the baseline's {self.metric}")
+        base = self.baseline.figure()
         budget = f"{self.seeds} seeds × {self.epochs} {self.unit}"
         chosen = self.chosen
         if chosen is not None:
-            return (f"fastest operator {head} {self.baseline.figure()}: {chosen.label} {chosen.description} "
-                    f"{self.metric} {chosen.figure()} ({budget}), speedup {_speedup(chosen.speedup)} "
-                    f"({self._throughput(chosen)}{self.timing})")
+            value = (f"{self.metric} {chosen.figure()} (baseline {base}, {budget})" if maximize
+                     else f"{self.metric} {chosen.figure()} ({budget})")
+            found = f"fastest operator {head}: " if maximize else f"fastest operator {head} {base}: "
+            return (f"{found}{chosen.label} {chosen.description} {value}, speedup {chosen.speedup_text()} "
+                    f"({self._throughput(chosen)}{self.timing}){self._tie_text()}")
         if not self.candidates:
             return f"no operator {head} (no completed operator cheaper than the replaced layers to re-train)"
         if self.baseline.mean is None:
             return f"no operator {head}: the baseline failed to re-train"
+        within = sorted((f for f in self.candidates if self.within(f)), key=lambda f: -_signed(f.mean, maximize))
+        if within and all(f.speedup is None for f in within):
+            return (f"no speed claim: {len(within)} operator{'s' if len(within) != 1 else ''} {head} {base} "
+                    f"(best: {within[0].label} {self.metric} {within[0].figure()}; {budget}), their speed not "
+                    f"measured ({self.timing})")
+        if within:
+            fastest = max((f for f in within if f.speedup is not None), key=lambda f: f.speedup or 0.0)
+            return (f"no operator {head} {base} is measurably faster (fastest: {fastest.label} {self.metric} "
+                    f"{fastest.figure()}, speedup {fastest.speedup_text()}, an interval that holds 1 or lies below "
+                    f"it; {budget}, {self._throughput(fastest)}{self.timing})")
         best = self.best
         if best is None:
-            return f"no operator {head} {self.baseline.figure()} (every finalist failed to re-train)"
-        return (f"no operator {head} {self.baseline.figure()} (best: {best.label} {self.metric} {best.figure()}, "
-                f"speedup {_speedup(best.speedup)}; {budget}, {self._throughput(best)}{self.timing})")
+            return f"no operator {head} {base} (every finalist failed to re-train)"
+        metric = "" if maximize else f"{self.metric} "
+        return (f"no operator {head} {base} (best: {best.label} {metric}{best.figure()}, speedup "
+                f"{best.speedup_text()}; {budget}, {self._throughput(best)}{self.timing})")
+
+    def _tie_text(self) -> str:
+        """``; tied in accuracy and speed with 2 others (ab12…, cd34…): named by fewer FLOPs, then parameters,
+        then hash`` ('' when the named operator has no tie)."""
+        others = self.tied()[1:]
+        if not others:
+            return ""
+        what = "accuracy" if self.maximize else self.metric
+        return (f"; tied in {what} and speed with {len(others)} other{'s' if len(others) > 1 else ''} "
+                f"({', '.join(f.label for f in others)}): named by fewer FLOPs, then parameters, then hash")
 
     def _throughput(self, f: Finalist) -> str:
         """``75,100 vs 57,300 tokens/s; `` (the operator's vs the baseline's), '' when either is unmeasured."""
@@ -220,15 +279,15 @@ class FinalResult:
     def table(self) -> list[str]:
         """One line per re-trained model, the baseline first (the lm task: with its tokens/s)."""
         rate = any(f.tokens_per_s is not None for f in [self.baseline, *self.candidates])
-        lines = [f"  {'':<16}  {self.metric:>15}  {'speedup':>8}" + (f"  {'tokens/s':>9}" if rate else "")
-                 + f"  {'cost':>6}  search  description"]
+        lines = [f"  {'':<16}  {self.metric:>15}  {'speedup [95% interval]':>20}"
+                 + (f"  {'tokens/s':>9}" if rate else "") + f"  {'cost':>6}  search  description"]
         for f in [self.baseline, *self.candidates]:
             cost = f"{f.cost_ratio:.2f}x" if f.cost_ratio is not None else "-"
             search = f"{f.search_value:.3f}" if f.search_value is not None else "-"
             tokens = (f"  {f.tokens_per_s:>9,.0f}" if f.tokens_per_s is not None else f"  {'-':>9}") if rate else ""
             mark = " *" if f is self.chosen else ""
             fails = f"  ({len(f.failures)} seed(s) failed: {f.failures[0][:60]})" if f.failures else ""
-            lines.append(f"  {f.label:<16}  {f.figure():>15}  {_speedup(f.speedup):>8}{tokens}  {cost:>6}  "
+            lines.append(f"  {f.label:<16}  {f.figure():>15}  {f.speedup_text():>20}{tokens}  {cost:>6}  "
                          f"{search:>6}  {f.description}{mark}{fails}")
         return lines
 
@@ -276,5 +335,10 @@ def _signed(value: float | None, maximize: bool) -> float:
     return value if maximize else -value
 
 
-def _speedup(value: float | None) -> str:
-    return f"{value:.2f}×" if value is not None else "unmeasured"
+def _overlap(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
+    return a is not None and b is not None and a[0] <= b[1] and b[0] <= a[1]
+
+
+def _tie_key(f: Finalist) -> tuple[float, float, str]:
+    """The tie rule: fewer FLOPs, then fewer parameters, then the hash (unknown counts last)."""
+    return (f.flops if f.flops is not None else math.inf, f.params if f.params is not None else math.inf, f.label)

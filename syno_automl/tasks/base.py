@@ -74,6 +74,7 @@ class Task:
         """A fresh model of the config (lightning_modules' zoo)."""
         from lightning_modules import build_model
 
+        assert config.model is not None  # SearchConfig.__post_init__ gives it the task's default
         return build_model(config.model, num_classes, in_channels)
 
     def build(self, context: TrainingContext) -> Any:
@@ -101,6 +102,14 @@ class Task:
 
     def latency_sizes(self, config: SearchConfig) -> dict[str, int]:
         """The operator's sizes when its latency is measured (inference sizes)."""
+        raise NotImplementedError
+
+    def near_chance(self, value: float, num_classes: int) -> str | None:
+        """Why a baseline `value` is too close to chance for trials to rank operators (None: it is not)."""
+        return None
+
+    def trial_budget(self, config: SearchConfig) -> int:
+        """What a search trial trains for, in the unit of :meth:`final_budget`."""
         raise NotImplementedError
 
     def final_budget(self, config: SearchConfig) -> tuple[int, str]:

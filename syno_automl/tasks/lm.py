@@ -45,6 +45,7 @@ class LMTask(Task):
     def build_module(self, config: SearchConfig, model: Any, num_classes: int) -> Any:
         from lightning_modules.learners import CausalLM
 
+        assert config.lr is not None  # SearchConfig.__post_init__ gives it the task's default
         return CausalLM(model, lr=config.lr, warmup_steps=min(20, config.max_steps // 10))
 
     def reward(self, config: SearchConfig, num_classes: int) -> Reward:
@@ -62,8 +63,17 @@ class LMTask(Task):
 
         config = context.config
         budget = config.time_budget if timeout == -1.0 else timeout
-        return train_lm(context, self.build(context), trial, run, substitution=substitution, steps=steps or config.max_steps,
-                        time_budget=budget or None)
+        return train_lm(context, self.build(context), trial, run, substitution=substitution,
+                        steps=steps or config.max_steps, time_budget=budget or None)
+
+    def near_chance(self, value: float, num_classes: int) -> str | None:
+        uniform = math.log(max(num_classes, 2))   # the loss of guessing every token alike
+        if value < 0.95 * uniform:
+            return None
+        return f"val_loss {value:.3f} is near a uniform guess's ({uniform:.3f} for {num_classes} tokens)"
+
+    def trial_budget(self, config: SearchConfig) -> int:
+        return int(config.max_steps)
 
     def budget_label(self, config: SearchConfig) -> str:
         return f"{config.max_steps} steps"

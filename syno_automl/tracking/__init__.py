@@ -1,5 +1,5 @@
 """MLflow tracking of a search: the study's and trials' runs (runs), the store's folder and relative artifact paths
-(store), the operator's graph drawn as SVG (graph).
+(store), the operator's graph drawn as SVG (graph), what MLflow's UI is pointed at and shown (ui).
 """
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ _NAMES = {
     "make_artifact_paths_relative": "store",
     "artifact_folder": "store",
     "local_path": "store",
+    "escape_markdown": "ui",
+    "runs_url": "ui",
+    "ui_hint": "ui",
 }
 __all__ = list(_NAMES)
 

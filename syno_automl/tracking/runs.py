@@ -1,6 +1,6 @@
 """MLflow tracking of a search: one parent run per study, one child run per trial (``trial-<n>-<hash>``).
 
-Child runs hold the params ``syno.hash``, ``syno.depth``, ``syno.primitives`` and the search settings; the
+Child runs hold the param ``syno.depth`` and the search settings, the tags ``syno.hash`` and ``syno.primitives``; the
 metrics ``val_acc``/``val_loss`` per epoch, ``flops``, ``params``, ``flops_ratio`` and, when measured,
 ``latency_ms.<device>``/``speedup.<device>``; the artifacts ``operator.json``, ``operator.py`` (standalone
 PyTorch), ``graph.dot`` and ``graph.svg`` (the operator drawn: input, weights, primitives, output, legend). A
@@ -18,16 +18,21 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from syno_automl import vocabulary as V
-from syno_automl.tracking.graph import render_svg
 from syno_automl.interrupt import Deferring
 from syno_automl.measure.result import latency_metrics
 from syno_automl.space import Operator
-from syno_automl.tracking.store import (absolute_tracking_uri, artifact_folder, artifact_location_for,
-                                        make_artifact_paths_relative)
+from syno_automl.tracking.graph import render_svg
+from syno_automl.tracking.store import (
+    absolute_tracking_uri,
+    artifact_folder,
+    artifact_location_for,
+    make_artifact_paths_relative,
+)
 
 __all__ = ["SearchTracker", "TrialRun", "DEFAULT_TRACKING_URI", "render_svg", "artifact_location_for",
            "absolute_tracking_uri", "TRIAL_RUN_SETTINGS", "latency_metrics", "log_latency"]
@@ -77,7 +82,7 @@ class TrialRun:
     def _safe(self, what: str, fn: Any, *args: Any, **kw: Any) -> None:
         try:
             fn(*args, **kw)
-        except Exception as e:  # tracking must not fail a trial
+        except Exception as e:  # noqa: BLE001 -- tracking must not fail a trial
             _log.warning("MLflow: could not %s for run %s: %s", what, self.run_id, e)
 
     def log_params(self, params: Mapping[str, Any]) -> None:
@@ -144,12 +149,16 @@ class TrialRun:
         self.log_text(json.dumps(data, indent=2, default=str), name)
 
     def log_operator(self, op: Operator) -> None:
-        """Params syno.hash/depth/primitives and the artifacts operator.json, operator.py, graph.dot/.svg."""
-        self.log_params({V.HASH: op.hash, V.PARAM_DEPTH: op.depth, V.PARAM_PRIMITIVES: " | ".join(op.primitives)})
+        """The param syno.depth, the tags syno.hash and syno.primitives (in forward order, as `syno-automl show`
+        lists them) and the artifacts operator.json, operator.py, graph.dot/.svg. The hash and the primitives are
+        tags, not params: MLflow's Compare plots the params that differ between runs, and these strings would be
+        its axes."""
+        self.log_params({V.PARAM_DEPTH: op.depth})
+        self.set_tags({V.TAG_HASH: op.hash, V.TAG_PRIMITIVES: " | ".join(reversed(op.primitives))})
         self.log_text(op.to_json(), "operator.json")
         try:
             source = op.to_source()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 -- a missing operator.py must not fail a trial
             source = f"# operator.py could not be generated: {type(e).__name__}: {e}\n"
         self.log_text(source, "operator.py")
         dot = op.graphviz()
@@ -243,8 +252,6 @@ class SearchTracker:
             trial_run.log_params({f"search.{k}": v for k, v in settings.items()})
         if op is not None:
             trial_run.log_operator(op)
-        else:
-            trial_run.log_params({V.HASH: label})
         return trial_run
 
     def find_trial_run(self, study: str | None = None, *, number: int | None = None,

@@ -1,0 +1,235 @@
+"""Decision time of SynoSampler with N finished trials stored, beside TPESampler's (issue 34, item 12).
+
+The space is the one ``syno-automl search`` builds by default (small CNN on digits, budgets as shipped), the
+sampler as `open_study` makes it (seed, exploration, flops_bins, the task's reward). The study holds a baseline
+trial and N finished trials (default 1,000) recorded as the sampler records them: the user attrs
+``syno.operator`` / ``syno.hash`` and the system attrs ``syno:leaf`` / ``syno:source``. Their operators are N
+distinct operators drawn once with ``space.sample(N, seed=12345)`` (minutes: cached in --cache), their leaves
+what an MCTS growing one node per trial would record (replayed in trial order: the first step of the path outside
+the tree so far), their values made up (deterministic: seeded by the operator's hash; 1 in 20 failed, 1 in 20
+pruned). TPE gets a two-parameter space (a log-float and an int) and N finished trials of made-up values.
+
+Timed, on an in-memory storage and on SQLite (a temporary file), for each sampler, each decision one
+`study.ask()` (then told a made-up value, untimed):
+  * first: a sampler's first decision on the stored trials (for SynoSampler: the first on this made-up history,
+    with none of the rollouts a sampler that made the trials would have done and recorded);
+  * warm: the same sampler's next --asks decisions: the median (and min-max);
+  * cold: then a new sampler object's first decision on the same study (a new worker, a --resume; for SQLite also
+    a new storage object, so nothing is cached): what the issue calls the first decision of a sampler started on
+    the study.
+For SynoSampler `study.ask()` runs the whole decision (before_trial: the tree brought up to date with the study,
+the MCTS walk and its rollouts, the operator written on the trial). The ratios are ours / TPE's in the same run;
+nothing is asserted about time. --profile prints cProfile's top for each part. With --trial-seconds S each told
+trial is held S seconds first (its evaluation): SynoSampler's prefetch works then, TPE's figures do not change.
+
+    python bench/sampler.py                       # 1,000 trials, in-memory and SQLite
+    python bench/sampler.py --trial-seconds 1          # a 1 s evaluation between decisions (the default's: 1-3 s)
+    python bench/sampler.py --trials 200 --asks 5 --storages memory --profile
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import hashlib
+import json
+import os
+import pstats
+import random
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import NamedTuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+warnings.filterwarnings("ignore")
+
+import optuna  # noqa: E402
+from optuna.trial import TrialState  # noqa: E402
+
+from syno_automl import vocabulary as V  # noqa: E402
+from syno_automl.config import SearchConfig  # noqa: E402
+from syno_automl.search.sampler import SynoSampler  # noqa: E402
+from syno_automl.study import prepare  # noqa: E402
+from syno_automl.study.opening import sampler_reward  # noqa: E402
+from syno_automl.study.storage import make_storage  # noqa: E402
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
+def operator_pool(space, n: int, cache_dir: Path) -> list[dict]:
+    """n distinct operators of `space` ({"json", "hash", "path"}), sampled once and cached by space and n."""
+    key = hashlib.blake2b(json.dumps([space.config(), n], sort_keys=True, default=str).encode(),
+                          digest_size=8).hexdigest()
+    path = cache_dir / f"syno-bench-sampler-{key}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    started = time.perf_counter()
+    ops = space.sample(n, seed=12345, time_limit=3600.0)
+    pool = [{"json": op.to_json(), "hash": op.hash, "path": list(op.path)} for op in ops]
+    print(f"sampled {len(pool)} operators for the stored trials in {time.perf_counter() - started:.0f} s "
+          f"(cached: {path})", flush=True)
+    path.write_text(json.dumps(pool))
+    return pool
+
+
+def made_up_value(seed: int, key: str) -> float:
+    return random.Random(f"{seed}:{key}").uniform(0.2, 0.97)
+
+
+def syno_trials(pool: list[dict], seed: int) -> list[optuna.trial.FrozenTrial]:
+    """The baseline and one finished trial per operator, recorded as SynoSampler records them."""
+    trials = [optuna.create_trial(value=0.98, user_attrs={V.BASELINE: True})]
+    in_tree: set[str] = set()
+    for i, op in enumerate(pool):
+        path = op["path"]
+        # what an MCTS growing one node per decision records: the steps of the path up to the first node outside
+        # the tree (the expanded leaf), or the whole path when it is all inside
+        leaf = next((k + 1 for k, key in enumerate(path) if key not in in_tree), len(path))
+        in_tree.update(path[:leaf])
+        state = TrialState.FAIL if i % 20 == 7 else TrialState.PRUNED if i % 20 == 13 else TrialState.COMPLETE
+        trials.append(optuna.create_trial(
+            state=state, value=made_up_value(seed, op["hash"]) if state == TrialState.COMPLETE else None,
+            user_attrs={V.OPERATOR: op["json"], V.HASH: op["hash"]},
+            system_attrs={V.SYS_LEAF: leaf, V.SYS_SOURCE: "mcts"}))
+    return trials
+
+
+TPE_DISTRIBUTIONS = {"lr": optuna.distributions.FloatDistribution(1e-4, 1.0, log=True),
+                     "width": optuna.distributions.IntDistribution(8, 128)}
+
+
+def tpe_trials(n: int, seed: int) -> list[optuna.trial.FrozenTrial]:
+    rng = random.Random(seed)
+    return [optuna.create_trial(value=rng.uniform(0.2, 0.97), distributions=TPE_DISTRIBUTIONS,
+                                params={"lr": 10 ** rng.uniform(-4, 0), "width": rng.randint(8, 128)})
+            for _ in range(n)]
+
+
+def tpe_suggest(trial: optuna.Trial) -> None:
+    trial.suggest_float("lr", 1e-4, 1.0, log=True)
+    trial.suggest_int("width", 8, 128)
+
+
+def time_asks(study: optuna.Study, k: int, suggest, value_of, profile: cProfile.Profile | None,
+              trial_seconds: float = 0.0) -> list[float]:
+    """Seconds of each of k `study.ask()` (plus `suggest`), each trial told `value_of(trial)` untimed, after
+    `trial_seconds` (the trial's evaluation)."""
+    out = []
+    for _ in range(k):
+        if profile is not None:
+            profile.enable()
+        started = time.perf_counter()
+        trial = study.ask()
+        suggest(trial)
+        out.append(time.perf_counter() - started)
+        if profile is not None:
+            profile.disable()
+        time.sleep(trial_seconds)
+        study.tell(trial, value_of(trial))
+    return out
+
+
+def new_storage(kind: str, tmp: Path, name: str) -> optuna.storages.BaseStorage:
+    if kind == "memory":
+        return optuna.storages.InMemoryStorage()
+    return make_storage(f"sqlite:///{tmp / (name + '.db')}", heartbeat_interval=None)
+
+
+class Figures(NamedTuple):
+    first: float        # the first ask of the sampler on the stored trials
+    warm: list[float]   # its next asks
+    cold: float         # a new sampler's (and for SQLite a new storage object's) first ask, after those
+
+
+def measure_one(kind: str, tmp: Path, name: str, trials: list, make_sampler, suggest, value_of, args,
+                label: str) -> Figures:
+    storage = new_storage(kind, tmp, name)
+    optuna.create_study(study_name=name, storage=storage, direction="maximize").add_trials(trials)
+    if kind != "memory":  # a worker opens its own storage (no cache of the trials yet)
+        storage = new_storage(kind, tmp, name)
+    profiles = {part: cProfile.Profile() if args.profile else None for part in ("first", "warm", "cold")}
+    study = optuna.load_study(study_name=name, storage=storage, sampler=make_sampler())
+    first = time_asks(study, 1, suggest, value_of, profiles["first"], args.trial_seconds)[0]
+    warm = time_asks(study, args.asks, suggest, value_of, profiles["warm"], args.trial_seconds)
+    if kind != "memory":
+        storage = new_storage(kind, tmp, name)
+    study = optuna.load_study(study_name=name, storage=storage, sampler=make_sampler())
+    cold = time_asks(study, 1, suggest, value_of, profiles["cold"])[0]
+    for part, profile in profiles.items():
+        if profile is not None:
+            print(f"\n--- cProfile: {label} {part} ({kind}) ---")
+            pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile_lines)
+    return Figures(first, warm, cold)
+
+
+def measure(kind: str, tmp: Path, args, space, config, context, pool) -> dict[str, Figures]:
+    def syno_sampler() -> SynoSampler:
+        options = {"prefetch": False} if args.no_prefetch else {}  # (the sampler before prefetch had no option)
+        return SynoSampler(space, seed=config.seed, exploration=config.exploration,
+                           reward=sampler_reward(config, context), flops_bins=config.flops_bins, **options)
+
+    def syno_value(trial: optuna.Trial) -> float:
+        return made_up_value(args.seed, str(trial.user_attrs.get(V.HASH)))
+
+    rng = random.Random(args.seed + 1)
+    return {
+        "SynoSampler": measure_one(kind, tmp, "syno", syno_trials(pool, args.seed), syno_sampler, lambda t: None,
+                                   syno_value, args, "SynoSampler"),
+        "TPESampler": measure_one(kind, tmp, "tpe", tpe_trials(len(pool), args.seed),
+                                  lambda: optuna.samplers.TPESampler(seed=args.seed), tpe_suggest,
+                                  lambda t: rng.uniform(0.2, 0.97), args if args.profile_tpe else
+                                  argparse.Namespace(**{**vars(args), "profile": False}), "TPESampler"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=1000, help="finished trials stored (default: %(default)s)")
+    parser.add_argument("--asks", type=int, default=10, help="warm decisions timed (default: %(default)s)")
+    parser.add_argument("--storages", nargs="+", choices=["memory", "sqlite"], default=["memory", "sqlite"])
+    parser.add_argument("--seed", type=int, default=0, help="the made-up values' seed")
+    parser.add_argument("--trial-seconds", type=float, default=0.0,
+                        help="seconds between each ask and its tell, as a trial's evaluation (default: %(default)s: "
+                             "none; SynoSampler prefetches the next decision's rollouts meanwhile)")
+    parser.add_argument("--no-prefetch", action="store_true", help="SynoSampler(prefetch=False)")
+    parser.add_argument("--cache", default=tempfile.gettempdir(), help="folder of the sampled operators' cache")
+    parser.add_argument("--profile", action="store_true", help="print cProfile's top of SynoSampler's asks")
+    parser.add_argument("--profile-tpe", action="store_true", help="and of TPESampler's")
+    parser.add_argument("--profile-lines", type=int, default=30)
+    args = parser.parse_args()
+
+    config = SearchConfig(tracking_uri=None)
+    context = prepare(config)
+    space = context.space
+    pool = operator_pool(space, args.trials, Path(args.cache))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="syno-bench-sampler-") as tmp:
+        for kind in args.storages:
+            figures = measure(kind, Path(tmp), args, space, config, context, pool)
+            rows.append((kind, figures))
+    print(f"\n{len(pool)} finished trials stored (+ the baseline); first: the first ask of a sampler on them; warm: "
+          f"the median (min-max) of its next {args.asks} asks; cold: then a new sampler's first ask (a new worker, "
+          f"a --resume; SQLite: also a new storage object); {args.trial_seconds:g} s between an ask and its tell; "
+          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    print("| storage | sampler | first | warm (median) | warm (min-max) | cold |")
+    print("|---|---|---:|---:|---:|---:|")
+    for kind, figures in rows:
+        for name, f in figures.items():
+            print(f"| {kind} | {name} | {f.first * 1e3:.1f} ms | {statistics.median(f.warm) * 1e3:.1f} ms | "
+                  f"{min(f.warm) * 1e3:.1f}-{max(f.warm) * 1e3:.1f} ms | {f.cold * 1e3:.1f} ms |")
+    for kind, figures in rows:
+        for name, f in figures.items():
+            print(f"{kind} {name} warm asks (ms): {' '.join(f'{t * 1e3:.0f}' for t in f.warm)}")
+    print("\n| storage | warm: ours / TPE | cold: ours / TPE |")
+    print("|---|---:|---:|")
+    for kind, figures in rows:
+        ours, tpe = figures["SynoSampler"], figures["TPESampler"]
+        print(f"| {kind} | {statistics.median(ours.warm) / statistics.median(tpe.warm):.1f}x | "
+              f"{ours.cold / tpe.cold:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()

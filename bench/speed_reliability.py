@@ -1,0 +1,155 @@
+"""Speed reliability (issue 32): does the speed protocol agree with itself? Each operator's whole-model speedup is
+measured twice, in two separate processes, while a third process keeps one core busy; the two runs are compared.
+
+Operators: --default-ops in-budget operators of the default space (small CNN on digits, as ``syno-automl search``
+builds it) and --resnet-ops of ResNet-18 at 16x16 (both drawn with ``space.sample(n, seed)``: in budget by
+construction). Each run is a fresh process (``--worker``) that prepares the same context, rebuilds the operators
+from their JSON and times every one against the original model by ``syno_automl.study.speed.measure_speedups``
+(the final stage's protocol: interleaved blocks, a ratio with its 95 % interval) on --target.
+
+Printed per setting and over all: test-retest Spearman of the two runs' ratios, the median |log ratio difference|,
+the share of operators whose each run's interval holds the other run's value (coverage), and the control's
+interval (the original against itself) per run. Figures only, nothing asserted; the issue's bar: Spearman >= 0.9,
+median |log diff| <= 3 %, coverage >= 90 %.
+
+    nice -n 5 python bench/speed_reliability.py                      # 24 default + 12 ResNet-18 operators
+    python bench/speed_reliability.py --default-ops 6 --resnet-ops 0 --no-load   # a quick look
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SETTINGS = {  # name -> SearchConfig keyword arguments
+    "default": {},
+    "resnet18-16": {"model": "resnet18", "image_size": 16},
+}
+
+
+def _config(setting: str, target: str) -> Any:
+    from syno_automl.config import SearchConfig
+
+    return SearchConfig(tracking_uri=None, speed_target=target, **SETTINGS[setting])
+
+
+def worker(spec_path: Path, out_path: Path) -> None:
+    """One run: prepare the setting's context, time each operator of the spec, write the estimates."""
+    import torch
+
+    from syno_automl.space import Operator
+    from syno_automl.study import prepare
+    from syno_automl.study.speed import measure_speedups
+
+    spec = json.loads(spec_path.read_text())
+    torch.set_num_threads(1)
+    context = prepare(_config(spec["setting"], spec["target"]))
+    ops = [Operator.from_json(context.space, text) for text in spec["ops"]]
+    started = time.time()
+    speed = measure_speedups(context, ops, threads=1)
+    out_path.write_text(json.dumps({
+        "label": speed.label, "seconds": time.time() - started,
+        "control": speed.control.to_dict() if speed.control else None,
+        "estimates": [e.to_dict() if e is not None else None for e in speed.estimates]}))
+
+
+def _sample(setting: str, target: str, count: int, seed: int) -> list[str]:
+    from syno_automl.study import prepare
+
+    context = prepare(_config(setting, target))
+    return [op.to_json() for op in context.space.sample(count, seed=seed)]
+
+
+def _spearman(a: list[float], b: list[float]) -> float:
+    def ranks(xs: list[float]) -> list[float]:
+        order = sorted(range(len(xs)), key=lambda i: xs[i])
+        out = [0.0] * len(xs)
+        for rank, i in enumerate(order):
+            out[i] = float(rank)
+        return out
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
+    var = math.sqrt(sum((x - ma) ** 2 for x in ra) * sum((y - mb) ** 2 for y in rb))
+    return cov / var if var else float("nan")
+
+
+def _run(spec: Path, out: Path) -> dict[str, Any]:
+    subprocess.run([sys.executable, __file__, "--worker", str(spec), "--out", str(out)], check=True)
+    return json.loads(out.read_text())
+
+
+def _busy_core() -> subprocess.Popen:
+    """A process that keeps one core busy until killed (the machine's load during both runs)."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def compare(name: str, first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    pairs = [(a, b) for a, b in zip(first["estimates"], second["estimates"]) if a and b]
+    ra, rb = [a["ratio"] for a, _ in pairs], [b["ratio"] for _, b in pairs]
+    diffs = [abs(math.log(x / y)) for x, y in zip(ra, rb)]
+    held = sum((a["low"] <= b["ratio"] <= a["high"]) + (b["low"] <= a["ratio"] <= b["high"]) for a, b in pairs)
+    row = {"setting": name, "operators": len(pairs), "spearman": _spearman(ra, rb) if len(pairs) > 2 else math.nan,
+           "median_abs_log_diff": statistics.median(diffs) if diffs else math.nan,
+           "coverage": held / (2 * len(pairs)) if pairs else math.nan,
+           "pairs_median": statistics.median([e["pairs"] for e, _ in pairs] + [e["pairs"] for _, e in pairs])
+           if pairs else math.nan}
+    controls = [r["control"] for r in (first, second) if r.get("control")]
+    row["controls"] = ", ".join(f"{c['ratio']:.3f} [{c['low']:.3f}, {c['high']:.3f}]" for c in controls)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--default-ops", type=int, default=24)
+    ap.add_argument("--resnet-ops", type=int, default=12)
+    ap.add_argument("--target", default="cpu.eager")
+    ap.add_argument("--seed", type=int, default=7, help="the operators' sample seed")
+    ap.add_argument("--no-load", action="store_true", help="no third process keeping a core busy")
+    ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker is not None:
+        worker(args.worker, args.out)
+        return
+    rows, all_first, all_second = [], {"estimates": []}, {"estimates": []}
+    with tempfile.TemporaryDirectory(prefix="syno_speed_") as tmp:
+        for setting, count in (("default", args.default_ops), ("resnet18-16", args.resnet_ops)):
+            if count <= 0:
+                continue
+            spec = Path(tmp) / f"{setting}.json"
+            spec.write_text(json.dumps({"setting": setting, "target": args.target,
+                                        "ops": _sample(setting, args.target, count, args.seed)}))
+            hog = None if args.no_load else _busy_core()
+            try:
+                runs = [_run(spec, Path(tmp) / f"{setting}-{k}.json") for k in (1, 2)]
+            finally:
+                if hog is not None:
+                    hog.kill()
+            rows.append(compare(setting, *runs))
+            print(f"{setting}: {runs[0]['label']}; runs took {runs[0]['seconds']:.0f} s and {runs[1]['seconds']:.0f} s",
+                  flush=True)
+            all_first["estimates"] += runs[0]["estimates"]
+            all_second["estimates"] += runs[1]["estimates"]
+    rows.append(compare("all", all_first, all_second))
+    load = "one core kept busy by a third process" if not args.no_load else "no added load"
+    print(f"\nspeed reliability on {args.target}, two runs in separate processes, {load} (load average now "
+          f"{os.getloadavg()[0]:.2f}):")
+    print("| setting | operators | Spearman | median abs log diff | coverage | pairs (median) | controls |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(f"| {r['setting']} | {r['operators']} | {r['spearman']:.3f} | {100 * r['median_abs_log_diff']:.2f} % | "
+              f"{100 * r['coverage']:.0f} % | {r['pairs_median']:.0f} | {r.get('controls', '')} |")
+    print("bar: Spearman >= 0.9, median abs log diff <= 3 %, coverage >= 90 %")
+
+
+if __name__ == "__main__":
+    main()

@@ -22,8 +22,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from _fuzz_inputs import (BASES, BOOL_OPTIONS, BUDGETS, FINITE_OPTIONS, INT_OPTIONS, PRIMITIVES, RandomSource,
-                          cases, gen_case)
+from _fuzz_inputs import (
+    BASES,
+    BOOL_OPTIONS,
+    BUDGETS,
+    FINITE_OPTIONS,
+    INT_OPTIONS,
+    PRIMITIVES,
+    RandomSource,
+    cases,
+    gen_case,
+)
 
 __all__ = ["BASES", "DOCUMENTED", "RandomSource", "Runner", "Tally", "cases", "gen_case", "invalid_reasons",
            "run_case", "sample_reasons", "worker_main"]

@@ -1,4 +1,4 @@
-"""Spaces and objectives shared by the search tests (importable from spawned worker processes)."""
+"""Spaces and objectives shared by the tests (importable from spawned worker processes)."""
 from __future__ import annotations
 
 import random
@@ -12,6 +12,38 @@ def tiny_space(depth: int = 4, max_flops: float | None = 1e9) -> OperatorSpace:
     return OperatorSpace("[N, C_in]", "[N, C_out]", primary=["N: 0", "C_in: 2", "C_out: 2"],
                          coefficients=["k=2: 1"], mappings=[{"N": 4, "C_in": 8, "C_out": 8}], max_depth=depth,
                          max_flops=max_flops)
+
+
+CONV_PRIMARY = ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"]
+CONV_MAPPING = {"N": 2, "C_in": 4, "C_out": 4, "H": 8, "W": 8}
+CONV_ARGS = {"input_shape": "[N, C_in, H, W]", "output_shape": "[N, C_out, H, W]", "primary": CONV_PRIMARY,
+             "coefficients": ["k=3: 2"], "mappings": [CONV_MAPPING], "max_depth": 6}
+
+
+def conv_space(**kw) -> OperatorSpace:
+    """A small conv2d-shaped space (``CONV_ARGS``, depth 6), any argument replaced by ``kw``: the space the
+    bad-input tests pass their one bad argument to."""
+    return OperatorSpace(**{**CONV_ARGS, **kw})
+
+
+# The four specs the random-operator tests sample (conv2d, matmul, 1-D, pooling-shaped): input shape, output
+# shape, primary variables, coefficients, the one mapping, options.
+RANDOM_SPECS = {
+    "conv2d": ("[N, C_in, H, W]", "[N, C_out, H, W]", ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"],
+               ["k=3: 2", "s=2: 2"], {"N": 2, "C_in": 4, "C_out": 4, "H": 6, "W": 6}, {}),
+    "matmul": ("[N, C_in]", "[N, C_out]", ["N: 0", "C_in: 2", "C_out: 2"], ["k=3: 2", "s=2: 2"],
+               {"N": 3, "C_in": 8, "C_out": 4}, {}),
+    "conv1d": ("[N, C, L]", "[N, C, L]", ["N: 0", "C: 2", "L: 2"], ["k=3: 2", "s=2: 2"],
+               {"N": 2, "C": 4, "L": 8}, {}),
+    "pool": ("[N, C, H, W]", "[N, C, s^-1*H, s^-1*W]", ["N: 0", "C: 2", "H: 2", "W: 2"], ["k=3: 2", "s=2: 2"],
+             {"N": 2, "C": 4, "H": 8, "W": 8}, {"min_weights": 0}),
+}
+
+
+def random_spec_space(name: str) -> OperatorSpace:
+    """The space of ``RANDOM_SPECS[name]`` at depth 8."""
+    inp, out, primary, coefficients, mapping, options = RANDOM_SPECS[name]
+    return OperatorSpace(inp, out, primary, coefficients, [mapping], max_depth=8, **options)
 
 
 def assert_cost_bounds_hold(sp: OperatorSpace, ops) -> int:

@@ -13,7 +13,7 @@ import torch
 LONGEST_FIRST = (
     "test_cli_search.py", "test_report_figures.py", "test_cli_workflow.py", "test_search_determinism.py",
     "test_ui_docs.py", "test_search_pareto.py", "test_search_finalists.py", "test_codegen_tvm.py",
-    "test_codegen_torch.py", "test_search_optuna.py", "test_lm_task.py", "test_placeholder.py",
+    "test_codegen_torch.py", "test_search_optuna.py", "test_tasks_lm.py", "test_placeholder.py",
     "test_report_verdict.py", "test_tvm_random_operators.py", "test_measure_build_timeout.py",
     "test_measure_torch.py", "test_sampling_spread.py", "test_search_latency.py", "test_cli_tune.py",
 )

@@ -17,7 +17,8 @@ them as Python ints. Both work in float64 and only on the nominal sizes of ``exp
 from __future__ import annotations
 
 import itertools
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

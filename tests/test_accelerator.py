@@ -9,9 +9,10 @@ import lightning as L
 import pytest
 
 from syno_automl.config import SearchConfig
+from syno_automl.runtime import Device, SpeedTarget, resolve_device
 from syno_automl.study import prepare
+from syno_automl.study.context import resolve
 from syno_automl.study.training import train_operator
-from syno_automl.tasks.base import trainer_device_options, uses_gpu
 
 
 @pytest.fixture
@@ -33,12 +34,43 @@ def _device_of(trainer: L.Trainer) -> tuple[str, str, int]:
 
 
 def test_the_options_are_lightnings_and_auto_finds_no_gpu_here():
-    config = SearchConfig(accelerator="cpu", precision="bf16-mixed")
-    assert trainer_device_options(config) == {"accelerator": "cpu", "devices": 1, "precision": "bf16-mixed"}
+    device = resolve_device("cpu", 1, "bf16-mixed")
+    assert device.trainer_options() == {"accelerator": "cpu", "devices": 1, "precision": "bf16-mixed"}
     import torch
 
-    assert uses_gpu(SearchConfig()) == torch.cuda.is_available()
-    assert not uses_gpu(config) and uses_gpu(SearchConfig(accelerator="gpu"))
+    auto = resolve(SearchConfig()).device
+    assert auto.gpu == (torch.cuda.is_available() or torch.backends.mps.is_available())
+    assert not device.gpu and auto.accelerator in ("cpu", "cuda", "mps")   # never "auto": Lightning gets ours
+
+
+@pytest.mark.parametrize("cuda, mps, accelerator, device, speed", [
+    (False, False, "auto", "cpu", "cpu.eager"),
+    (True, False, "auto", "cuda", "cuda.compiled"),
+    (False, True, "auto", "mps", "cpu.eager"),     # no MPS speed target: timed on the CPU, trained on the GPU
+    (True, False, "gpu", "cuda", "cuda.compiled"),
+    (False, True, "gpu", "mps", "cpu.eager"),
+    (True, True, "cpu", "cpu", "cpu.eager"),
+])
+def test_auto_and_gpu_resolve_once_to_one_accelerator_and_its_speed_target(monkeypatch, cuda, mps, accelerator,
+                                                                           device, speed):
+    """One rule for "is this a GPU?": the trials' Trainer and the speed target read the same resolved Device (a
+    machine with MPS once trained on it under Lightning's "auto" while the speed target said cpu.eager by a CUDA-only
+    rule of its own)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+    resolved = resolve(SearchConfig(accelerator=accelerator))
+    assert resolved.device == Device(device, 1, "32")
+    assert resolved.device.trainer_options()["accelerator"] == device
+    assert resolved.speed.name == speed and isinstance(resolved.speed, SpeedTarget)
+
+
+def test_the_speed_targets_are_parsed_once_the_verdicts_first_and_each_once():
+    resolved = resolve(SearchConfig(accelerator="cpu", speed_target="cuda.eager",
+                                    also_measure=("cpu.eager", "cuda.eager", "cpu.eager")))
+    assert [t.name for t in resolved.speed_targets] == ["cuda.eager", "cpu.eager"]
+    assert (resolved.budgets.flops, resolved.budgets.cost) == (0.5, 1.0)
 
 
 def test_an_image_trial_trains_on_the_configured_device_and_precision(built_trainers):

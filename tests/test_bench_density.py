@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 import io
-import sys
 from pathlib import Path
 
+import density  # bench/density.py (bench/ is on pytest's pythonpath)
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import density  # noqa: E402
 
 
 @pytest.mark.parametrize("a, b, rho", [

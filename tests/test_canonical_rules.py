@@ -4,7 +4,7 @@ Spaces here switch distance pruning off, so that only the rules decide what is a
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import pytest
 

@@ -7,70 +7,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import optuna
 import pytest
+from _cli_helpers import cli, cli_env, cli_here, read_runs, read_study, wait_for_running_operator_trial
 from mlflow.tracking import MlflowClient
-
-import syno_automl
-
-# Where the syno_automl under test lives (the installed package in CI, the source tree with PYTHONPATH=.):
-# the CLI subprocesses must import the same one.
-PACKAGE_ROOT = Path(syno_automl.__file__).resolve().parents[1]
-optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(PACKAGE_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
-def cli(cwd: Path, *args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "syno_automl.cli", *args], cwd=cwd, env=_env(),
-                          capture_output=True, text=True, timeout=timeout)
-    if check and done.returncode != 0:
-        raise AssertionError(f"syno-automl {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return done
-
-
-def cli_here(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """`syno-automl ARGS` in this process, in `cwd` (what `cli` does, without starting an interpreter and importing
-    the libraries again: seconds per call); for the commands that read a study. What needs a fresh interpreter
-    (a search's own process, a signal, a kill, the imports a command makes) uses `cli`."""
-    import contextlib
-    import io
-    import logging
-
-    from syno_automl.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as e:  # argparse's usage errors
-            code = e.code if isinstance(e.code, int) else 2
-        finally:
-            logging.disable(logging.NOTSET)  # -q disables logging process-wide
-    done = subprocess.CompletedProcess(["syno-automl", *args], code, out.getvalue(), err.getvalue())
-    if check and code != 0:
-        raise AssertionError(f"syno-automl {' '.join(args)} failed ({code}):\n{done.stdout}\n{done.stderr}")
-    return done
-
-
-def _study(cwd: Path) -> optuna.Study:
-    """The study, read without creating tables (never races a worker that is creating them)."""
-    storage = optuna.storages.RDBStorage(f"sqlite:///{cwd / 'syno.db'}", skip_table_creation=True,
-                                         skip_compatibility_check=True,
-                                         engine_kwargs={"connect_args": {"timeout": 60}})
-    return optuna.load_study(study_name="syno", storage=storage)
-
-
-def _runs(cwd: Path) -> list:
-    client = MlflowClient(f"sqlite:///{cwd / 'mlflow.db'}")
-    exp = client.get_experiment_by_name("syno-automl")
-    return list(client.search_runs([exp.experiment_id], max_results=1000))
 
 
 @pytest.mark.slow
@@ -82,16 +23,16 @@ def test_search_show_export_report_resume(tmp_path, monkeypatch):
     assert "trial 0   baseline" in out.stdout and "done in" in out.stdout
     last = out.stdout.strip().splitlines()[-1]
     assert last.startswith(("fastest operator within 100 pp of the baseline: ", "no operator within 100 pp")), last
-    recorded = _study(tmp_path).user_attrs["syno.final"]
+    recorded = read_study(tmp_path).user_attrs["syno.final"]
     assert recorded["verdict"] == last and recorded["seeds"] == 2
     assert (tmp_path / "syno.db").exists() and (tmp_path / "mlflow.db").exists() and (tmp_path / "mlruns").is_dir()
-    study = _study(tmp_path)
+    study = read_study(tmp_path)
     trials = study.trials
     assert len(trials) == 4 and trials[0].user_attrs["syno.baseline"]
     assert all(t.state.is_finished() for t in trials)
     hashes = [t.user_attrs["syno.hash"] for t in trials[1:]]
     assert len(set(hashes)) == 3
-    runs = {r.info.run_name: r for r in _runs(tmp_path)}
+    runs = {r.info.run_name: r for r in read_runs(tmp_path)}
     parent = runs["study-syno"]
     for t in trials:
         label = "baseline" if t.number == 0 else t.user_attrs["syno.hash"]
@@ -103,11 +44,12 @@ def test_search_show_export_report_resume(tmp_path, monkeypatch):
             assert run.data.metrics["val_acc"] == pytest.approx(t.values[0])  # (val_acc, cost_ratio) by default
             assert {"flops", "num_params", "flops_ratio"} <= set(run.data.metrics)
         if t.number:
-            monkeypatch.chdir(tmp_path)  # MLflow resolves the store's relative artifact paths against the working folder
+            # MLflow resolves the store's relative artifact paths against the working folder
+            monkeypatch.chdir(tmp_path)
             client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
             names = {a.path for a in client.list_artifacts(run.info.run_id)}
             assert {"operator.json", "operator.py", "graph.dot", "graph.svg"} <= names
-            assert run.data.params["syno.hash"] == t.user_attrs["syno.hash"]
+            assert run.data.tags["syno.hash"] == t.user_attrs["syno.hash"]
     assert parent.info.status == "FINISHED"
 
     shown = cli_here(tmp_path, "show", hashes[0][:8])
@@ -122,9 +64,9 @@ def test_search_show_export_report_resume(tmp_path, monkeypatch):
     again = cli(tmp_path, "search", "--trials", "4", "--epochs", "1", "--timeout", "30", "--resume",
                 "--finalists", "0")  # the resumed trials are checked here; the final stage ran above
     assert "1 trials to run" in again.stdout
-    trials = _study(tmp_path).trials
+    trials = read_study(tmp_path).trials
     assert len(trials) == 5 and len({t.user_attrs["syno.hash"] for t in trials[1:]}) == 4
-    assert len([r for r in _runs(tmp_path) if r.data.tags.get("syno.role") == "study"]) == 1
+    assert len([r for r in read_runs(tmp_path) if r.data.tags.get("syno.role") == "study"]) == 1
 
 
 def test_cli_errors_are_one_line(tmp_path):
@@ -187,36 +129,15 @@ def test_nan_loss_and_unbuildable_operator_are_recorded(tmp_path, monkeypatch):
         assert "failure.txt" in {a.path for a in client.list_artifacts(run.info.run_id)}
 
 
-def _wait_for_running_operator_trial(proc: subprocess.Popen, cwd: Path, log: Path, seconds: float = 400,
-                                    settle: float = 1.0) -> optuna.trial.FrozenTrial:
-    """The first operator trial the search process runs (the baseline finished, its MLflow run open), `settle`
-    seconds after it is seen; AssertionError with the log's tail if the process ends or stalls first."""
-    deadline = time.time() + seconds
-    while time.time() < deadline and proc.poll() is None:
-        time.sleep(0.3)
-        if not (cwd / "mlflow.db").exists():  # created once the study exists
-            continue
-        try:
-            trials = _study(cwd).trials
-        except Exception:
-            continue
-        running = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING
-                   and not t.user_attrs.get("syno.baseline") and "syno.mlflow_run_id" in t.user_attrs]
-        if running and trials[0].state.is_finished():
-            time.sleep(settle)  # inside training
-            return running[0]
-    raise AssertionError("no operator trial ran:\n" + log.read_text()[-3000:])
-
-
 @pytest.mark.slow
 def test_worker_killed_mid_trial_is_retried_with_the_same_operator(tmp_path):
     args = ["search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1"]
     log = open(tmp_path / "worker1.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "syno_automl.cli", *args], cwd=tmp_path, env=_env(),
+    proc = subprocess.Popen([sys.executable, "-m", "syno_automl.cli", *args], cwd=tmp_path, env=cli_env(),
                             stdout=log, stderr=subprocess.STDOUT)
     victim = None
     try:
-        victim = _wait_for_running_operator_trial(proc, tmp_path, tmp_path / "worker1.log", settle=0.0)
+        victim = wait_for_running_operator_trial(proc, tmp_path, tmp_path / "worker1.log", settle=0.0)
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         if proc.poll() is None and victim is None:
@@ -225,11 +146,11 @@ def test_worker_killed_mid_trial_is_retried_with_the_same_operator(tmp_path):
         log.close()
     assert victim is not None, ("the worker finished or stalled before a trial could be interrupted:\n"
                                 + (tmp_path / "worker1.log").read_text()[-3000:])
-    finished_before = {t.number: t for t in _study(tmp_path).trials if t.state.is_finished()}
+    finished_before = {t.number: t for t in read_study(tmp_path).trials if t.state.is_finished()}
     time.sleep(3.5)  # past the grace period (3 heartbeats)
     cli(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1", "--resume",
         "--finalists", "0")  # the retry is what is checked here
-    trials = _study(tmp_path).trials
+    trials = read_study(tmp_path).trials
     lost = trials[victim.number]
     assert lost.state == optuna.trial.TrialState.FAIL
     retry = next(t for t in trials if t.system_attrs.get("failed_trial") == victim.number)
@@ -239,10 +160,10 @@ def test_worker_killed_mid_trial_is_retried_with_the_same_operator(tmp_path):
         assert trials[number].state == before.state and trials[number].values == before.values
     ops = [t for t in trials if not t.user_attrs.get("syno.baseline") and t.number != victim.number]
     assert len(ops) == 3 and all(t.state.is_finished() for t in trials)
-    runs = {r.info.run_id: r for r in _runs(tmp_path)}
+    runs = {r.info.run_id: r for r in read_runs(tmp_path)}
     assert runs[victim.user_attrs["syno.mlflow_run_id"]].info.status == "FAILED"
     assert "worker lost" in runs[victim.user_attrs["syno.mlflow_run_id"]].data.tags["syno.failure"]
-    for number, before in finished_before.items():
+    for before in finished_before.values():
         run = runs[before.user_attrs["syno.mlflow_run_id"]]
         assert run.info.status in ("FINISHED", "FAILED", "KILLED")
         if before.state == optuna.trial.TrialState.COMPLETE:

@@ -13,6 +13,7 @@ import pytest
 tvm = pytest.importorskip("tvm")
 torch = pytest.importorskip("torch")
 
+from _cli_helpers import quick_timing_protocol  # noqa: E402
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from syno_automl import measure as lat  # noqa: E402
@@ -20,7 +21,7 @@ from syno_automl.cli import build_parser, main  # noqa: E402
 from syno_automl.tracking import SearchTracker  # noqa: E402
 
 pytestmark = pytest.mark.tvm
-QUICK = lat.TimingProtocol(warmup=1, number=3, repeat=5, min_repeat_ms=5)
+QUICK = quick_timing_protocol()
 TVM_METRICS = {"latency_ms.llvm", "speedup.llvm", "baseline_latency_ms.llvm"}
 INDUCTOR_METRICS = {"latency_ms.inductor-llvm", "speedup.inductor-llvm", "baseline_latency_ms.inductor-llvm"}
 

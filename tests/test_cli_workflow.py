@@ -10,8 +10,8 @@ from pathlib import Path
 
 import optuna
 import pytest
+from _cli_helpers import cli, cli_env, cli_here, read_runs, read_study, wait_for_running_operator_trial
 from mlflow.tracking import MlflowClient
-from test_cli_search import _env, _runs, _study, _wait_for_running_operator_trial, cli, cli_here
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -24,11 +24,11 @@ def test_ctrl_c_fails_the_running_trial_and_exits_130(tmp_path):
     with open(log_path, "w") as log, open(tmp_path / "stderr.log", "w") as err:
         # Ctrl-C as from a terminal: SIGINT at its default even when this test runs where it is ignored
         # (a background job of a shell without job control), which the child would inherit
-        proc = subprocess.Popen([sys.executable, "-m", "syno_automl.cli", *args], cwd=tmp_path, env=_env(),
+        proc = subprocess.Popen([sys.executable, "-m", "syno_automl.cli", *args], cwd=tmp_path, env=cli_env(),
                                 stdout=log, stderr=err, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
-            victim = _wait_for_running_operator_trial(proc, tmp_path, log_path)
-            finished_before = {t.number: t for t in _study(tmp_path).trials if t.state.is_finished()}
+            victim = wait_for_running_operator_trial(proc, tmp_path, log_path)
+            finished_before = {t.number: t for t in read_study(tmp_path).trials if t.state.is_finished()}
             proc.send_signal(signal.SIGINT)
             rc = proc.wait(timeout=120)
         finally:
@@ -38,14 +38,14 @@ def test_ctrl_c_fails_the_running_trial_and_exits_130(tmp_path):
     stderr = (tmp_path / "stderr.log").read_text()
     assert rc == 130, (rc, stderr[-2000:], log_path.read_text()[-2000:])
     assert stderr.strip().splitlines()[-1] == "syno-automl: interrupted", stderr[-2000:]
-    trials = _study(tmp_path).trials
+    trials = read_study(tmp_path).trials
     lost = trials[victim.number]
     assert lost.state == optuna.trial.TrialState.FAIL  # at once: no heartbeat window, no orphan
     assert "interrupted" in lost.user_attrs["syno.failure"]
     assert not [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
     for number, before in finished_before.items():  # finished trials untouched
         assert trials[number].state == before.state and trials[number].values == before.values
-    runs = {r.info.run_id: r for r in _runs(tmp_path)}
+    runs = {r.info.run_id: r for r in read_runs(tmp_path)}
     run = runs[lost.user_attrs["syno.mlflow_run_id"]]
     assert run.info.status == "KILLED" and "interrupted" in run.data.tags["syno.failure"]
     parent = next(r for r in runs.values() if r.data.tags.get("syno.role") == "study")
@@ -103,7 +103,7 @@ def test_rejected_invocations_fail_before_the_imports_and_create_nothing(tmp_pat
     # the library modules that decide are light: no torch, lightning, mlflow or tvm
     probe = ("import sys, syno_automl.cli, syno_automl.config, syno_automl.cli.lookup, syno_automl.vocabulary; "
              "print(sorted(m for m in ('torch', 'lightning', 'mlflow', 'tvm') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe], env=_env(), capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", probe], env=cli_env(), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
     # --version and --help: argparse's own output, read in this process (a process each only repeats the above)
     from syno_automl.cli import main
@@ -145,14 +145,14 @@ def test_resume_refuses_other_training_settings_naming_them(tmp_path):
         assert len(line.splitlines()) == 1 and len(line) < 300, line
         assert all(n in line for n in named), line
         assert "loading torch" not in done.stdout  # refused before the heavy imports
-    n_trials = len(_study(tmp_path).trials)
+    n_trials = len(read_study(tmp_path).trials)
     # no option given: the study's own settings (1 epoch, not the CLI's default 3)
     done = cli(tmp_path, "search", "--resume", "--tracking-uri", "none", "--trials", "0", "--timeout", "0",
                timeout=300)
     assert "1 trials to run" in done.stdout  # the waiting baseline
-    trials = _study(tmp_path).trials
+    trials = read_study(tmp_path).trials
     assert len(trials) == n_trials and trials[0].state == optuna.trial.TrialState.COMPLETE
-    assert _study(tmp_path).user_attrs["syno.settings"]["epochs"] == 1
+    assert read_study(tmp_path).user_attrs["syno.settings"]["epochs"] == 1
 
 
 @pytest.fixture(scope="module")
@@ -189,13 +189,13 @@ print("MODULES", sorted(m for m in ("syno_automl", "lightning", "mlflow", "optun
 
 @pytest.mark.slow
 def test_show_and_export_with_trained_weights_in_a_torch_only_process(searched, tmp_path):
-    study = _study(searched)
+    study = read_study(searched)
     listed = cli_here(searched, "show").stdout
     assert all(f"\n{t.number:>5}  {t.state.name}" in listed for t in study.trials), listed
     assert cli_here(searched, "list").stdout == listed
     one = study.trials[1]
     shown = cli_here(searched, "show", "1").stdout  # a trial number, not a hash prefix
-    assert f"trial 1," in shown and one.user_attrs["syno.hash"] in shown
+    assert "trial 1," in shown and one.user_attrs["syno.hash"] in shown
     assert cli_here(searched, "show", one.user_attrs["syno.hash"][:6]).stdout.splitlines()[0] == shown.splitlines()[0]
     assert "baseline (study syno, trial 0" in cli_here(searched, "show", "baseline").stdout
     best = max((t for t in study.trials[1:] if t.value is not None), key=lambda t: t.value)
@@ -220,8 +220,8 @@ def test_show_and_export_with_trained_weights_in_a_torch_only_process(searched, 
         assert lines["EXPORTED"] == "True" and "expects an input of shape" in lines["REFUSED"]
         assert lines["MODULES"] == "[]"
         shapes.append(lines["OUT"])
-        smoke = subprocess.run([sys.executable, "-I", str(tmp_path / f"op{mapping}.py"), str(tmp_path / f"w{mapping}.pt")],
-                               capture_output=True, text=True, timeout=300)
+        smoke = subprocess.run([sys.executable, "-I", str(tmp_path / f"op{mapping}.py"),
+                                str(tmp_path / f"w{mapping}.pt")], capture_output=True, text=True, timeout=300)
         assert smoke.returncode == 0 and smoke.stdout.startswith("ok:"), smoke.stderr[-2000:]
     assert shapes[0] != shapes[1]  # the two layers' sizes (small_cnn's two substituted convolutions)
     import torch
@@ -232,7 +232,7 @@ def test_show_and_export_with_trained_weights_in_a_torch_only_process(searched, 
 
 @pytest.mark.slow
 def test_optuna_and_mlflow_conventions(searched, monkeypatch):
-    study = _study(searched)
+    study = read_study(searched)
     assert study.metric_names == ["val_acc"]
     base = study.trials[0]
     assert base.user_attrs["syno.baseline"] and base.constraints == {"syno.baseline": 1.0}
@@ -242,7 +242,7 @@ def test_optuna_and_mlflow_conventions(searched, monkeypatch):
     else:
         with pytest.raises(ValueError):
             study.best_trial
-    runs = _runs(searched)
+    runs = read_runs(searched)
     parent = next(r for r in runs if r.data.tags.get("syno.role") == "study")
     assert len([k for k in parent.data.params if k.startswith("search.")]) >= 15
     client = MlflowClient(f"sqlite:///{searched / 'mlflow.db'}")
@@ -266,7 +266,7 @@ def test_a_copied_search_folder_reads_its_own_artifacts(searched, tmp_path, monk
     shutil.copytree(searched, first)
     shutil.copytree(first, second)
     shutil.rmtree(first)  # artifacts can only come from `second` now (or the untouched original)
-    done = [t for t in _study(second).trials[1:] if t.state == optuna.trial.TrialState.COMPLETE]
+    done = [t for t in read_study(second).trials[1:] if t.state == optuna.trial.TrialState.COMPLETE]
     assert done, "no operator trial completed"
     number = str(done[0].number)
     shown = cli(second, "show", number).stdout
@@ -290,7 +290,7 @@ def test_report_lists_every_trial_with_reasons_and_draws_the_budget(searched, tm
     shutil.copytree(searched, folder)
     cli(folder, "report", "--tracking-uri", "none")
     text = (folder / "report" / "report.md").read_text()
-    for t in _study(folder).trials:
+    for t in read_study(folder).trials:
         row = next(line for line in text.splitlines() if line.startswith(f"| {t.number} | "))
         assert t.state.name in row
         why = t.user_attrs.get("syno.failure") or t.user_attrs.get("syno.pruned")

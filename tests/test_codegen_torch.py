@@ -22,20 +22,16 @@ import copy
 import importlib.util
 import json
 import math
-import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from reference_eval import evaluate_reference, evaluate_reference_loops
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_eval import evaluate_reference, evaluate_reference_loops  # noqa: E402
-
-from syno_automl.codegen.torch import build_module, count_flops, program_to_source  # noqa: E402
+from syno_automl.codegen.torch import build_module, count_flops, program_to_source
 
 RTOL = 1e-5
 ATOL = 1e-5

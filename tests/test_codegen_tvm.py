@@ -27,6 +27,7 @@ F = torch.nn.functional
 RTOL = 1e-4
 # a short variant of the protocol, to keep the suite fast (the real one is lat.PROTOCOL)
 QUICK = lat.TimingProtocol(warmup=1, number=3, repeat=5, min_repeat_ms=5)
+UNTUNED = lat.MeasureRequest(protocol=QUICK)  # TVM's default schedules, the quick protocol
 
 
 def _json(program: dict) -> dict:
@@ -164,7 +165,8 @@ def shift_stride_program(N=2, L=12, s=2, k=3):
                     ["it", 0],
                     [
                         "mul",
-                        ["mod", ["add", ["pad", ["sub", ["add", ["it", 1], ["red", 0]], ["const", k // 2]], n], ["const", 1]], n],
+                        ["mod", ["add", ["pad", ["sub", ["add", ["it", 1], ["red", 0]], ["const", k // 2]], n],
+                                 ["const", 1]], n],
                         s,
                     ],
                 ],
@@ -446,11 +448,11 @@ def test_host_target():
 
 
 def test_untuned_latency():
-    r = lat.tune_and_time(conv2d_program(), "llvm", trials=0, protocol=QUICK)
+    r = lat.tune_and_time(conv2d_program(), "llvm", UNTUNED)
     assert r.ok, r.note
     assert r.median_ms > 0 and r.spread_ms >= 0 and r.repeats == QUICK.repeat
     assert r.target == "llvm" and r.tuned_trials == 0 and len(r.samples_ms) == QUICK.repeat
-    b = lat.tune_and_time(lat.conv2d_nchw_te(2, 3, 4, 5, 5, 3), "llvm", trials=0, protocol=QUICK)
+    b = lat.tune_and_time(lat.conv2d_nchw_te(2, 3, 4, 5, 5, 3), "llvm", UNTUNED)
     assert b.ok, b.note
     assert lat.speedup(b, r) == pytest.approx(b.median_ms / r.median_ms)
     assert lat.speedup(b, lat.Latency.failed("llvm", "x")) is None
@@ -459,14 +461,14 @@ def test_untuned_latency():
 def test_failures_give_missing_latency():
     prog = conv2d_program()
     for target in ["llvm -mcpu=foo", {"kind": "no_such_kind"}, "rpc:missing-port@127.0.0.1"]:
-        r = lat.tune_and_time(prog, target, trials=0, protocol=QUICK)
+        r = lat.tune_and_time(prog, target, UNTUNED)
         assert r.median_ms is None and r.note.startswith("target:"), r
     bad = conv2d_program()
     bad["steps"][0]["window"] = 4  # window dim 5 has size 3
-    r = lat.tune_and_time(bad, "llvm", trials=0, protocol=QUICK)
+    r = lat.tune_and_time(bad, "llvm", UNTUNED)
     assert r.median_ms is None and r.note.startswith("lower:") and "window" in r.note
     if not tvm.cuda(0).exist:
-        r = lat.tune_and_time(prog, "cuda", trials=0, protocol=QUICK)
+        r = lat.tune_and_time(prog, "cuda", UNTUNED)
         assert r.median_ms is None and "CUDA" in r.note
 
 
@@ -478,9 +480,9 @@ def test_isolated_crash_and_timeout():
     a = te.placeholder((8,), name="a")
     b = te.compute((8,), lambda i: a[i] + tirx.call_extern("float32", "syno_no_such_symbol", a[i]), name="b")
     func = te.create_prim_func([a, b]).with_attr("global_symbol", "main")
-    r = lat.tune_and_time(func, "llvm", trials=0, protocol=QUICK, isolate=True)
+    r = lat.tune_and_time(func, "llvm", lat.MeasureRequest(protocol=QUICK, isolate=True))
     assert r.median_ms is None and "child exited" in r.note
-    r = lat.tune_and_time(conv2d_program(), "llvm", trials=0, seconds=0.2, isolate=True, isolate_grace_s=0.3)
+    r = lat.tune_and_time(conv2d_program(), "llvm", lat.MeasureRequest(seconds=0.2, isolate=True, isolate_grace_s=0.3))
     assert r.median_ms is None and r.note.startswith("timeout"), r  # the child was killed at its limit
 
 
@@ -488,8 +490,8 @@ def test_isolated_crash_and_timeout():
 def test_metaschedule_tuning_and_database_reuse(tmp_path):
     wd = str(tmp_path / "ms")
     prog = conv2d_program()
-    res = lat.compare(prog, lat.conv2d_nchw_te(2, 3, 4, 5, 5, 3), "llvm", trials=4, work_dir=wd, seconds=90,
-                      protocol=QUICK)
+    res = lat.compare(prog, lat.conv2d_nchw_te(2, 3, 4, 5, 5, 3), "llvm",
+                      lat.MeasureRequest(trials=4, work_dir=wd, seconds=90, protocol=QUICK))
     op, base = res["operator"], res["baseline"]
     assert op.ok, op.note
     assert base.ok, base.note
@@ -497,7 +499,7 @@ def test_metaschedule_tuning_and_database_reuse(tmp_path):
     assert res["speedup"] == pytest.approx(base.median_ms / op.median_ms)
     assert os.path.exists(os.path.join(wd, "database_tuning_record.json"))
     # same workload again: served from the on-disk database, no new trial (no wall-clock bound: machine load)
-    again = lat.tune_and_time(conv2d_program(), "llvm", trials=4, work_dir=wd, protocol=QUICK)
+    again = lat.tune_and_time(conv2d_program(), "llvm", lat.MeasureRequest(trials=4, work_dir=wd, protocol=QUICK))
     assert again.ok and again.reused and again.tuned_trials == op.tuned_trials, again
     # the tuned schedule still computes the operator
     from tvm.s_tir import meta_schedule as ms
@@ -518,7 +520,8 @@ def test_metaschedule_all_trials_fail(tmp_path):
     a = te.placeholder((16,), name="a")
     b = te.compute((16,), lambda i: tirx.call_extern("float32", "syno_no_such_symbol", a[i]), name="b")
     func = te.create_prim_func([a, b]).with_attr("global_symbol", "main")
-    r = lat.tune_and_time(func, "llvm", trials=2, work_dir=str(tmp_path), seconds=60, protocol=QUICK)
+    request = lat.MeasureRequest(trials=2, work_dir=str(tmp_path), seconds=60, protocol=QUICK)
+    r = lat.tune_and_time(func, "llvm", request)
     assert r.median_ms is None and r.note.startswith("tune: no valid trial"), r
 
 
@@ -531,7 +534,8 @@ def test_metaschedule_time_budget(tmp_path):
     a = te.placeholder((64, 64), name="a")
     b = te.compute((64, 64), lambda i, j: a[i, j] * 2 + 1, name="b")
     func = te.create_prim_func([a, b]).with_attr("global_symbol", "main")
-    r = lat.tune_and_time(func, "llvm", trials=8, work_dir=str(tmp_path), seconds=0.001, protocol=QUICK)
+    r = lat.tune_and_time(func, "llvm", lat.MeasureRequest(trials=8, work_dir=str(tmp_path), seconds=0.001,
+                                                           protocol=QUICK))
     assert r.ok, r.note
     assert "stopped at" in r.note and 1 <= r.tuned_trials < 8, r
 
@@ -542,15 +546,15 @@ rpc_tracker = rpc_tracker_fixture("syno-test")
 @pytest.mark.slow
 def test_rpc_target(rpc_tracker, tmp_path):
     prog = conv2d_program()
-    r = lat.tune_and_time(prog, f"rpc:syno-test@127.0.0.1:{rpc_tracker.port}", trials=0, protocol=QUICK)
+    r = lat.tune_and_time(prog, f"rpc:syno-test@127.0.0.1:{rpc_tracker.port}", UNTUNED)
     assert r.ok, r.note
     assert r.target == f"rpc:syno-test@127.0.0.1:{rpc_tracker.port}" and r.repeats == QUICK.repeat
-    bad = lat.tune_and_time(prog, f"rpc:syno-test@127.0.0.1:{rpc_tracker.port}", trials=0, protocol=QUICK,
-                            build_target={"kind": "no_such_kind"})
+    bad = lat.tune_and_time(prog, f"rpc:syno-test@127.0.0.1:{rpc_tracker.port}",
+                            lat.MeasureRequest(protocol=QUICK, build_target={"kind": "no_such_kind"}))
     assert bad.median_ms is None
     # tuning through the tracker (MetaSchedule's RPCRunner), records kept apart from the host's
-    tuned = lat.tune_and_time(prog, f"rpc:syno-test@127.0.0.1:{rpc_tracker.port}", trials=2,
-                              work_dir=str(tmp_path), seconds=60, protocol=QUICK)
+    tuned = lat.tune_and_time(prog, f"rpc:syno-test@127.0.0.1:{rpc_tracker.port}",
+                              lat.MeasureRequest(trials=2, work_dir=str(tmp_path), seconds=60, protocol=QUICK))
     assert tuned.ok and tuned.tuned_trials >= 1, tuned.note
     assert os.path.exists(tmp_path / "rpc-syno-test" / "database_tuning_record.json")
 

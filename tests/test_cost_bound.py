@@ -9,8 +9,8 @@ node whose every completion costs more than ``max_cost``, and that pruning remov
 """
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
 from _syno_helpers import assert_cost_bounds_hold
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from syno_automl import OperatorSpace

@@ -209,7 +209,7 @@ def test_the_conv_itself_costs_its_layer_cost(target):
 
 def test_substitute_has_a_cost_budget_by_default():
     model, x = _conv_model()
-    on = substitute(model, nn.Conv2d, x, max_depth=5)
+    on = substitute(model, nn.Conv2d, x, max_depth=5, check=False)  # depth 5 at 1x cost: empty, refused by the check
     assert on.space.budgets["max_cost"] == pytest.approx(on.baseline_cost)
     model, x = _conv_model()
     off = substitute(model, nn.Conv2d, x, max_depth=5, cost_ratio=None)
@@ -220,7 +220,10 @@ def test_a_budget_that_leaves_nothing_says_so():
     from syno_automl.errors import EmptySpaceError
 
     model, x = _conv_model()
-    sub = substitute(model, nn.Conv2d, x, max_depth=5, cost_ratio=1e-3)
+    with pytest.raises(EmptySpaceError, match="cost_ratio"):  # at once, by substitute()'s check
+        substitute(model, nn.Conv2d, x, max_depth=5, cost_ratio=1e-3)
+    model, x = _conv_model()
+    sub = substitute(model, nn.Conv2d, x, max_depth=5, cost_ratio=1e-3, check=False)
     with pytest.raises(EmptySpaceError, match="cost_ratio"):
         sub.space.sample(2, seed=0, max_attempts=50)
 
@@ -228,14 +231,14 @@ def test_a_budget_that_leaves_nothing_says_so():
 def test_calibrate_writes_a_loadable_profile(tmp_path):
     torch.set_num_threads(1)
     model, x = _conv_model()
-    sub = substitute(model, nn.Conv2d, x, max_depth=5)
+    sub = substitute(model, nn.Conv2d, x, max_depth=5, check=False)  # calibrate() drops the cost budget
     out = tmp_path / "mine.json"
     profile = calibrate(sub, "cpu.eager", operators=4, seed=0, repeats=1, progress=False, out=out)
     loaded = load(out)
     assert loaded == profile and loaded.target == "cpu.eager" and loaded.torch == torch.__version__
     assert loaded.fit["programs"] == 4 and loaded.seconds_per_unit == 1e-9
     model, x = _conv_model()
-    again = substitute(model, nn.Conv2d, x, max_depth=5, target=out)  # what --cost-profile FILE will do
+    again = substitute(model, nn.Conv2d, x, max_depth=5, target=out, check=False)  # what --cost-profile FILE does
     assert again.space.cost_profile == loaded
 
 
@@ -251,13 +254,14 @@ def test_calibrate_picks_the_same_operators_for_a_seed(monkeypatch):
     for _ in range(2):
         picked.append([])
         model, x = _conv_model()
-        cal.calibrate(substitute(model, nn.Conv2d, x, max_depth=5), "cpu.eager", operators=5, seed=3, progress=False)
+        cal.calibrate(substitute(model, nn.Conv2d, x, max_depth=5, check=False), "cpu.eager", operators=5, seed=3,
+                      progress=False)
     assert picked[0] == picked[1] and len(picked[0]) == 5
 
 
 def test_calibrate_refuses_cuda_without_it_and_unknown_targets():
     model, x = _conv_model()
-    sub = substitute(model, nn.Conv2d, x, max_depth=5)
+    sub = substitute(model, nn.Conv2d, x, max_depth=5, check=False)
     with pytest.raises(CostProfileError, match="unknown target"):
         calibrate(sub, "tpu.eager", operators=2, progress=False)
     if not torch.cuda.is_available():

@@ -49,14 +49,14 @@ def test_generated_module_on_cuda_matches_cpu(name: str) -> None:
         y, yg = cpu(x), gpu(xg)
         scale = 1.0 + y.abs().max().item()
         torch.testing.assert_close(yg.double().cpu(), y.detach(), rtol=1e-4, atol=1e-4 * scale,
-                                   msg=lambda m: f"{op.hash}: {m}")
+                                   msg=lambda m, op=op: f"{op.hash}: {m}")
         g = torch.randn_like(y)
         y.backward(g)
         yg.backward(g.float().cuda())
         torch.testing.assert_close(xg.grad.double().cpu(), x.grad, rtol=1e-3, atol=1e-3 * (1 + x.grad.abs().max()))
         for (n, p), pg in zip(cpu.named_parameters(), gpu.parameters()):
             torch.testing.assert_close(pg.grad.double().cpu(), p.grad, rtol=1e-3, atol=1e-3 * (1 + p.grad.abs().max()),
-                                       msg=lambda m: f"{op.hash} {n}: {m}")
+                                       msg=lambda m, op=op, n=n: f"{op.hash} {n}: {m}")
 
 
 def _tvm_cuda():
@@ -95,8 +95,8 @@ def test_cuda_latency_tuned_and_inductor(tmp_path) -> None:
     op = known.grouped_conv2d(space)
     quick = lat.TimingProtocol(warmup=1, number=3, repeat=5, min_repeat_ms=5)
     for trials in (0, 4):
-        m = lat.measure_operator(op, 0, targets=("cuda",), trials=trials, protocol=quick, inductor=trials == 0,
-                                 work_dir=str(tmp_path))
+        m = lat.measure_operator(op, 0, lat.MeasureRequest(targets=("cuda",), trials=trials, protocol=quick,
+                                                           inductor=trials == 0, work_dir=str(tmp_path)))
         assert m["notes"] == {}, m["notes"]
         assert m["latency_ms.cuda"] > 0 and m["speedup.cuda"] > 0
         if trials == 0:
@@ -165,7 +165,8 @@ def _digits_cnn():
     dm.setup("fit")
     model = build_model("small_cnn", 10, 1)
     x = next(iter(dm.train_dataloader()))[0]
-    sub = substitute(model, nn.Conv2d, x, where=lambda n, m: m.in_channels != 1, flops_ratio=1.0, max_depth=8, cost_ratio=None)
+    sub = substitute(model, nn.Conv2d, x, where=lambda n, m: m.in_channels != 1, flops_ratio=1.0, max_depth=8,
+                     cost_ratio=None)
     return dm, model, sub
 
 

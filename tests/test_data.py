@@ -1,4 +1,5 @@
-"""Data modules: the embedded digits and text corpora, and readers of the real on-disk formats."""
+"""Data modules (lightning_modules.data): the embedded digits and text corpora, and readers of the real on-disk
+formats."""
 from __future__ import annotations
 
 import gzip
@@ -9,11 +10,17 @@ import numpy as np
 import pytest
 import torch
 
-from lightning_modules.data import (CIFAR10DataModule, CIFAR100DataModule, DigitsDataModule, ImageFolderDataModule,
-                                    MNISTDataModule, TextDataModule, build_datamodule)
+from lightning_modules.data import (
+    CIFAR10DataModule,
+    CIFAR100DataModule,
+    DigitsDataModule,
+    ImageFolderDataModule,
+    MNISTDataModule,
+    TextDataModule,
+    build_datamodule,
+)
 from lightning_modules.data.mnist import MNIST_FILES, read_idx
 from lightning_modules.data.text import decode, read_corpus
-
 
 # --- digits -------------------------------------------------------------------------------------------------
 

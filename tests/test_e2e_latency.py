@@ -53,7 +53,7 @@ def test_relax_outputs_match_torch(setup):
 
 def test_untuned_model_latency(setup):
     sub, x, ops = setup
-    m = e2e.model_metrics(sub, ops[0], x, targets=("llvm", "cuda"), trials=0, protocol=QUICK, details=True)
+    m = e2e.model_metrics(sub, ops[0], x, lat.MeasureRequest(targets=("llvm", "cuda"), protocol=QUICK), details=True)
     for key in ("baseline.llvm", "model.llvm"):
         r = lat.Latency.from_dict(m["details"][key])
         assert r.ok, r.note
@@ -77,10 +77,10 @@ def test_failures_give_missing_latency(setup):
 
     r = e2e.model_latency(DataDependent(), torch.randn(4))
     assert r.median_ms is None and r.note, r
-    r = e2e.model_latency(build_model("small_cnn", num_classes=10, in_channels=3), x, target="no_such_target")
+    r = e2e.model_latency(build_model("small_cnn", num_classes=10, in_channels=3), x, "no_such_target")
     assert r.median_ms is None and r.note.startswith("target:"), r
     if not tvm.cuda(0).exist:
-        r = e2e.model_latency(build_model("small_cnn", num_classes=10, in_channels=3), x, target="cuda")
+        r = e2e.model_latency(build_model("small_cnn", num_classes=10, in_channels=3), x, "cuda")
         assert r.median_ms is None and "CUDA" in r.note, r
     res = e2e.measure_substitution(sub, None, x)  # no operator given nor applied
     assert res["speedup"] is None and res["model"].note.startswith("substitute:")
@@ -91,16 +91,16 @@ def test_tuned_model_latency_and_reuse(setup, tmp_path):
     """One trial per task, the same budget for both models; a re-run is served from the database."""
     sub, x, ops = setup
     wd = str(tmp_path)
-    res = e2e.measure_substitution(sub, ops[1], x, trials=1, work_dir=wd, seconds=120, protocol=QUICK,
-                                   runner="inprocess")
+    res = e2e.measure_substitution(sub, ops[1], x, request=lat.MeasureRequest(trials=1, work_dir=wd, seconds=120,
+                                                                               protocol=QUICK, runner="inprocess"))
     base, model = res["baseline"], res["model"]
     assert base.ok, base.note
     assert model.ok, model.note
     assert base.tuned_trials >= 1 and model.tuned_trials >= 1 and not model.reused
     assert res["speedup"] is not None and res["speedup"] > 0
     # the same baseline again, in a child process (isolate=True): served from the database, no new trial
-    again = e2e.model_latency(e2e.substituted_models(sub, ops[1])[0], x, trials=1, work_dir=wd, protocol=QUICK,
-                              isolate=True)
+    again = e2e.model_latency(e2e.substituted_models(sub, ops[1])[0], x,
+                              request=lat.MeasureRequest(trials=1, work_dir=wd, protocol=QUICK, isolate=True))
     assert again.ok and again.reused and again.tuned_trials == base.tuned_trials, again
 
 
@@ -113,6 +113,6 @@ def test_model_latency_over_rpc(setup, rpc_tracker):
     sub, x, ops = setup
     _, model = e2e.substituted_models(sub, ops[0])
     target = f"rpc:syno-e2e@127.0.0.1:{rpc_tracker.port}"
-    r = e2e.model_latency(model, x, target, trials=0, protocol=QUICK)
+    r = e2e.model_latency(model, x, target, lat.MeasureRequest(protocol=QUICK))
     assert r.ok, r.note
     assert r.target == target and r.repeats == QUICK.repeat

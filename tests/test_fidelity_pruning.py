@@ -3,8 +3,8 @@ multi-objective searches. Real Lightning trainers whose val_acc follows a given 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import lightning as L
 import optuna

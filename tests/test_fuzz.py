@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import random
 
+import _fuzz
 import pytest
 from hypothesis import HealthCheck, given, settings
-
-import _fuzz
 
 
 @pytest.fixture(scope="module")

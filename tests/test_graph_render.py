@@ -1,5 +1,6 @@
-"""Issue 26, item 7: without Graphviz's `dot`, graph.svg is skipped with one short line per process, not a
-two-line warning naming the venv's path for every trial."""
+"""graph.svg rendered by Graphviz's `dot` (syno_automl.tracking.graph.render_svg): without `dot` it is skipped with
+one short line per process, not a two-line warning naming the venv's path for every trial; a graph `dot` rejects is
+skipped and said."""
 from __future__ import annotations
 
 import logging

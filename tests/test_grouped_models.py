@@ -2,12 +2,15 @@
 with --groups, and without it says so in its own words (the flag, not substitute()'s groups=True)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from torch import nn
 
 from syno_automl.cli import build_parser
 from syno_automl.cli.options import config_of
 from syno_automl.errors import SubstitutionError
+from syno_automl.settings import SettingError
 from syno_automl.study import prepare
 
 
@@ -17,8 +20,12 @@ def _config(*flags: str):
 
 
 def test_a_model_of_grouped_convs_needs_groups_and_says_so():
+    # known from the model's name, before torch is imported (settings.GROUPED_MODELS): one short line
+    with pytest.raises(SettingError, match=r"^--model resnext29_2x64d: .*grouped.*pass --groups"):
+        _config().validate()
+    # a layer glob of its own reaches substitute(), which says it in the search's words too
     with pytest.raises(SubstitutionError, match=r"^no layer can be substituted without --groups .*groups=2"):
-        prepare(_config())
+        prepare(dataclasses.replace(_config(), where="layer*"))
 
 
 def test_with_groups_the_grouped_convs_are_substituted_and_the_grouped_conv_is_in_the_space():

@@ -10,23 +10,19 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
-from pathlib import Path
 
 import pytest
+import reference_eval
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import reference_eval  # noqa: E402
-
-from syno_automl import known  # noqa: E402
-from syno_automl.codegen.torch import build_module, program_to_source  # noqa: E402
-from syno_automl.codegen.torch_steps import TorchGen  # noqa: E402
-from syno_automl.ir import EXPR_OPS, STEP_OPS, IRError, count_flops, parse, parse_expr, walk  # noqa: E402
-from syno_automl.ir.expr import index_table  # noqa: E402
-from syno_automl.ir.flops import FlopCount  # noqa: E402
-from syno_automl.ir.init import VarianceGain  # noqa: E402
-from syno_automl.ir.program import STEP_TYPES  # noqa: E402
-from syno_automl.ir.walk import ADVANCE  # noqa: E402
+from syno_automl import known
+from syno_automl.codegen.torch import build_module, program_to_source
+from syno_automl.codegen.torch_steps import TorchGen
+from syno_automl.ir import EXPR_OPS, STEP_OPS, IRError, count_flops, parse, parse_expr, walk
+from syno_automl.ir.expr import index_table
+from syno_automl.ir.flops import FlopCount
+from syno_automl.ir.init import VarianceGain
+from syno_automl.ir.program import STEP_TYPES
+from syno_automl.ir.walk import ADVANCE
 
 
 def _tvm_steps():

@@ -1,4 +1,5 @@
-"""Task modules: short real training runs on the embedded data, metrics, schedules and the NaN error."""
+"""The Lightning learners (lightning_modules.learners): short real training runs on the embedded data, metrics,
+schedules and the NaN error."""
 from __future__ import annotations
 
 import math
@@ -11,8 +12,6 @@ from torch import nn
 from lightning_modules import CausalLM, DigitsDataModule, ImageClassifier, TextDataModule, build_model
 from lightning_modules.learners import NonFiniteLossError
 from lightning_modules.learners.schedules import cosine_with_warmup
-
-
 
 
 def quiet_trainer(**kw: object) -> L.Trainer:

@@ -49,7 +49,7 @@ def test_infer_baseline(conv_space, linear_space):
 def test_conv_operator_metrics_untuned(conv_space):
     """The conv2d operator itself against the conv2d baseline: every key present and a number."""
     op = known.conv2d(conv_space)
-    m = lat.measure_operator(op, 0, trials=0, protocol=QUICK, details=True)
+    m = lat.measure_operator(op, 0, lat.MeasureRequest(protocol=QUICK), details=True)
     keys = {"latency_ms.llvm", "speedup.llvm", "latency_ms.inductor-llvm", "speedup.inductor-llvm"}
     assert set(m) == keys | {"notes", "details"}
     assert m["notes"] == {}, m["notes"]
@@ -71,8 +71,9 @@ def test_conv_operator_metrics_untuned(conv_space):
 def test_tuned_metrics_same_budget(conv_space, tmp_path):
     """Operator and baseline tuned with the same tiny budget (in-process runner); a sampled operator."""
     op = conv_space.sample(1, seed=3)[0]
-    m = lat.measure_operator(op, 0, trials=2, work_dir=str(tmp_path), seconds=60, protocol=QUICK, inductor=False,
-                             runner="inprocess", details=True)
+    req = lat.MeasureRequest(trials=2, work_dir=str(tmp_path), seconds=60, protocol=QUICK, inductor=False,
+                             runner="inprocess")
+    m = lat.measure_operator(op, 0, req, details=True)
     assert set(m) == {"latency_ms.llvm", "speedup.llvm", "notes", "details"}
     assert m["notes"] == {}, m["notes"]
     d = m["details"]
@@ -83,7 +84,7 @@ def test_tuned_metrics_same_budget(conv_space, tmp_path):
 def test_missing_values_have_reasons(conv_space, linear_space):
     op = known.linear(linear_space)
     targets = ("llvm", "cuda", "rpc:nobody@127.0.0.1:1")
-    m = lat.measure_operator(op, 0, targets=targets, trials=0, protocol=QUICK, inductor=True)
+    m = lat.measure_operator(op, 0, lat.MeasureRequest(targets=targets, protocol=QUICK, inductor=True))
     assert isinstance(m["latency_ms.llvm"], float) and isinstance(m["speedup.llvm"], float)  # dense baseline
     assert isinstance(m["latency_ms.inductor-llvm"], float) and isinstance(m["speedup.inductor-llvm"], float)
     for key in ("latency_ms.rpc-nobody", "speedup.rpc-nobody", "latency_ms.inductor-rpc-nobody"):
@@ -96,11 +97,12 @@ def test_missing_values_have_reasons(conv_space, linear_space):
         assert m["latency_ms.inductor-cuda"] is None and "CUDA" in m["notes"]["latency_ms.inductor-cuda"]
     assert all(m[k] is not None for k in m if k != "notes" and k not in m["notes"])
     # no baseline: latencies only
-    m = lat.measure_operator(known.conv2d(conv_space), 0, baseline=None, trials=0, protocol=QUICK, inductor=False)
+    untimed_inductor = lat.MeasureRequest(protocol=QUICK, inductor=False)
+    m = lat.measure_operator(known.conv2d(conv_space), 0, untimed_inductor, baseline=None)
     assert isinstance(m["latency_ms.llvm"], float)
     assert m["speedup.llvm"] is None and m["notes"]["speedup.llvm"] == "no baseline asked"
     # a baseline that does not fit the shapes
-    m = lat.measure_operator(op, 0, baseline="conv2d", trials=0, protocol=QUICK, inductor=False)
+    m = lat.measure_operator(op, 0, untimed_inductor, baseline="conv2d")
     assert m["speedup.llvm"] is None and "no conv2d baseline" in m["notes"]["speedup.llvm"]
 
 
@@ -109,7 +111,7 @@ def test_explicit_baseline(conv_space):
     op = known.conv2d(conv_space)
     m = lat.measure_operator(op, 0, baseline=lambda p: lat.conv2d_nchw_te(1, 4, 8, 8, 8, 3, groups=2),
                              torch_baseline=torch.nn.Conv2d(4, 8, 3, padding=1, groups=2, bias=False),
-                             trials=0, protocol=QUICK, inductor=False)
+                             request=lat.MeasureRequest(protocol=QUICK, inductor=False))
     assert isinstance(m["speedup.llvm"], float) and m["notes"] == {}
 
 
@@ -119,9 +121,11 @@ def test_measure_layers_sums_every_layer():
     space = OperatorSpace("[N, C_in]", "[N, C_out]", ["N: 0", "C_in: 2", "C_out: 2"], ["k=3: 2"],
                           [dict(N=2, C_in=16, C_out=8), dict(N=4, C_in=8, C_out=8)], max_depth=4)
     op = known.linear(space)
-    res = lat.measure_layers(op, ("llvm", "rpc:nobody@127.0.0.1:1"), trials=0, protocol=QUICK, inductor=False)
+    res = lat.measure_layers(op, lat.MeasureRequest(targets=("llvm", "rpc:nobody@127.0.0.1:1"), protocol=QUICK,
+                                                    inductor=False))
     m, s = res["metrics"], res["devices"]["llvm"]
-    assert set(m) == {f"{k}.{d}" for k in ("latency_ms", "baseline_latency_ms", "speedup") for d in ("llvm", "rpc-nobody")}
+    assert set(m) == {f"{k}.{d}" for k in ("latency_ms", "baseline_latency_ms", "speedup")
+                      for d in ("llvm", "rpc-nobody")}
     assert s["tuned_trials"] == 0 and s["schedules"] == lat.UNTUNED and len(s["layers"]) == 2
     assert [layer["replaced"] for layer in s["layers"]] == ["dense 16->8 N=2", "dense 8->8 N=4"]
     assert m["latency_ms.llvm"] == pytest.approx(sum(layer["operator"]["median_ms"] for layer in s["layers"]))
@@ -131,8 +135,8 @@ def test_measure_layers_sums_every_layer():
     assert all(lat.UNTUNED in layer_line(layer, s["schedules"]) for layer in s["layers"])
     assert all(m[k] is None and "unreachable" in res["notes"][k] for k in m if k.endswith("rpc-nobody"))
     assert res["notes"]["latency_ms.rpc-nobody"].startswith("layer 0: target:")
-    failed = lat.measure_layers(op, ("rpc:nobody@127.0.0.1:1",), trials=2, protocol=QUICK, inductor=False,
-                                fail_fast=True)
+    failed = lat.measure_layers(op, lat.MeasureRequest(targets="rpc:nobody@127.0.0.1:1", trials=2, protocol=QUICK,
+                                                       inductor=False), fail_fast=True)
     s = failed["devices"]["rpc-nobody"]
     assert len(s["layers"]) == 1 and s["latency_ms"] is None and s["tuned_trials"] == 2
     assert "unreachable" in s["notes"]["latency_ms.rpc-nobody"]

@@ -67,7 +67,7 @@ def test_torch_target_measures_without_tvm(no_tvm_env, tmp_path):
                               ["k=3: 2", "g=2: 2"], [{"N": 1, "C_in": 16, "C_out": 16, "H": 8, "W": 8, "g": 2}],
                               max_depth=8)
         q = measure.TimingProtocol(warmup=1, number=3, repeat=5, min_repeat_ms=5)
-        res = measure.measure_layers(known.grouped_conv2d(space), ["torch"], trials=0, protocol=q)
+        res = measure.measure_layers(known.grouped_conv2d(space), measure.MeasureRequest(targets=["torch"], protocol=q))
         print(json.dumps({"metrics": res["metrics"], "notes": res["notes"], "summary": res["devices"]["torch"],
                           "tvm": any(m.split(".")[0] == "tvm" for m in sys.modules)}))
     ''')

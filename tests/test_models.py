@@ -1,4 +1,4 @@
-"""Model zoo: output shapes, published parameter counts, and the substitutable layers."""
+"""The model zoo (lightning_modules.models): output shapes, published parameter counts, and the substitutable layers."""
 from __future__ import annotations
 
 import pytest
@@ -8,8 +8,6 @@ from torch import nn
 from lightning_modules.models import MODEL_NAMES, GPTConfig, build_model
 from lightning_modules.models.resnet import BasicBlock
 from lightning_modules.models.resnext import ResNeXt29
-
-
 
 
 def count_parameters(model: nn.Module) -> int:

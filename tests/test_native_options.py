@@ -49,7 +49,8 @@ def test_option_ranges_are_the_tables_integer_options():
 def test_the_python_face_and_the_settings_read_the_tables_ranges():
     assert options.INT_OPTIONS == RANGES
     assert (SETTING["max_depth"].minimum, SETTING["max_depth"].maximum) == RANGES["max_depth"]
-    by_kind = lambda kind: {n for n, r in ROWS.items() if r["kind"] == kind and not r["internal"]}
+    def by_kind(kind):
+        return {n for n, r in ROWS.items() if r["kind"] == kind and not r["internal"]}
     assert set(options.NUMBER_OPTIONS) == by_kind("number")
     assert set(options.BUDGETS) == by_kind("budget")
     assert set(options.BOOL_OPTIONS) == by_kind("bool")

@@ -11,20 +11,16 @@ operator's multilinearity).
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from _syno_helpers import random_spec_space
+from reference_eval import evaluate_reference
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_eval import evaluate_reference  # noqa: E402
-from test_random_operators import make_space  # noqa: E402
-
-from syno_automl import known  # noqa: E402
-from syno_automl.codegen.torch import program_to_source  # noqa: E402
-from syno_automl.ir import count_flops  # noqa: E402
+from syno_automl import known
+from syno_automl.codegen.torch import program_to_source
+from syno_automl.ir import count_flops
 
 # 1x1 conv whose output channel is rolled: forward CONTRACTION share [C_in] outer [C_out], SHIFT C_out.
 ROLLED_CONV = ["REDUCE C_in", "SHIFT C_out", "CONTRACTION share [C_in] outer [C_out]"]
@@ -61,7 +57,7 @@ def check_oracle(op, mapping) -> None:
 
 
 def test_a_roll_of_an_outer_coordinate_rolls_the_weight():
-    op = known.walk(make_space("conv2d"), ROLLED_CONV)
+    op = known.walk(random_spec_space("conv2d"), ROLLED_CONV)
     m = {"N": 8, "C_in": 16, "C_out": 16, "H": 16, "W": 16}
     program = op.program(m)
     assert [s["op"] for s in program["steps"]] == ["contract"]  # the roll left T
@@ -78,7 +74,7 @@ def test_a_roll_of_an_outer_coordinate_rolls_the_weight():
 
 
 def test_strides_of_an_outer_product_select_on_the_weight_first():
-    op = known.walk(make_space("matmul"), STRIDED_OUTER)
+    op = known.walk(random_spec_space("matmul"), STRIDED_OUTER)
     m = {"N": 64, "C_in": 32, "C_out": 16}
     k, s = 3, 2
     program = op.program(m)
@@ -97,11 +93,11 @@ def test_strides_of_an_outer_product_select_on_the_weight_first():
 def test_views_touching_the_data_stay_on_the_data():
     """A view of a coordinate T holds (here C_out, shared with the second weight) is not moved; nor the views of
     the conv pattern (unfold + unfold + contract stays one convolution)."""
-    op = known.walk(make_space("matmul"), STRIDED_OUTER)
+    op = known.walk(random_spec_space("matmul"), STRIDED_OUTER)
     program = op.program(0)
     assert "views" not in program["weights"][1]
     assert program["steps"][-1]["op"] == "shift"
-    conv = known.conv2d(make_space("conv2d")).program(0)
+    conv = known.conv2d(random_spec_space("conv2d")).program(0)
     assert not any("views" in w for w in conv["weights"])
     assert [s["op"] for s in conv["steps"]] == ["unfold", "unfold", "contract"]
 
@@ -109,7 +105,7 @@ def test_views_touching_the_data_stay_on_the_data():
 def test_weight_views_parse_round_trip_and_errors():
     from syno_automl.ir import IRError, parse, viewed_weight
 
-    op = known.walk(make_space("matmul"), STRIDED_OUTER)
+    op = known.walk(random_spec_space("matmul"), STRIDED_OUTER)
     program = op.program(0)
     p = parse(program)
     assert [v.op for v in p.weights[0].views] == ["merge", "stride"]
@@ -140,7 +136,7 @@ TWO_WEIGHTS = ["REDUCE C_in", "CONTRACTION share [C_in, H, C_out] outer []", "CO
 
 
 def test_two_weights_are_contracted_first_when_that_shrinks_the_largest_intermediate():
-    op = known.walk(make_space("conv2d"), TWO_WEIGHTS)
+    op = known.walk(random_spec_space("conv2d"), TWO_WEIGHTS)
     m = {"N": 4, "C_in": 8, "C_out": 16, "H": 12, "W": 10}
     n, ci, co, h, w = m["N"], m["C_in"], m["C_out"], m["H"], m["W"]
     program = op.program(m)

@@ -8,11 +8,11 @@ FLOPs. ``op.flops()`` follows the IR's rule (§2): each contract step costs 2·�
 the rename, of the weight and of the output), each reduce step numel(T). We re-derive both parts from the
 program's steps and check their sum is ``op.flops()`` exactly (where the planner multiplied two weights first,
 the steps no longer hold the canonical contractions: there the planned count is re-derived and checked against
-``count_flops``, and test_plan.py checks ``op.flops()`` of such an operator by hand). The generator lowers each contract step with a
-summed letter (K = letters of both T and the weight, not in the output) to one ``torch.mm``/``torch.bmm`` over
-the letters B (T & w & out), M (T & out), N (w & out), K -- or, for unfold + unfold + contract summing both
-windows, one ``F.conv2d`` (groups = B): ``torch.utils.flop_counter.FlopCounterMode`` counts either as
-2·Π|those letters| (also when M or N is empty: k ≥ 1 is enough). FlopCounter counts only matrix
+``count_flops``, and test_plan.py checks ``op.flops()`` of such an operator by hand). The generator lowers each
+contract step with a summed letter (K = letters of both T and the weight, not in the output) to one
+``torch.mm``/``torch.bmm`` over the letters B (T & w & out), M (T & out), N (w & out), K -- or, for unfold +
+unfold + contract summing both windows, one ``F.conv2d`` (groups = B): ``torch.utils.flop_counter.FlopCounterMode``
+counts either as 2·Π|those letters| (also when M or N is empty: k ≥ 1 is enough). FlopCounter counts only matrix
 products (mm/bmm/conv...), so on the generated module it does NOT count:
 
 * reductions (``t.sum``/``t.mean``: the reduce steps) -- nor the sums of a letter found in one operand only and
@@ -31,37 +31,18 @@ the contraction part where no contract step falls in the three cases above.
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from _syno_helpers import RANDOM_SPECS, random_spec_space
+from reference_eval import evaluate_reference
 from torch.utils.flop_counter import FlopCounterMode
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference_eval import evaluate_reference  # noqa: E402
+from syno_automl.ir import count_flops
 
-from syno_automl import OperatorSpace  # noqa: E402
-from syno_automl.ir import count_flops  # noqa: E402
-
-SPECS = {
-    "conv2d": ("[N, C_in, H, W]", "[N, C_out, H, W]", ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"],
-               ["k=3: 2", "s=2: 2"], {"N": 2, "C_in": 4, "C_out": 4, "H": 6, "W": 6}, {}),
-    "matmul": ("[N, C_in]", "[N, C_out]", ["N: 0", "C_in: 2", "C_out: 2"], ["k=3: 2", "s=2: 2"],
-               {"N": 3, "C_in": 8, "C_out": 4}, {}),
-    "conv1d": ("[N, C, L]", "[N, C, L]", ["N: 0", "C: 2", "L: 2"], ["k=3: 2", "s=2: 2"],
-               {"N": 2, "C": 4, "L": 8}, {}),
-    "pool": ("[N, C, H, W]", "[N, C, s^-1*H, s^-1*W]", ["N: 0", "C: 2", "H: 2", "W: 2"], ["k=3: 2", "s=2: 2"],
-             {"N": 2, "C": 4, "H": 8, "W": 8}, {"min_weights": 0}),
-}
 SEEDS = (11, 12, 13)
 PER_SEED = 25  # 4 specs x 3 seeds x 25 samples, ~230 distinct operators
-
-
-def make_space(name: str) -> OperatorSpace:
-    inp, out, primary, coefficients, mapping, options = SPECS[name]
-    return OperatorSpace(inp, out, primary, coefficients, [mapping], max_depth=8, **options)
 
 
 _cache: dict[str, list] = {}
@@ -69,7 +50,7 @@ _cache: dict[str, list] = {}
 
 def operators(name: str) -> list:
     if name not in _cache:
-        space = make_space(name)
+        space = random_spec_space(name)
         ops = {}
         for seed in SEEDS:
             for op in space.sample(PER_SEED, seed=seed):
@@ -196,13 +177,13 @@ def flops_parts(program: dict) -> dict:
 # --------------------------------------------------------------------------------------------------------
 
 def test_enough_operators():
-    total = sum(len(operators(name)) for name in SPECS)
+    total = sum(len(operators(name)) for name in RANDOM_SPECS)
     assert total >= 200, total
-    for name in SPECS:
+    for name in RANDOM_SPECS:
         assert len(operators(name)) >= 40, (name, len(operators(name)))
 
 
-@pytest.mark.parametrize("name", list(SPECS))
+@pytest.mark.parametrize("name", list(RANDOM_SPECS))
 def test_module_matches_reference(name):
     """float64 module output == the oracle on random inputs and weights, for every sampled operator."""
     gen = torch.Generator().manual_seed(0)
@@ -223,7 +204,7 @@ def test_module_matches_reference(name):
     assert not failures, failures[:3]
 
 
-@pytest.mark.parametrize("name", list(SPECS))
+@pytest.mark.parametrize("name", list(RANDOM_SPECS))
 def test_flops(name):
     for op in operators(name):
         program = op.program(0)
@@ -249,7 +230,7 @@ def test_flops(name):
 
 def test_flops_exact_cases_exist():
     """Some sampled operators are pure matrix products, where FlopCounter == the whole contraction part."""
-    exact = sum(flops_parts(op.program(0))["exact"] for name in SPECS for op in operators(name))
+    exact = sum(flops_parts(op.program(0))["exact"] for name in RANDOM_SPECS for op in operators(name))
     assert exact >= 5, exact
 
 
@@ -257,7 +238,7 @@ def test_flops_known_conv2d_exact():
     """The conv-equivalent operator: FlopCounter counts exactly op.flops() minus the (absent) reductions."""
     from syno_automl import known
 
-    space = make_space("conv2d")
+    space = random_spec_space("conv2d")
     op = known.conv2d(space)
     program = op.program(0)
     parts = flops_parts(program)
@@ -266,14 +247,14 @@ def test_flops_known_conv2d_exact():
     x = torch.randn(program["input"]["shape"])
     with FlopCounterMode(display=False) as counter:
         module(x)
-    m = SPECS["conv2d"][4]
+    m = RANDOM_SPECS["conv2d"][4]
     assert counter.get_total_flops() == op.flops(0) == 2 * m["N"] * m["C_out"] * m["H"] * m["W"] * m["C_in"] * 9
 
-    space = make_space("matmul")
+    space = random_spec_space("matmul")
     op = known.linear(space)
     with FlopCounterMode(display=False) as counter:
         op.to_module(0)(torch.randn(op.program(0)["input"]["shape"]))
-    m = SPECS["matmul"][4]
+    m = RANDOM_SPECS["matmul"][4]
     assert counter.get_total_flops() == op.flops(0) == 2 * m["N"] * m["C_in"] * m["C_out"]
 
 
@@ -282,7 +263,7 @@ def test_batch_is_free(name):
     """The batch dim (N: 0) is free at run time: other batch sizes agree with the oracle at its own N."""
     op = operators(name)[0]
     module = op.to_module(0).double()
-    mapping = dict(SPECS[name][4])
+    mapping = dict(RANDOM_SPECS[name][4])
     for n in (1, 5):
         program = op.program({**mapping, "N": n})
         x = torch.randn(program["input"]["shape"], dtype=torch.float64)
@@ -294,7 +275,7 @@ def test_batch_is_free(name):
 
 def test_torch_export_sample():
     """torch.export works (dynamic batch) on a sample of operators of every spec."""
-    for name in SPECS:
+    for name in RANDOM_SPECS:
         for op in operators(name)[:3]:
             program = op.program(0)
             module = op.to_module(0)

@@ -9,13 +9,19 @@ from pathlib import Path
 
 import optuna
 import pytest
+from _cli_helpers import cli_here, read_runs, read_study
+from _syno_helpers import tiny_space
 from mlflow.tracking import MlflowClient
 
-from _syno_helpers import tiny_space
-from test_cli_search import _runs, _study, cli, cli_here
 from syno_automl import vocabulary as V
-from syno_automl.report import (latency_figures, latency_series, latency_table, reevaluation_series,
-                                reevaluation_table, reevaluations_of)
+from syno_automl.report import (
+    latency_figures,
+    latency_series,
+    latency_table,
+    reevaluation_series,
+    reevaluation_table,
+    reevaluations_of,
+)
 from syno_automl.tracking import SearchTracker
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -127,9 +133,10 @@ def test_report_shows_reevaluated_and_tuned_figures(worked, tmp_path, monkeypatc
     folder = tmp_path / "copy"
     shutil.copytree(worked, folder)
     cli_here(folder, "report")
-    study = _study(folder)
+    study = read_study(folder)
     text = (folder / "report" / "report.md").read_text()
-    runs = {r.data.tags.get("syno.hash"): r for r in _runs(folder) if r.data.tags.get("syno.role") == "reevaluation"}
+    runs = {r.data.tags.get("syno.hash"): r for r in read_runs(folder)
+            if r.data.tags.get("syno.role") == "reevaluation"}
     assert set(runs) == {"baseline", study.best_trial.user_attrs["syno.hash"]}
     section = _section(text, "Re-evaluated")
     assert "val_acc (search, 1 epoch)" in section
@@ -171,23 +178,23 @@ def test_report_shows_reevaluated_and_tuned_figures(worked, tmp_path, monkeypatc
 @pytest.mark.tvm
 def test_report_labels_tuned_schedules(worked, tmp_path, monkeypatch):
     pytest.importorskip("tvm")
-    from test_cli_tune import QUICK
+    from _cli_helpers import quick_timing_protocol
 
     from syno_automl import measure
 
     # the tuning's own checks are tests/test_cli_tune.py's; here, its figures in the report: its quick protocol,
     # candidates built in this process (as there)
-    monkeypatch.setattr(measure, "PROTOCOL", QUICK)
+    monkeypatch.setattr(measure, "PROTOCOL", quick_timing_protocol())
     monkeypatch.setenv("SYNO_MS_RUNNER", "inprocess")
     folder = tmp_path / "copy"
     shutil.copytree(worked, folder)
-    study = _study(folder)
+    study = read_study(folder)
     best = study.best_trial
     cli_here(folder, "tune", str(best.number), "--target", "llvm", "--tune-trials", "2", "--no-inductor",
         "--work-dir", str(tmp_path / "ms"))
     cli_here(folder, "report", "--tracking-uri", "none")
     text = (folder / "report" / "report.md").read_text()
-    tuned = _study(folder).user_attrs["syno.latency"][best.user_attrs["syno.hash"]]["llvm"]
+    tuned = read_study(folder).user_attrs["syno.latency"][best.user_attrs["syno.hash"]]["llvm"]
     assert tuned["tuned_trials"] == 2
     row = _row(_section(text, "Latency"), f"| {best.number} | {best.user_attrs['syno.hash']} | llvm |")
     assert row[3] == "-" and row[4].endswith("(tune: tuned 2 trials)")

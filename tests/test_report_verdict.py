@@ -18,8 +18,8 @@ from pathlib import Path
 
 import optuna
 import pytest
+from _cli_helpers import cli_env, cli_here
 from mlflow.tracking import MlflowClient
-from test_cli_search import _env, cli_here
 
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
@@ -51,7 +51,7 @@ def _cli(folder: Path, *args: str) -> str:
 
 def _client(folder: Path, monkeypatch: pytest.MonkeyPatch | None = None) -> MlflowClient:
     """MLflow's client of the search's store; with `monkeypatch`, run from the search folder, where MLflow resolves
-    the store's artifact paths (relative to it: tracking_store.py), as a user's client or `mlflow ui` would."""
+    the store's artifact paths (relative to it: tracking/store.py), as a user's client or `mlflow ui` would."""
     if monkeypatch is not None:
         monkeypatch.chdir(folder)
     return MlflowClient(f"sqlite:///{folder / 'mlflow.db'}")
@@ -139,7 +139,7 @@ def test_show_n_imports_neither_torch_nor_mlflow(searched) -> None:
     script = ("import sys\nfrom syno_automl.cli import main\ncode = main(['show', sys.argv[1]])\n"
               "print('HEAVY', sorted(m for m in ('torch', 'lightning', 'mlflow', 'matplotlib') if m in sys.modules))\n"
               "sys.exit(code)")
-    done = subprocess.run([sys.executable, "-c", script, str(number)], cwd=folder, env=_env(), capture_output=True,
+    done = subprocess.run([sys.executable, "-c", script, str(number)], cwd=folder, env=cli_env(), capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     # the MLflow run's status and artifacts, read from the local store without MLflow
@@ -152,7 +152,10 @@ def test_the_study_run_holds_the_verdict(searched, monkeypatch) -> None:
     client = _client(folder, monkeypatch)
     parent = client.get_run(result.parent_run_id)
     final = result.final
-    assert final.verdict() in parent.data.tags["mlflow.note.content"]
+    from syno_automl.tracking.ui import escape_markdown
+
+    # the description is Markdown: the verdict escaped (s^-1*H no emphasis), so that the page shows it as written
+    assert f"**{escape_markdown(final.verdict())}**" in parent.data.tags["mlflow.note.content"]
     assert parent.data.tags[V.TAG_FINAL_HASH] == final.chosen.label
     stored = json.loads(Path(client.download_artifacts(result.parent_run_id, V.ARTIFACT_FINAL,
                                                        str(folder / "dl"))).read_text())
@@ -185,7 +188,7 @@ def test_a_reader_that_leaves_ends_the_command_quietly(searched) -> None:
     os.close(read)  # the reader left before the first line (`show | head -0`): every write fails with EPIPE
     try:
         done = subprocess.run([sys.executable, "-m", "syno_automl.cli", "show", "--tracking-uri", "none"],
-                              cwd=folder, env=_env(), stdout=write, stderr=subprocess.PIPE, text=True, timeout=300)
+                              cwd=folder, env=cli_env(), stdout=write, stderr=subprocess.PIPE, text=True, timeout=300)
     finally:
         os.close(write)
     assert done.returncode == 141 and done.stderr == "", done.stderr

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from test_cli_search import cli, cli_here
+from _cli_helpers import cli, cli_here
 
 SEARCH = ("search", "--trials", "2", "--epochs", "1", "--seed", "5", "--tracking-uri", "none", "--quiet",
           "--finalists", "0")  # the trials are compared; the final stage has its own determinism test
@@ -19,7 +19,8 @@ def _trials(cwd: Path) -> list[tuple]:
     storage = optuna.storages.RDBStorage(f"sqlite:///{cwd / 'syno.db'}", skip_table_creation=True,
                                          skip_compatibility_check=True)
     study = optuna.load_study(study_name="syno", storage=storage)
-    failure = lambda t: (t.user_attrs.get("syno.failure") or "").split(":")[0]  # the error type, not its figures
+    def failure(t):
+        return (t.user_attrs.get("syno.failure") or "").split(":")[0]  # the error type, not its figures
     return [(t.number, t.state.name, t.user_attrs.get("syno.hash"), failure(t), t.values) for t in study.trials]
 
 

@@ -5,8 +5,8 @@ import math
 import random
 
 import pytest
-
 from _syno_helpers import pseudo_accuracy, tiny_space
+
 from syno_automl.search.mcts import MCTS, Observation, SearchExhaustedError, derive_seed
 from syno_automl.search.reward import Reward
 

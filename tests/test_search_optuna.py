@@ -140,7 +140,7 @@ def test_exhausted_space_fails_trials_with_a_clear_error():
 
 def test_failed_and_pruned_trials_are_low_reward_and_loss_studies_work():
     def flaky(trial):
-        op = suggest_operator(trial)
+        suggest_operator(trial)
         if trial.number % 3 == 1:
             raise optuna.TrialPruned()
         if trial.number % 3 == 2:

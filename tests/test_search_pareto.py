@@ -11,12 +11,10 @@ from pathlib import Path
 
 import optuna
 import pytest
-from mlflow.tracking import MlflowClient
+from _cli_helpers import cli_here, read_runs, read_study
 
 from syno_automl import vocabulary as V
 from syno_automl.search.objectives import best_operator_trial, operator_front
-
-from test_cli_search import _runs, _study, cli_here
 
 # no final stage: its multi-objective ranking is test_search_finalists.py's (it would re-train 4 models 3 times)
 SEARCH = ("search", "--trials", "3", "--epochs", "2", "--seed", "3", "--timeout", "0", "--pruner", "halving",
@@ -33,7 +31,7 @@ def searched(tmp_path_factory) -> tuple[Path, str]:
 
 def test_the_default_study_has_two_objectives_and_the_front_excludes_the_baseline(searched):
     folder, out = searched
-    study = _study(folder)
+    study = read_study(folder)
     assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
     assert study.metric_names == ["val_acc", "cost_ratio"]
     assert study.user_attrs[V.SETTINGS]["objective"] == "pareto"
@@ -56,7 +54,7 @@ def test_the_default_study_has_two_objectives_and_the_front_excludes_the_baselin
 
 def test_the_companion_study_holds_the_per_epoch_values(searched):
     folder, _ = searched
-    study = _study(folder)
+    study = read_study(folder)
     companion = optuna.load_study(study_name="syno" + V.FIDELITY_SUFFIX, storage=study._storage)
     assert companion.direction == optuna.study.StudyDirection.MAXIMIZE
     twins = {t.user_attrs[V.SEARCH_TRIAL]: t for t in companion.trials}
@@ -75,7 +73,7 @@ def test_the_companion_study_holds_the_per_epoch_values(searched):
 
 def test_the_report_draws_and_lists_the_front(searched):
     folder, _ = searched
-    study = _study(folder)
+    study = read_study(folder)
     assert (folder / "report" / "pareto_cost.png").stat().st_size > 0
     svg = (folder / "report" / "pareto_cost.svg").read_text()
     assert "Pareto front" in svg and "baseline" in svg
@@ -83,7 +81,7 @@ def test_the_report_draws_and_lists_the_front(searched):
     section = text.split("## Pareto front", 1)[1].split("\n## ", 1)[0]
     listed = [int(m) for m in re.findall(r"^\| (\d+) \|", section, flags=re.M)]
     assert sorted(listed) == sorted(t.number for t in study.best_trials)
-    parent = next(r for r in _runs(folder) if r.data.tags.get(V.TAG_ROLE) == "study")
+    parent = next(r for r in read_runs(folder) if r.data.tags.get(V.TAG_ROLE) == "study")
     assert parent.data.metrics["front_size"] == len(study.best_trials)
     assert parent.data.tags[V.TAG_BEST_HASH] == best_operator_trial(study).user_attrs[V.HASH]
 
@@ -91,7 +89,7 @@ def test_the_report_draws_and_lists_the_front(searched):
 def test_objective_accuracy_is_single_objective_and_old_studies_resume_as_it(tmp_path):
     cli_here(tmp_path, "search", "--trials", "1", "--epochs", "1", "--objective", "accuracy", "--tracking-uri", "none",
         "--finalists", "0")
-    study = _study(tmp_path)
+    study = read_study(tmp_path)
     assert [d.name for d in study.directions] == ["MAXIMIZE"] and study.best_trial.number == 1
     # a study recorded before --objective and --pruner existed: no such keys, and the milestone of those days
     settings = dict(study.user_attrs[V.SETTINGS])
@@ -100,7 +98,7 @@ def test_objective_accuracy_is_single_objective_and_old_studies_resume_as_it(tmp
     settings["milestones"] = {"1": 0.2}
     study.set_user_attr(V.SETTINGS, settings)
     out = cli_here(tmp_path, "search", "--resume", "--trials", "2", "--tracking-uri", "none", "--finalists", "0").stdout
-    study = _study(tmp_path)
+    study = read_study(tmp_path)
     assert len(study.trials) == 3 and len(study.directions) == 1 and "done in" in out
     mismatch = cli_here(tmp_path, "search", "--resume", "--trials", "3", "--objective", "pareto",
                         "--tracking-uri", "none", check=False)

@@ -13,8 +13,16 @@ from syno_automl import config as C
 from syno_automl.cli import build_parser
 from syno_automl.cli.options import config_of, dest_of, fill_from_recorded
 from syno_automl.errors import SynoError
-from syno_automl.settings import (MODEL_COMMANDS, SETTING, SETTINGS, SettingChoiceError, SettingError,
-                                  SettingRangeError, SettingTaskError, SettingTypeError, settings_markdown)
+from syno_automl.settings import (
+    SETTING,
+    SETTINGS,
+    SettingChoiceError,
+    SettingError,
+    SettingRangeError,
+    SettingTaskError,
+    SettingTypeError,
+    settings_markdown,
+)
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "search.md"
 # flags of `search` that are not settings: how to run, not what is searched
@@ -40,7 +48,13 @@ def test_every_setting_with_a_flag_is_on_the_cli_and_every_cli_flag_is_a_setting
 
 
 def test_searchconfig_fields_are_the_table():
-    assert [f.name for f in dataclasses.fields(C.SearchConfig)] == [s.name for s in SETTINGS]
+    """SearchConfig's fields are written out (editors and type checkers see them), each carrying its table entry: the
+    table decides their order, annotation and default."""
+    fields = dataclasses.fields(C.SearchConfig)
+    assert [f.name for f in fields] == [s.name for s in SETTINGS]
+    for f in fields:
+        assert f.metadata["setting"] is SETTING[f.name], f.name
+        assert f.type == C.field_type(SETTING[f.name]), f"{f.name}: write it as {C.field_type(SETTING[f.name])}"
     config = C.SearchConfig()
     for s in SETTINGS:
         assert getattr(config, s.name) == s.default_for("image"), s.name

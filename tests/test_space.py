@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syno_automl import EmptySpaceError, Operator, OperatorFormatError, OperatorSpace, SpecError, known
-from syno_automl import _native
+from syno_automl import EmptySpaceError, Operator, OperatorFormatError, OperatorSpace, SpecError, _native, known
 
 CONV_PRIMARY = ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"]
 CONV_MAPPING = {"N": 2, "C_in": 4, "C_out": 4, "H": 8, "W": 8}

@@ -69,3 +69,17 @@ def test_trials_train_through_the_training_module(tmp_path: Path, monkeypatch: p
     result = run_search(config, out=None)
     assert calls == [0, 1]   # the baseline, then one operator trial
     assert [t.value for t in result.study.trials] == [0.5, 0.5]
+
+
+@pytest.mark.parametrize("task, value, classes, warned", [
+    (ImageTask(), 0.109, 10, True),     # ResNet-34 after 1 epoch on 10 classes ranked operators unwarned
+    (ImageTask(), 0.16, 10, False),
+    (ImageTask(), 0.97, 10, False),
+    (LMTask(), 5.50, 256, True),        # ln 256 = 5.545: a uniform guess
+    (LMTask(), 2.10, 256, False),
+])
+def test_a_baseline_near_chance_is_named(task, value, classes, warned):
+    reason = task.near_chance(value, classes)
+    assert (reason is not None) is warned
+    if warned:
+        assert f"{value:.3f}" in reason

@@ -1,4 +1,5 @@
-"""The language-model task: GPT QKV substitution trained for a step/time budget, val_loss as the objective."""
+"""The language-model task (syno_automl.tasks.lm, tasks/lm_training.py): GPT QKV substitution trained for a
+step/time budget, val_loss as the objective."""
 from __future__ import annotations
 
 import importlib.util
@@ -8,8 +9,8 @@ import sys
 import optuna
 import pytest
 import torch
+from _cli_helpers import cli, cli_here, read_runs, read_study
 from mlflow.tracking import MlflowClient
-from test_cli_search import _runs, _study, cli, cli_here
 
 from syno_automl.config import SearchConfig, StudyMismatchError
 from syno_automl.search.sampler import operator_json_of
@@ -60,7 +61,8 @@ def test_the_time_budget_stops_training_and_still_validates(context):
     op = context.space.sample(1, seed=4)[0]
     substitution = SynoSubstitution(op, LAYERS["linear"], example_input=context.example, where="*.qkv")
     started = time.monotonic()
-    loss = train_lm(context, None, None, substitution=substitution, steps=100_000, time_budget=0.5)
+    loss = train_lm(context, context.task.build(context), None, None, substitution=substitution, steps=100_000,
+                    time_budget=0.5)
     assert time.monotonic() - started < 60
     assert math.isfinite(loss) and loss < UNIFORM_LOSS + 1.0
     with pytest.raises(ValueError, match="positive"):
@@ -102,7 +104,7 @@ def test_search_task_lm_end_to_end(tmp_path):
     last = out.stdout.strip().splitlines()[-1]  # the final stage's verdict, in nats of val_loss
     assert last.startswith(("fastest operator within 0.01 nats of the baseline's val_loss ",
                             "no operator within 0.01 nats of the baseline's val_loss ")), last
-    study = _study(tmp_path)
+    study = read_study(tmp_path)
     # the default pareto objective: (val_loss, cost_ratio), both minimized
     assert study.directions == [optuna.study.StudyDirection.MINIMIZE] * 2 and len(study.trials) == 3
     assert study.metric_names == ["val_loss", "cost_ratio"]
@@ -125,7 +127,8 @@ def test_search_task_lm_end_to_end(tmp_path):
     ppl = client.get_metric_history(run_id, "val_ppl")
     assert math.isclose(max(ppl, key=lambda p: p.step).value, math.exp(done[0].values[0]), rel_tol=1e-4)
     assert client.get_run(run_id).data.metrics["throughput_ratio"] > 0
-    parent = [r for r in _runs(tmp_path) if r.data.tags.get("syno.role") == "study" or "best_val_loss" in r.data.metrics]
+    parent = [r for r in read_runs(tmp_path)
+              if r.data.tags.get("syno.role") == "study" or "best_val_loss" in r.data.metrics]
     assert any("best_val_loss" in r.data.metrics and "baseline_val_loss" in r.data.metrics for r in parent)
 
     report = cli_here(tmp_path, "report", "--out", "rep")

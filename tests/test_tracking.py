@@ -1,7 +1,6 @@
 """MLflow tracking against a real sqlite store in tmp_path."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import lightning as L
@@ -36,8 +35,10 @@ def test_parent_and_child_runs_with_operator_artifacts(tracker, tmp_path):
     data = client.get_run(run.run_id)
     assert data.info.run_name == f"trial-3-{op.hash}" and data.info.status == "FINISHED"
     assert data.data.tags["mlflow.parentRunId"] == parent
-    assert data.data.params["syno.hash"] == op.hash and data.data.params["syno.depth"] == str(op.depth)
-    assert "REDUCE" in data.data.params["syno.primitives"] or data.data.params["syno.primitives"]
+    assert data.data.tags["syno.hash"] == op.hash and data.data.params["syno.depth"] == str(op.depth)
+    # tags, not params (Compare's axes are the params that differ); the primitives in forward order, as `show`'s
+    assert data.data.tags["syno.primitives"] == " | ".join(reversed(op.primitives))
+    assert "syno.hash" not in data.data.params and "syno.primitives" not in data.data.params
     assert data.data.params["search.epochs"] == "2"
     assert [m.value for m in client.get_metric_history(run.run_id, "val_acc")] == [0.5, 0.75]
     assert "bad" not in data.data.metrics
@@ -61,7 +62,7 @@ def test_failure_is_recorded(tracker):
 
 
 def test_svg_skipped_without_graphviz(monkeypatch):
-    # (graph_render says why once per process, in one line: tests/test_graph_render.py)
+    # (tracking/graph.py says why once per process, in one line: tests/test_graph_render.py)
     assert render_svg("digraph { a -> b }").lstrip().startswith("<?xml")
     monkeypatch.setenv("PATH", "/nonexistent")
     assert render_svg("digraph { a -> b }") is None

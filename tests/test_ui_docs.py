@@ -22,7 +22,7 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-from test_cli_search import cli_here
+from _cli_helpers import cli_here
 
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
 pytestmark = [pytest.mark.slow,
@@ -43,7 +43,9 @@ def ui(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ui")
     env = dict(os.environ)
     # no final stage: the pages checked here show the search's runs (test_search_finalists.py checks the final runs)
-    cli_here(folder, "search", "--trials", "1", "--epochs", "1", "--finalists", "0")  # in this process: no imports
+    # in this process: no imports
+    searched = cli_here(folder, "search", "--trials", "1", "--epochs", "1", "--finalists", "0")
+    hint = next(line for line in searched.stdout.splitlines() if line.startswith("MLflow: "))
     from mlflow import MlflowClient
 
     client = MlflowClient(f"sqlite:///{folder / 'mlflow.db'}")
@@ -68,7 +70,8 @@ def ui(tmp_path_factory):
                 pass
             assert server.poll() is None and time.monotonic() < deadline, (folder / "mlflow-ui.log").read_text()
             time.sleep(1)
-        yield {"base": base, "folder": folder, "exp": experiment.experiment_id, "runs": runs, "client": client}
+        yield {"base": base, "folder": folder, "exp": experiment.experiment_id, "runs": runs, "client": client,
+               "hint": hint}
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
@@ -100,6 +103,7 @@ def page_text(ui: dict, path: str, *expected: str, shot: str | None = None, heig
         text = unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text)))
         if all(e in text for e in expected):
             break
+    ui["dom"] = dom   # the page's last DOM, for what its text does not show (a plot's axis titles)
     shots = os.environ.get("SYNO_UI_SHOTS")
     if shot and shots:
         Path(shots).mkdir(parents=True, exist_ok=True)
@@ -144,7 +148,8 @@ def test_trial_page_has_the_documented_metrics_params_and_artifacts(ui):
     for metric in ("val_acc", "flops_ratio", "num_params", "train_loss"):
         assert f"{metric} " in text and f"`{metric}`" in DOC, metric
     params = sorted(run.data.params)
-    assert params == ["search.dataset", "search.model", "search.task", "syno.depth", "syno.hash", "syno.primitives"]
+    assert params == ["search.dataset", "search.model", "search.task", "syno.depth"]
+    assert {"syno.hash", "syno.primitives"} <= set(run.data.tags) and "`syno.primitives` under *Tags*" in DOC
     assert f"Parameters ({len(params)})" in text and all(p in text for p in params), text[:3000]
     assert "Parent run study-syno" in text and "`study-<name>`" in DOC
     files = ["operator.json", "operator.py", "graph.dot", "graph.svg", "weights.pt"]
@@ -171,3 +176,33 @@ def test_compare_page_plots_the_trade_off(ui):
     assert f"Comparing {len(ids)} Runs" in text and "Scatter Plot" in text, text[:2000]
     assert "flops_ratio" in text and "val_acc" in text
     assert "**Compare**" in DOC and "parallel-coordinates" in DOC
+    # the parallel-coordinates plot opens on the params that differ and the first metric: numbers, the accuracy
+    axes = re.findall(r'class="axis-title"[^>]*data-unformatted="([^"]*)"', ui["dom"])
+    assert "val_acc" in axes and not {"syno.hash", "syno.primitives"} & set(axes), axes
+    assert "opens on the numeric parameters that" in DOC
+
+
+def test_the_printed_address_opens_the_studys_trials(ui):
+    """The search's last MLflow line: the command serving the store from its folder, and the address of the study's
+    trials (the chart view of the Model training runs page, listed flat, best first)."""
+    hint = ui["hint"]
+    assert hint.startswith(f"MLflow: cd {ui['folder']} && mlflow ui --backend-store-uri sqlite:///mlflow.db "), hint
+    address = hint.rsplit("then open ", 1)[1]
+    assert address.startswith("http://127.0.0.1:5000/#/experiments/") and "compareRunsMode=CHART" in address
+    names = [n for n in ui["runs"] if n.startswith("trial-")]
+    text = page_text(ui, address.split("5000/", 1)[1], *names, "Model metrics")
+    assert all(n in text for n in names) and "study-syno" not in text, text[:2000]
+    assert "Sort: val_acc" in text and f"{len(names)} matching runs" in text, text[:2000]
+    assert "cd <the search's folder> && mlflow ui" in DOC and "compareRunsMode=CHART" in DOC
+
+
+def test_the_description_shows_an_escaped_verdict_as_written(ui):
+    from syno_automl.tracking.ui import escape_markdown
+
+    verdict = "fastest operator: SPLIT H -> [s^-1*H, s] → MERGE s^-1*C_in * C_out (a|b ~x~ `y` <z> & #1)"
+    study = ui["runs"]["study-syno"]
+    ui["client"].set_tag(study.info.run_id, "mlflow.note.content", f"**{escape_markdown(verdict)}**\n\nmore")
+    text = page_text(ui, f"#/experiments/{ui['exp']}/runs/{study.info.run_id}?{ML}", "Description", "more")
+    assert verdict in text, text[:2000]
+    assert f"<strong>{verdict.replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;')}</strong>" \
+        in ui["dom"], ui["dom"][:3000]

@@ -1,0 +1,65 @@
+"""scripts/install.sh says what it does before each long, quiet step (issue 34, item 10: it was silent for ~110 s),
+and `syno-automl report`'s default output folder is ignored by git at the root only (syno_automl/report/ is code).
+
+The script runs for real against stand-ins for python, pip and id (no download, no root): each records its call in
+the same output, so the order of the progress lines and the steps is what a person would see.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _stub(path: Path, body: str) -> None:
+    path.write_text("#!/usr/bin/env bash\n" + body)
+    path.chmod(0o755)
+
+
+def test_every_long_step_is_announced_before_it_runs(tmp_path: Path) -> None:
+    checkout, stubs = tmp_path / "checkout", tmp_path / "stubs"
+    (checkout / "scripts").mkdir(parents=True)
+    stubs.mkdir()
+    shutil.copy(ROOT / "scripts" / "install.sh", checkout / "scripts" / "install.sh")
+    _stub(stubs / "id", 'echo 1000\n')   # not root: no apt-get
+    _stub(stubs / "pip", 'echo "RUN pip $*"\n')
+    # python: `-m venv DIR` makes a venv whose activate puts these stand-ins first; anything else is recorded
+    _stub(stubs / "python", f'''if [ "${{1:-}}" = --version ]; then echo "Python 3.x"; exit 0; fi
+echo "RUN python $*"
+if [ "${{1:-}}" = -m ] && [ "${{2:-}}" = venv ]; then
+  mkdir -p "$3/bin" && ln -s {stubs}/python "$3/bin/python"
+  echo 'export PATH="{stubs}:$PATH"' > "$3/bin/activate"
+fi
+''')
+    env = dict(os.environ, PATH=f"{stubs}:{os.environ['PATH']}", PYTHON=str(stubs / "python"))
+    done = subprocess.run(["bash", "scripts/install.sh"], cwd=checkout, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    runs = [i for i, line in enumerate(lines) if line.startswith("RUN ")]
+    assert len(runs) >= 6, lines   # venv, pip, torch, the package, two import checks
+    for i in runs:   # each step comes after a line saying what it is (with the seconds so far)
+        said = next(line for line in reversed(lines[:i]) if not line.startswith("RUN "))
+        assert said.startswith("[install] ") and said.endswith(" s)"), (said, lines[i])
+    for i in runs:   # the long ones (pip, the venv) right after theirs
+        if lines[i].startswith(("RUN pip install", "RUN python -m venv")):
+            assert lines[i - 1].startswith("[install] "), (lines[i - 1], lines[i])
+    said = "\n".join(lines)
+    for words in ("virtual environment .venv (Python 3.x)", "torch 2.13.0", "syno_automl (editable; its C++ core",
+                  "checking the imports"):
+        assert f"[install] {words}" in said, said
+    assert lines[-1].startswith("[install] done in ") and "syno-automl search" in lines[-1]
+
+
+def test_the_default_report_folder_is_ignored_at_the_root_only() -> None:
+    def ignored(path: str) -> bool:
+        return subprocess.run(["git", "check-ignore", "--no-index", "-q", path], cwd=ROOT).returncode == 0
+
+    assert ignored("report/report.md") and ignored("report/final.png")   # `syno-automl report` (--out report)
+    assert not ignored("syno_automl/report/final.py") and not ignored("syno_automl/report/__init__.py")
+    from syno_automl.cli import build_parser
+
+    assert build_parser().parse_args(["report"]).out == "report"

@@ -1,0 +1,160 @@
+"""SynoSampler's incremental state (issue 34, item 12): folding in only the trials finished since the last decision,
+and learning the rollouts recorded on the trials, gives the state and the proposals of a full rebuild."""
+from __future__ import annotations
+
+import threading
+
+import optuna
+import pytest
+from _syno_helpers import objective, tiny_space
+from optuna.trial import TrialState
+
+from syno_automl.search.mcts import MCTS, Observation, RolloutFact
+from syno_automl.search.sampler import SynoSampler
+from syno_automl.study.storage import make_storage
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+SEED = 7
+ROLLOUTS = "syno:rollouts"
+
+
+def _sampler(prefetch: bool = False) -> SynoSampler:
+    # no prefetch thread by default: the checks below read the memoized rollouts, which a prefetch adds to
+    return SynoSampler(tiny_space(depth=5), seed=SEED, prefetch=prefetch)
+
+
+def _tree_state(tree: MCTS) -> tuple:
+    # the statistics without the zero entries an add-then-remove leaves behind
+    def nonzero(d: dict) -> dict:
+        return {k: v for k, v in d.items() if v}
+    return nonzero(tree._n), nonzero(tree._sum), nonzero(tree._sq), nonzero(tree._edges), len(tree)
+
+
+def _flaky(trial: optuna.Trial) -> float:
+    value = objective(trial)
+    if trial.number % 7 == 3:
+        raise optuna.TrialPruned()
+    if trial.number % 7 == 5:
+        raise RuntimeError("boom")
+    return value
+
+
+def _check_against_rebuild(study: optuna.Study, live: SynoSampler) -> None:
+    """`live`'s incremental state equals a new sampler's full rebuild, and both propose the same next operator
+    (which also equals the proposal of a sampler that reads no recorded rollouts)."""
+    live_running, live_taken = live._sync(study)
+    rebuilt = _sampler()
+    running, taken = rebuilt._sync(study)
+    assert _tree_state(live._tree) == _tree_state(rebuilt._tree)
+    assert (live_running, live_taken) == (running, taken)
+    # the rollouts recorded on the trials: the rebuilt tree knows every one the live sampler sampled (but those of
+    # the last check's propose below, recorded with the live sampler's next decision)
+    pending = {(f.leaf, f.count) for f in live._tree._new_facts}
+    assert set(live._tree._samples) - pending <= set(rebuilt._tree._samples)
+    number = len(study.trials)
+    expected = live._tree.propose(number, live_running, live_taken).operator.hash
+    assert rebuilt._tree.propose(number, running, taken).operator.hash == expected
+    blind = _sampler()  # the same trials without their recorded rollouts: the same proposal, sampled again
+    copy = optuna.create_study(direction="maximize")
+    for t in study.get_trials(deepcopy=True):
+        t.system_attrs.pop(ROLLOUTS, None)
+        copy.add_trial(t)
+    running, taken = blind._sync(copy)
+    assert not blind._tree._samples
+    assert blind._tree.propose(number, running, taken).operator.hash == expected
+
+
+@pytest.mark.parametrize("url", ["memory", "sqlite"])
+def test_incremental_state_equals_a_full_rebuild_across_batches_and_workers(url, tmp_path):
+    if url == "memory":
+        storage = other_storage = optuna.storages.InMemoryStorage()
+    else:  # two workers, each with its own storage object (and cache) on one database
+        path = f"sqlite:///{tmp_path / 'shared.db'}"
+        storage = make_storage(path, heartbeat_interval=None)
+        other_storage = make_storage(path, heartbeat_interval=None)
+    live = _sampler()
+    study = optuna.create_study(study_name="s", storage=storage, direction="maximize", sampler=live)
+    other = optuna.load_study(study_name="s", storage=other_storage, sampler=_sampler())
+    batches = [(study, 5), (other, 4), (study, 3), (other, 6), (study, 2)]
+    for i, (s, n) in enumerate(batches):
+        s.optimize(_flaky, n_trials=n, catch=(RuntimeError,))
+        if i == 2:
+            running = other.ask()  # a trial the other worker is still evaluating: virtual loss, taken
+            assert running.user_attrs["syno.hash"]
+        _check_against_rebuild(study, live)
+    states = {t.state for t in study.trials}
+    assert {TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING} <= states
+    # every proposal is distinct, and each decision recorded the rollouts it sampled
+    hashes = [t.user_attrs["syno.hash"] for t in study.trials]
+    assert len(set(hashes)) == len(hashes)
+    recorded = [t.system_attrs[ROLLOUTS] for t in study.trials if ROLLOUTS in t.system_attrs]
+    assert recorded and all(r["key"] == live._tree.facts_key for r in recorded)
+    assert all(RolloutFact.from_data(d) is not None for r in recorded for d in r["facts"])
+
+
+def test_rollouts_of_another_seed_or_space_are_not_learned():
+    study = optuna.create_study(direction="maximize", sampler=_sampler())
+    study.optimize(objective, n_trials=6)
+    other_seed = SynoSampler(tiny_space(depth=5), seed=SEED + 1)
+    other_seed._sync(study)
+    assert not other_seed._tree._samples
+    other_space = SynoSampler(tiny_space(depth=5, max_flops=5e8), seed=SEED)
+    other_space._sync(study)
+    assert not other_space._tree._samples
+    same = _sampler()
+    same._sync(study)
+    assert same._tree._samples
+
+
+def test_a_malformed_recorded_rollout_is_ignored_or_resampled():
+    study = optuna.create_study(direction="maximize", sampler=_sampler())
+    study.optimize(objective, n_trials=6)
+    key = study.sampler._tree.facts_key
+    copy = optuna.create_study(direction="maximize")
+    for t in study.get_trials(deepcopy=True):
+        if ROLLOUTS in t.system_attrs:  # garbage, and a completion whose path is not one of this leaf's
+            facts = t.system_attrs[ROLLOUTS]["facts"]
+            t.system_attrs[ROLLOUTS] = {"key": key, "facts": [["x"], 3, *[[f[0], f[1], f[2], [["0" * 16, [
+                "0" * 16]]]] for f in facts]]}
+        copy.add_trial(t)
+    fresh, clean = _sampler(), _sampler()
+    running, taken = fresh._sync(copy)
+    clean_running, clean_taken = clean._sync(study)
+    number = len(study.trials)
+    assert fresh._tree.propose(number, running, taken).operator.hash == \
+        clean._tree.propose(number, clean_running, clean_taken).operator.hash
+
+
+def test_prefetching_changes_no_proposal():
+    def run(prefetch: bool) -> list[str]:
+        study = optuna.create_study(direction="maximize", sampler=_sampler(prefetch))
+        study.optimize(_flaky, n_trials=20, catch=(RuntimeError,))
+        return [t.user_attrs["syno.hash"] for t in study.trials]
+
+    assert run(True) == run(False)
+
+
+def test_a_prefetch_computes_the_next_decisions_rollouts_and_stops_when_told():
+    space = tiny_space(depth=5)
+    tree = MCTS(space, seed=SEED)
+    first = tree.propose(0)
+    running = [Observation(tuple(first.operator.path), None, first.leaf)]
+    tree.take_new_facts()
+    tree.prefetch(1, running, {first.operator.hash}, threading.Event()).join()
+    prefetched = tree.take_new_facts()
+    assert prefetched  # sampled ahead, reported as this tree's own
+    calls = []
+    original = space.sample
+    space.sample = lambda *a, **k: calls.append(1) or original(*a, **k)
+    try:
+        second = tree.propose(1, running, {first.operator.hash})
+    finally:
+        space.sample = original
+    assert not calls and not tree.take_new_facts()  # the decision found every rollout it needed memoized
+    assert second.operator.hash == MCTS(space, seed=SEED).propose(1, running, {first.operator.hash}).operator.hash
+    stop = threading.Event()
+    stop.set()
+    fresh = MCTS(space, seed=SEED + 1)
+    fresh.prefetch(0, (), (), stop).join(timeout=30)
+    assert not fresh.take_new_facts()  # stopped before its first rollout

@@ -359,3 +359,26 @@ def test_a_signal_after_the_command_is_done_ends_the_process_at_once_with_its_st
                           text=True, timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert done.returncode == 130, done.stderr   # not Python's KeyboardInterrupt traceback nor death by SIGINT
     assert "no study database" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_signal_between_a_final_runs_creation_and_its_training_leaves_no_run_running(tmp_path, monkeypatch):
+    from syno_automl.tracking.runs import TrialRun
+
+    original = TrialRun.log_kernels
+    sent = []
+
+    def log_kernels(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        original(self, *args, **kwargs)
+        if not sent and self.client.get_run(self.run_id).data.tags.get(V.TAG_ROLE) == V.ROLE_FINAL:
+            sent.append(self.run_id)   # the first operator finalist's run, made, its training not begun
+            signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(TrialRun, "log_kernels", log_kernels)
+    monkeypatch.setattr(training, "train_operator", _train())
+    monkeypatch.chdir(tmp_path)
+    assert _search(*FINAL) == 143
+    assert sent and _running(tmp_path) == ([], [])
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert client.get_run(sent[0]).info.status == "KILLED"
+    monkeypatch.setattr(TrialRun, "log_kernels", original)
+    _resume_completes(tmp_path, monkeypatch)

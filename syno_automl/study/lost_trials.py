@@ -20,7 +20,7 @@ from syno_automl import vocabulary as V
 from syno_automl.interrupt import deferred_interrupt
 
 __all__ = ["fail_unstarted", "fail_lost_in_creation", "LOST_IN_CREATION", "TrialsCreated", "end_trial_run",
-           "end_orphan_trial_runs", "stale_trials", "STALE", "DEFAULT_GRACE_SECONDS"]
+           "end_final_runs", "end_orphan_trial_runs", "stale_trials", "STALE", "DEFAULT_GRACE_SECONDS"]
 
 LOST_IN_CREATION = "lost before it started: the worker stopped between creating the trial and training it"
 ORPHAN_RUN = "its worker stopped before ending it (the trial is {state})"
@@ -127,6 +127,23 @@ def end_trial_run(tracker: Any, study_name: str, number: int, reason: str) -> bo
         return True
     except Exception:  # noqa: BLE001 -- best effort
         return False
+
+
+def end_final_runs(tracker: Any, study_name: str, since: float, reason: str) -> int:
+    """Ends (KILLED, with `reason`) the study's final-stage runs still RUNNING that started at `since` (epoch
+    seconds) or later: this process's final stage, stopped between creating a run and training its model (the
+    stage ends its runs once their training has begun). Returns how many; never raises."""
+    try:
+        ended = 0
+        for found in tracker.final_runs(study_name, running=True):
+            if found.info.start_time is not None and found.info.start_time >= since * 1000:
+                run = tracker.run(found.info.run_id)
+                run.log_failure(reason)
+                run.finish("KILLED")
+                ended += 1
+        return ended
+    except Exception:  # noqa: BLE001 -- best effort: the next final stage ends them (finalists.py)
+        return 0
 
 
 def end_orphan_trial_runs(study: optuna.Study, tracker: Any, study_name: str) -> list[int]:

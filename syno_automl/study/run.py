@@ -40,7 +40,13 @@ from syno_automl.search.objectives import (
     primary_value,
 )
 from syno_automl.study.context import SearchContext, prepare
-from syno_automl.study.lost_trials import TrialsCreated, end_orphan_trial_runs, end_trial_run, fail_unstarted
+from syno_automl.study.lost_trials import (
+    TrialsCreated,
+    end_final_runs,
+    end_orphan_trial_runs,
+    end_trial_run,
+    fail_unstarted,
+)
 from syno_automl.study.opening import check_study, open_study, remaining_trials
 from syno_automl.study.trial import INTERRUPTED, Objective
 
@@ -94,7 +100,7 @@ def _run_search(config: SearchConfig, resume: bool, out: TextIO | None, n_trials
         status = "FINISHED"
     except KeyboardInterrupt:
         status = "KILLED"
-        _end_interrupted(study, created, tracker, config.study)
+        _end_interrupted(study, created, tracker, config.study, started)
         raise
     except Exception as e:
         if interrupt_requested() is None:
@@ -102,7 +108,7 @@ def _run_search(config: SearchConfig, resume: bool, out: TextIO | None, n_trials
         # an interrupt that surfaced as another error (a KeyboardInterrupt inside Optuna's tell ends in its
         # UnboundLocalError): the search was stopped, not broken
         status = "KILLED"
-        _end_interrupted(study, created, tracker, config.study)
+        _end_interrupted(study, created, tracker, config.study, started)
         raise KeyboardInterrupt(f"interrupted ({type(e).__name__} on the way out)") from e
     finally:
         created.stop()
@@ -144,10 +150,12 @@ def _after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
     check_interrupt()
 
 
-def _end_interrupted(study: optuna.Study, created: TrialsCreated, tracker: Any | None, study_name: str) -> None:
+def _end_interrupted(study: optuna.Study, created: TrialsCreated, tracker: Any | None, study_name: str,
+                     started: float) -> None:
     """This worker's trials left RUNNING by the interrupt fail (INTERRUPTED), their MLflow runs are KILLED: the
     trial being created (stopped inside study.ask(), which Optuna never ends), the one being run when Optuna could
-    not end it (a signal in its tell). Best effort: the interrupt is what the caller sees."""
+    not end it (a signal in its tell), a final-stage run made since `started` and not yet training. Best effort:
+    the interrupt is what the caller sees."""
     ids = {getattr(study.sampler, "current_trial_id", None), *created.ids[-3:]} - {None}   # the latest: sequential
     numbers = set()
     for trial_id in [*ids, *created.others[-2:]]:   # and the fidelity companion's trial (search/fidelity.py)
@@ -160,6 +168,7 @@ def _end_interrupted(study: optuna.Study, created: TrialsCreated, tracker: Any |
     if tracker is not None:
         for number in sorted(numbers):
             end_trial_run(tracker, study_name, number, INTERRUPTED)
+        end_final_runs(tracker, study_name, started, INTERRUPTED)
 
 
 #: how hard the pre-flight looks for one operator: twice one MCTS fallback draw (1,000 descents), a few seconds

@@ -7,6 +7,7 @@ first use.
 from __future__ import annotations
 
 import importlib.util as _util
+from collections.abc import Callable
 from typing import Any
 
 if _util.find_spec("syno_automl._native") is None:  # the C++ core, built by CMake
@@ -36,19 +37,21 @@ __all__ = ["OperatorSpace", "Operator", "Node", "Placeholder", "Substitution", "
            "SubstitutionError", "ValuationError"]
 __version__ = "0.1.0"
 
-_LAZY = {
-    "Placeholder": "syno_automl.placeholder", "Substitution": "syno_automl.placeholder",
-    "substitute": "syno_automl.placeholder",
-    "SynoSampler": "syno_automl.search.sampler", "suggest_operator": "syno_automl.search.sampler",
-    "SynoSubstitution": "syno_automl.search.callbacks", "SynoPruning": "syno_automl.search.callbacks",
-    "EpochMetricsLogger": "syno_automl.search.callbacks",
-    "SlowTrialGuard": "syno_automl.search.time_limits", "TrainingTimeBudget": "syno_automl.search.time_limits",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
+def lazy_attributes(package: str, homes: dict[str, str]) -> Callable[[str], Any]:
+    """A package face's PEP 562 ``__getattr__``: each name of `homes` is imported on first use from its submodule
+    (``package.<home>``), so that the face names it without loading torch, Lightning, MLflow or matplotlib."""
+    def __getattr__(name: str) -> Any:
+        if name not in homes:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'syno_automl' has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{homes[name]}"), name)
+    return __getattr__
+
+
+__getattr__ = lazy_attributes(__name__, {
+    "Placeholder": "placeholder", "Substitution": "placeholder", "substitute": "placeholder",
+    "SynoSampler": "search.sampler", "suggest_operator": "search.sampler",
+    "SynoSubstitution": "search.callbacks", "SynoPruning": "search.callbacks", "EpochMetricsLogger": "search.callbacks",
+    "SlowTrialGuard": "search.time_limits", "TrainingTimeBudget": "search.time_limits",
+})

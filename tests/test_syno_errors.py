@@ -26,9 +26,6 @@ UPPER_FLOORS: tuple[str, ...] = ()
 ALLOWED = {
     ("syno_automl/__init__.py", "AttributeError"): "PEP 562 module __getattr__",
     ("syno_automl/codegen/loader.py", "AttributeError"): "PEP 562 module __getattr__",
-    ("syno_automl/study/__init__.py", "AttributeError"): "PEP 562 module __getattr__",
-    ("syno_automl/report/__init__.py", "AttributeError"): "PEP 562 module __getattr__",
-    ("syno_automl/tracking/__init__.py", "AttributeError"): "PEP 562 module __getattr__",
     ("syno_automl/__init__.py", "ImportError"): "the package cannot load (no compiled core): nothing to import yet",
     ("syno_automl/interrupt.py", "KeyboardInterrupt"): "the user's Ctrl-C, re-raised after cleanup",
     ("syno_automl/cli/app.py", "KeyboardInterrupt"): "the user's stop signal, raised again where an error hid it",

@@ -12,8 +12,9 @@ Example:
 """
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from syno_automl import lazy_attributes
 
 if TYPE_CHECKING:
     from syno_automl.study.context import SearchContext, prepare
@@ -21,9 +22,4 @@ if TYPE_CHECKING:
 
 __all__ = ["run_search", "SearchResult", "SearchContext", "prepare"]
 _HOME = {"SearchContext": "context", "prepare": "context", "SearchResult": "run", "run_search": "run"}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+__getattr__ = lazy_attributes(__name__, _HOME)

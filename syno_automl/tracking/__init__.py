@@ -3,7 +3,7 @@
 """
 from __future__ import annotations
 
-from typing import Any
+from syno_automl import lazy_attributes
 
 _NAMES = {
     "SearchTracker": "runs",
@@ -27,11 +27,4 @@ _NAMES = {
 }
 __all__ = list(_NAMES)
 
-
-def __getattr__(name: str) -> Any:
-    # lazy: the face names every submodule's public names without importing them (matplotlib, MLflow) until used
-    if name in _NAMES:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _NAMES)

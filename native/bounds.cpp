@@ -42,10 +42,12 @@
 //    steps make one; an outer SHARE's coordinate comes with the weight). plan_cost's walk from b then depends on
 //    T's dims alone, except for copies that depend on T's memory layout (permutes before a merge, contraction
 //    or convolution, and the final permute). plan_cost_bound (cost.hpp) walks from b counting all but those:
-//    every term it counts is in plan_cost(lower(op)) (fusions of a roll with a stride, and of two unfolds with
-//    a contraction, are decided inside runs after b, so alike), and the terms it leaves out are >= 0. Two
-//    unfolds before b may fuse with a contraction at b into a convolution: that counts 2 x letters FLOPs, the
-//    walk counts that contraction as 1 or 2 x the same letters. So bound <= cost, mapping by mapping.
+//    every term it counts is in plan_cost(lower(op)) (fusions of a roll with a stride, and of one or two unfolds
+//    with a contraction, are decided inside runs after b, so alike), and the terms it leaves out are >= 0. One
+//    or two unfolds before b may fuse with a contraction at b into a convolution: that counts 2 x letters FLOPs,
+//    the walk counts that contraction as 1 or 2 x the same letters; the convolution reads T before the unfolds,
+//    so the walk counts that contraction's read of T divided by its two largest odd summed letters (the windows
+//    it may have: windows are odd). So bound <= cost, mapping by mapping.
 // 4. With EXPAND allowed, T's dims at b may be broadcast in some completion; the bound is then (1 +
 //    kElementCost) x the weights' elements: every contraction writes its weight's gradient and computes at
 //    least one FLOP per weight element (its letters include the weight's coordinates). With the planner's
@@ -57,8 +59,8 @@
 //    step of the run is placed already (else the earliest unplaced C step is ready and picked first): after u
 //    the run grows T only by P's other unfolds (an unfold multiplies numel(T) by its window, a stride divides
 //    it, other views keep it). Hence numel(T after u) >= numel(T at b) / prod(P's other first-run windows),
-//    and u writes that plus its padding (>= numel(T before u) = numel(T after u) / k). The two unfolds right
-//    before a contraction at b may fuse into a convolution: then the two largest of these terms are dropped.
+//    and u writes that plus its padding (>= numel(T before u) = numel(T after u) / k). The one or two unfolds
+//    right before a contraction at b may fuse into a convolution: then the two largest of these terms are dropped.
 //    A P roll (shift) is fused, and free, iff a P stride takes its output (that stride becomes ready with it
 //    and has the least priority); else it writes numel(T at it) >= numel(T at b) / (prod of P's first-run
 //    windows x what C's unfolds placed after it may add). That factor is 1 when C can add no unfold (at the

@@ -27,10 +27,16 @@ public:
             counting_ = i >= from_;
             if (counting_ && i + 2 < steps.size() && steps[i].op == StepOp::Unfold &&
                 steps[i + 1].op == StepOp::Unfold && steps[i + 2].op == StepOp::Contract &&
-                conv(steps[i], steps[i + 1], steps[i + 2])) {
+                conv({&steps[i], &steps[i + 1]}, steps[i + 2])) {
                 i += 2;
                 continue;
             }
+            if (counting_ && i + 1 < steps.size() && steps[i].op == StepOp::Unfold &&
+                steps[i + 1].op == StepOp::Contract && conv({&steps[i]}, steps[i + 1])) {
+                i += 1;
+                continue;
+            }
+            first_ = bound_ && i == from_;
             if (counting_ && i + 1 < steps.size() && steps[i].op == StepOp::Shift &&
                 steps[i + 1].op == StepOp::Stride && steps[i + 1].src[0] == steps[i].dst[0] &&
                 !virtual_.count(steps[i].src[0])) {
@@ -299,7 +305,7 @@ private:
         if (summed && !(as_is && contiguous_ && layout_ == tphys)) relayout(numel(tphys));
         if (summed) {
             end_run(false);
-            write(numel(out_phys), numel(tphys) + numel(w));
+            write(numel(out_phys), numel(tphys) / conv_read_divisor(tphys, wset, oset) + numel(w));
         } else {  // a broadcast product, elementwise: a compiler fuses it with the run's views around it
             copy(numel(out_phys), numel(tphys) + numel(w));
         }
@@ -311,13 +317,31 @@ private:
         else layout_ = cat(cat(b, m), n);
     }
 
-    // unfold, unfold, contract summing both windows against the weight and keeping both main dims: one conv2d on
-    // T before the unfolds (codegen/torch.py conv_steps), no im2col copy.
-    bool conv(const ProgramStep& u1, const ProgramStep& u2, const ProgramStep& c) {
-        int s1 = u1.src[0], s2 = u2.src[0];
-        if (s1 == s2 || virtual_.count(s1) || virtual_.count(s2)) return false;
-        for (int f : p_.free_dims)
-            if (f == s1 || f == s2) return false;
+    // What a bound's first contraction reads less of T than it would if it were a convolution: unfolds of the
+    // completion (or of the path) right before it may make it one, which reads T before them. Their windows are
+    // at most two of T's summed letters, each of an odd size (space.cpp refuses even windows): the two largest such.
+    double conv_read_divisor(const std::vector<int>& tphys, const std::set<int>& wset, const std::set<int>& oset) const {
+        if (!first_) return 1;
+        std::vector<double> ks;
+        for (int d : tphys)
+            if (wset.count(d) && !oset.count(d) && static_cast<long long>(size(d)) % 2 == 1) ks.push_back(size(d));
+        std::sort(ks.rbegin(), ks.rend());
+        double k = 1;
+        for (size_t j = 0; j < ks.size() && j < 2; ++j) k *= ks[j];
+        return k;
+    }
+
+    // unfold (unfold), contract summing every window against the weight and keeping every main dim: one conv1d
+    // (conv2d) on T before the unfolds (codegen/torch_contract.py emit_conv), no im2col copy.
+    bool conv(const std::vector<const ProgramStep*>& us, const ProgramStep& c) {
+        std::set<int> srcs;
+        for (const ProgramStep* u : us) {
+            int s = u->src[0];
+            if (srcs.count(s) || virtual_.count(s)) return false;
+            for (int f : p_.free_dims)
+                if (f == s) return false;
+            srcs.insert(s);
+        }
         auto r = [&](int d) {
             for (auto [from, to] : c.rename)
                 if (from == d) return to;
@@ -326,18 +350,20 @@ private:
         const ProgramTensor& weight = p_.weights[static_cast<size_t>(c.weight)];
         const std::vector<int> w = viewed_dims(weight);
         std::set<int> wset(w.begin(), w.end()), oset(c.out.begin(), c.out.end());
-        for (const ProgramStep* u : {&u1, &u2}) {
+        std::set<int> windows, mains;
+        for (const ProgramStep* u : us) {
             int m = r(u->dst[0]), win = r(u->dst[1]);
             if (!oset.count(m) || wset.count(m) || !wset.count(win) || oset.count(win)) return false;
+            windows.insert(win);
+            mains.insert(m);
         }
         std::set<int> tset;
         for (int d : phys())
-            if (d != s1 && d != s2) {
+            if (!srcs.count(d)) {
                 int x = r(d);
                 if (!wset.count(x) && !oset.count(x)) return false;
                 tset.insert(x);
             }
-        std::set<int> windows{r(u1.dst[1]), r(u2.dst[1])}, mains{r(u1.dst[0]), r(u2.dst[0])};
         for (int d : w)
             if (!tset.count(d) && !oset.count(d) && !windows.count(d)) return false;
         if (!virtual_.empty()) {  // the generator keeps broadcast dims out of the conv only when unused by it
@@ -356,7 +382,7 @@ private:
         // the conv's input: T permuted to (M, B, K, spatial in T's order); its output (M, B, N, mains)
         std::vector<int> pre = phys(), mm, bb, kk, nn, sp;
         for (int d : pre) {
-            if (d == s1 || d == s2) { sp.push_back(d); continue; }
+            if (srcs.count(d)) { sp.push_back(d); continue; }
             int x = r(d);
             if (wset.count(x) && oset.count(x)) bb.push_back(d);
             else if (oset.count(x)) mm.push_back(d);
@@ -380,7 +406,9 @@ private:
         for (int d : bb) res.push_back(r(d));
         for (int d : c.out)
             if (wset.count(d) && !tset.count(d) && !windows.count(d) && !still_virtual.count(d)) res.push_back(d);
-        for (int d : sp) res.push_back(r(d == s1 ? u1.dst[0] : u2.dst[0]));
+        for (int d : sp)
+            for (const ProgramStep* u : us)
+                if (u->src[0] == d) res.push_back(r(u->dst[0]));
         dims_ = c.out;
         virtual_ = still_virtual;
         contiguous_ = true;
@@ -398,6 +426,7 @@ private:
     bool counting_ = true;
     Cost cost_;
     double run_max_ = 0;       // the largest copy of the current run of views
+    bool first_ = false;       // at a bound's first step (from)
     bool run_copies_ = false;  // whether it has one
 };
 

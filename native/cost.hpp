@@ -56,7 +56,7 @@ struct Cost {
 };
 
 // Walks the steps as codegen/torch.py lowers them: broadcast (expanded) dims stay virtual until a step needs
-// them stored; unfold + unfold + contract of the conv pattern is one convolution (no im2col copy).
+// them stored; unfold (+ unfold) + contract of the conv pattern is one conv1d (conv2d), no im2col copy.
 Cost plan_cost(const Program& program);
 
 // What steps[from..] cost at least in any program that ends with them and reaches steps[from] with T holding

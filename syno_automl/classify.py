@@ -1,10 +1,12 @@
-"""Names an operator's known form (issue 25, point 6): convolution, grouped / depthwise convolution, 1x1 conv,
-linear, block-diagonal linear, pooling — up to a fixed permutation of channels — or None for a new operator.
+"""Names an operator's known form (issue 25, point 6): convolution (conv2d, conv1d), grouped / depthwise
+convolution, 1x1 (pointwise) conv, linear, block-diagonal linear, pooling — up to a fixed permutation of channels —
+or None for a new operator.
 
 It reads the operator's primitives (``op.primitives``), after removing what only permutes channels:
 a SHIFT of a channel coordinate (a cyclic relabelling) and the order of the two parts of a channel SPLIT or MERGE
 (interleaved vs blocked channels). A form is then recognized by its single CONTRACTION: which coordinates it
-shares (the input channels or their groups, the windows of UNFOLDs of H and W) and adds (the output channels).
+shares (the input channels or their groups, the windows of UNFOLDs of H and W, or of L) and adds (the output
+channels). A spec with one spatial coordinate ([N, C_in, L]) names 1-D forms: ``conv1d 3``, ``pointwise conv1d``.
 
 Example:
     >>> from syno_automl import OperatorSpace, known
@@ -69,14 +71,16 @@ def _variables(size: str) -> set[str]:
 
 
 class _Reader:
-    """The space's channel and spatial variables (a conv spec [N, C_in, H, W], a linear one [N, C_in])."""
+    """The space's channel and spatial variables (a conv spec [N, C_in, H, W] or [N, C_in, L], a linear one
+    [N, C_in])."""
 
     def __init__(self, space: Any) -> None:
         inputs, outputs = _shape_names(space.input_shape), _shape_names(space.output_shape)
         self.c_in = inputs[1] if len(inputs) >= 2 else ""
         self.c_out = outputs[1] if len(outputs) >= 2 else ""
         self.spatial = {n for n in inputs[2:] + outputs[2:] if n}
-        self.conv = len(inputs) == 4
+        self.conv = len(inputs) >= 3
+        self.one_d = len(inputs) == 3  # one spatial coordinate: 1-D forms
         self.primary = {v["name"] for v in space.variables if v["primary"]}
         self.values = space.mapping(0)
 
@@ -142,13 +146,16 @@ def _conv_name(reader: _Reader, windows: list[tuple[str, str]], groups: str | No
         prefix = ""
     if not windows:
         if reader.conv:
-            base = "1x1 conv"
+            base = "pointwise conv1d" if reader.one_d else "1x1 conv"
         else:
             base = "block-diagonal linear" if groups else "linear"
             prefix = ""
     else:
         sizes = [reader.value(w) for _, w in windows]
-        base = "conv2d " + ("x".join(sizes) if len(sizes) == 2 else f"{sizes[0]}x1")
+        if reader.one_d:
+            base = f"conv1d {sizes[0]}"
+        else:
+            base = "conv2d " + ("x".join(sizes) if len(sizes) == 2 else f"{sizes[0]}x1")
     name = prefix + base
     if groups:
         name += f", {groups} {'blocks' if name.startswith('block') else 'groups'}"
@@ -158,7 +165,7 @@ def _conv_name(reader: _Reader, windows: list[tuple[str, str]], groups: str | No
 def _single_weight(reader: _Reader, prims: list[_Parsed]) -> str | None:
     (c,) = [p for p in prims if p.kind == "CONTRACTION"]
     windows = _windows(reader, prims)
-    if windows is None:
+    if windows is None or (reader.one_d and len(windows) > 1):  # two windows of L: not a conv1d's one
         return None
     splits = [p for p in prims if p.kind == "SPLIT"]
     merges = [p for p in prims if p.kind == "MERGE"]

@@ -97,9 +97,9 @@ class CostProfile:
 
     def layer_cost(self, flops: float, input_elements: float, output_elements: float,
                    weight_elements: float) -> float:
-        """A Conv2d / Linear layer (one convolution or matmul): its FLOPs, its input and weight read, its output and
-        (in training) its weight's gradient written, one kernel each -- what the conv-equivalent operator's plan
-        counts."""
+        """A Conv1d / Conv2d / Linear layer (one convolution or matmul): its FLOPs, its input and weight read, its
+        output and (in training) its weight's gradient written, one kernel each -- what the conv-equivalent
+        operator's plan counts."""
         gradient = self.step == "train"
         return (self.flop * flops + self.element * (output_elements + weight_elements * gradient)
                 + self.read * (input_elements + weight_elements) + self.launch * (1 + gradient))

@@ -1,7 +1,7 @@
 """An operator as a drop-in PyTorch layer: one standalone file (torch only) and, optionally, its trained weights.
 
-The file defines the generated operator class and ``SynoLayer``, which stands where the replaced ``Conv2d`` or
-``Linear`` stood in the search: it checks the input's sizes (one clear ValueError; the generated code is
+The file defines the generated operator class and ``SynoLayer``, which stands where the replaced ``Conv2d``,
+``Conv1d`` or ``Linear`` stood in the search: it checks the input's sizes (one clear ValueError; the generated code is
 specialised to the recorded sizes, only run-time sized dims such as the batch may vary), adds the per-channel
 bias the search added, and can re-apply the search's initialisation (`match_output_std`). Its ``state_dict``
 keys are those of the search's Placeholder (``operator.w0``, ..., ``bias``), so the trained weights kept as
@@ -79,12 +79,15 @@ if __name__ == "__main__":  # smoke test: python this_file.py [weights.pt]
     print(f"ok: {{list(shape)}} -> {{list(y.shape)}}")
 '''
 
-_FORWARD = {
-    "conv2d": '''        self._check(x)
+_CHANNELS_FIRST = '''        self._check(x)
         y = self.operator(x)
         if self.bias is not None:
             y = y + self.bias.view(1, -1, *([1] * (y.dim() - 2)))
-        return y''',
+        return y'''
+
+_FORWARD = {  # by the replaced layer's kind (syno_automl.placeholder.layers.KINDS)
+    "conv1d": _CHANNELS_FIRST,
+    "conv2d": _CHANNELS_FIRST,
     "linear": '''        self._check(x)
         lead = x.shape[:-1]
         y = self.operator(x.reshape(-1, x.shape[-1]))
@@ -102,16 +105,16 @@ def _shape(part: dict[str, Any], free: set[int]) -> tuple[int | None, ...]:
 def layer_source(op: Operator, mapping: int = 0, *, kind: str = "conv2d", bias: bool = True) -> str:
     """A standalone file (torch only): the generated operator class and ``SynoLayer`` (see the module doc).
 
-    `kind`: the replaced layer, ``conv2d`` (channels on dim 1) or ``linear`` (channels last; leading dims are
-    flattened as the search did). `bias`: add the zero-initialised per-channel bias the search added."""
+    `kind`: the replaced layer, ``conv2d`` or ``conv1d`` (channels on dim 1) or ``linear`` (channels last; leading
+    dims are flattened as the search did). `bias`: add the zero-initialised per-channel bias the search added."""
     if kind not in _FORWARD:
-        raise OptionError(f"kind must be 'conv2d' or 'linear', got {shown(kind)}")
+        raise OptionError(f"kind must be one of {', '.join(map(repr, _FORWARD))}, got {shown(kind)}")
     program = op.program(mapping)
     free = {int(d) for d in program.get("free_dims", [])}
     inp, out = _shape(program["input"], free), _shape(program["output"], free)
     if kind == "linear":  # the layer sees [..., C_in]; the operator sees it flattened to [N, C_in]
         inp, out = (None, inp[-1]), (None, out[-1])
-    channels = out[1] if kind == "conv2d" else out[-1]
+    channels = out[-1] if kind == "linear" else out[1]
     class_name = f"Syno_{op.hash}"
     text = lambda s: "[" + ", ".join("None" if v is None else str(v) for v in s) + "]"  # noqa: E731
     return op.to_source(mapping).rstrip() + "\n" + _TEMPLATE.format(

@@ -25,8 +25,8 @@ from syno_automl.errors import OperatorFormatError
 from syno_automl.ir.expr import evaluate_index as ir_evaluate_index
 from syno_automl.space import Node, Operator, OperatorSpace
 
-__all__ = ["walk", "conv2d", "depthwise_conv2d", "grouped_conv2d", "grouped_linear", "avg_pool2d", "pixel_shuffle",
-           "linear", "opening", "classify"]
+__all__ = ["walk", "conv2d", "depthwise_conv2d", "grouped_conv2d", "conv1d", "depthwise_conv1d", "grouped_conv1d",
+           "pointwise_conv1d", "grouped_linear", "avg_pool2d", "pixel_shuffle", "linear", "opening", "classify"]
 
 
 def _normalize(description: str) -> str:
@@ -102,6 +102,40 @@ def grouped_conv2d(space: OperatorSpace, groups: str = "g") -> Operator:
                         f"SPLIT C_in -> [{g}, {g}^-1*C_in]", "UNFOLD H -> [H, k]", "UNFOLD W -> [W, k]"])
 
 
+def conv1d(space: OperatorSpace) -> Operator:
+    """k-wide 1-D convolution, same padding. Spec: [N, C_in, L] -> [N, C_out, L], coefficient k (odd).
+
+    Weight layout: [C_out, C_in, k] (as torch's conv1d weight).
+    """
+    return walk(space, ["REDUCE C_in", "REDUCE k", "CONTRACTION share [C_in, k] outer [C_out]", "UNFOLD L -> [L, k]"])
+
+
+def depthwise_conv1d(space: OperatorSpace) -> Operator:
+    """Depthwise k-wide 1-D convolution. Spec: [N, C, L] -> [N, C, L]. Weight layout: [C, k]."""
+    return walk(space, ["REDUCE k", "CONTRACTION share [C, k] outer []", "UNFOLD L -> [L, k]"])
+
+
+def grouped_conv1d(space: OperatorSpace, groups: str = "g") -> Operator:
+    """Grouped k-wide 1-D convolution with `groups` groups (a coefficient's name). Spec: [N, C_in, L] ->
+    [N, C_out, L], coefficients k and `groups`.
+
+    Weight layout: [g, C_out/g, C_in/g, k] (torch's [C_out, C_in/g, k] reshaped).
+    """
+    g = groups
+    return walk(space, [f"REDUCE {g}^-1*C_in", "REDUCE k", f"MERGE [{g}, {g}^-1*C_out] -> C_out",
+                        f"CONTRACTION share [{g}, {g}^-1*C_in, k] outer [{g}^-1*C_out]",
+                        f"SPLIT C_in -> [{g}, {g}^-1*C_in]", "UNFOLD L -> [L, k]"])
+
+
+def pointwise_conv1d(space: OperatorSpace) -> Operator:
+    """Pointwise (kernel 1) convolution: every position's channels mixed by one [C_out, C_in] weight. Spec:
+    [N, C_in, L] -> [N, C_out, L] (the same walk gives the 1x1 conv of a [N, C_in, H, W] spec).
+
+    Weight layout: [C_out, C_in] (torch's conv1d weight [C_out, C_in, 1] without its last dim).
+    """
+    return walk(space, ["REDUCE C_in", "CONTRACTION share [C_in] outer [C_out]"])
+
+
 def grouped_linear(space: OperatorSpace, groups: str = "g") -> Operator:
     """Block-diagonal dense layer with `groups` blocks (a coefficient's name). Spec: [N, C_in] -> [N, C_out].
 
@@ -138,7 +172,7 @@ def linear(space: OperatorSpace) -> Operator:
 
 # the replaced layer's grouped forms, most faithful first: a space that holds a grouped conv replaces a conv
 _GROUPED_FORMS: tuple[tuple[str, Callable[[OperatorSpace, str], Operator]], ...] = (
-    ("grouped conv2d", grouped_conv2d), ("block-diagonal linear", grouped_linear))
+    ("grouped conv2d", grouped_conv2d), ("grouped conv1d", grouped_conv1d), ("block-diagonal linear", grouped_linear))
 
 
 def opening(space: OperatorSpace) -> list[tuple[str, Operator]]:

@@ -7,6 +7,8 @@ from syno_automl import OperatorSpace, known
 
 CONV = ("[N, C_in, H, W]", "[N, C_out, H, W]", ["N: 0", "C_in: 2", "C_out: 2", "H: 2", "W: 2"], ["k=3: 2", "s=2: 2"],
         [{"N": 1, "C_in": 8, "C_out": 8, "H": 8, "W": 8}])
+CONV1D = ("[N, C_in, L]", "[N, C_out, L]", ["N: 0", "C_in: 2", "C_out: 2", "L: 2"], ["k=3: 2", "s=2: 2"],
+          [{"N": 1, "C_in": 8, "C_out": 8, "L": 12}])
 LINEAR = ("[N, C_in]", "[N, C_out]", ["N: 0", "C_in: 2", "C_out: 2"], ["s=2: 2"], [{"N": 4, "C_in": 8, "C_out": 8}])
 DEPTHWISE = ("[N, C, H, W]", "[N, C, H, W]", ["N: 0", "C: 3", "H: 2", "W: 2"], ["k=3: 2"],
              [{"N": 2, "C": 4, "H": 7, "W": 6}])
@@ -27,6 +29,9 @@ def steps(*s: str):
     (CONV, steps("REDUCE C_in", "CONTRACTION share [C_in] outer [C_out]"), "1x1 conv"),
     (CONV, steps("REDUCE C_in", "SHIFT C_out", "CONTRACTION share [C_in] outer [C_out]"),
      "1x1 conv, channels permuted"),
+    (CONV1D, known.conv1d, "conv1d 3"),
+    (CONV1D, lambda s: known.grouped_conv1d(s, "s"), "grouped conv1d 3, s groups"),
+    (CONV1D, known.pointwise_conv1d, "pointwise conv1d"),
     (LINEAR, known.linear, "linear"),
     (LINEAR, lambda s: known.grouped_linear(s, "s"), "block-diagonal linear, s blocks"),
     (DEPTHWISE, known.depthwise_conv2d, "depthwise conv2d 3x3"),

@@ -696,9 +696,10 @@ def _interpret(prog: dict, x: torch.Tensor, weights) -> torch.Tensor:
     return t.permute([dims.index(d) for d in prog["output"]["dims"]])
 
 
-def _conv_pattern_program(rng: np.random.Generator) -> dict:
+def _conv_pattern_program(rng: np.random.Generator, spatial: int = 2) -> dict:
     """unfold, unfold, contract in random layouts: batch n (free), optional extra M dim e, groups g (B),
-    input channels c (K), output channels o (N), windows of size 1, 3 or 5, either unfold order, renames."""
+    input channels c (K), output channels o (N), windows of size 1, 3 or 5, either unfold order, renames.
+    ``spatial=1``: unfold, contract (a conv1d over h; w is kept as another M dim)."""
     n, h, w, e, g, c, o = 0, 1, 2, 3, 4, 5, 6
     sizes = {n: 2, h: 5, w: 4, e: 2, g: 2, c: 3, o: 3}
     pre = [n, h, w] + [d for d in (e, g, c) if rng.random() < 0.6]
@@ -707,33 +708,38 @@ def _conv_pattern_program(rng: np.random.Generator) -> dict:
     sizes.update({10: 5, 11: kh, 12: 4, 13: kw, 21: kh, 22: kw, 25: 3})
     unfolds = [{"op": "unfold", "src": h, "dst": [10, 11], "window": kh},
                {"op": "unfold", "src": w, "dst": [12, 13], "window": kw}]
+    if spatial == 1:
+        unfolds = unfolds[:1]
     if rng.random() < 0.5:
         unfolds.reverse()
-    rename = {11: 21, 13: 22}
+    rename = {11: 21, 13: 22} if spatial == 2 else {11: 21}
     wc = c
     if c in pre and rng.random() < 0.5:
         rename[c] = wc = 25
-    wd = [d for d in (g, wc) if d in pre or d == wc and c in pre] + [21, 22] + ([o] if rng.random() < 0.7 else [])
+    windows, mains = ([21, 22], [10, 12]) if spatial == 2 else ([21], [10, w])
+    wd = [d for d in (g, wc) if d in pre or d == wc and c in pre] + windows + ([o] if rng.random() < 0.7 else [])
     wd = [wd[i] for i in rng.permutation(len(wd))]
-    out = [n, 10, 12] + [d for d in (e, g) if d in pre] + [d for d in wd if d == o]
+    out = [n, *mains] + [d for d in (e, g) if d in pre] + [d for d in wd if d == o]
     out = [out[i] for i in rng.permutation(len(out))]
     contract = {"op": "contract", "weight": 0, "rename": rename, "out": out}
     return program(pre, out, sizes, unfolds + [contract], expr=None, weights=[(wd, 1)], flops=None)
 
 
-def test_conv_pattern_lowers_to_conv2d_and_matches():
+@pytest.mark.parametrize("spatial", [2, 1])
+def test_conv_pattern_lowers_to_conv2d_and_matches(spatial: int):
     """unfold + unfold + contract summing both windows = F.conv2d on the tensor before the unfolds (groups for B
     letters, any layout, either unfold order): the same function as pad/unfold/einsum (float64, 1e-12), also
-    with another batch size; the hand-written conv2d/depthwise/grouped programs take this path too."""
+    with another batch size; the hand-written conv2d/depthwise/grouped programs take this path too. One unfold +
+    contract summing its window = F.conv1d, alike."""
     for make in (conv2d_program, depthwise_program, grouped_program):
         src = program_to_source(make())
         assert "F.conv2d(" in src and "torch.mm(" not in src and "torch.bmm(" not in src
     rng = np.random.default_rng(0)
     groups_seen = set()
     for _ in range(40):
-        prog = _conv_pattern_program(rng)
+        prog = _conv_pattern_program(rng, spatial)
         src = program_to_source(prog)
-        assert "F.conv2d(" in src and "einsum" not in src, src
+        assert f"F.conv{spatial}d(" in src and "einsum" not in src and "unfold(" not in src, src
         groups_seen.add("groups=" in src)
         module = build_module(prog).double()
         for batch in (2, 3):

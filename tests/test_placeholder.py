@@ -431,8 +431,8 @@ def test_placeholder_state():
 
 def test_errors():
     model, x, _ = model_and_batch("small_cnn")
-    with pytest.raises(SubstitutionError, match="unsupported layer type .*Conv1d"):
-        substitute(model, nn.Conv1d, x, cost_ratio=None)
+    with pytest.raises(SubstitutionError, match="unsupported layer type .*Conv3d"):
+        substitute(model, nn.Conv3d, x, cost_ratio=None)
     with pytest.raises(SubstitutionError, match="unsupported layer type .*LSTM"):
         substitute(model, (nn.Conv2d, nn.LSTM), x, cost_ratio=None)
     with pytest.raises(SubstitutionError, match="not an nn.Module class"):

@@ -23,8 +23,8 @@ tensor):
   ``expand``, still a view) only when a merge with a stored dim, an unfold or the final output needs it.
 * ``reduce``   -> ``t.sum(p)`` / ``t.mean(p)`` (on a virtual dim: ``* n`` / nothing)
 * ``contract`` -> one ``torch.bmm`` / ``torch.mm`` over the letter groups B, M, N, K (a broadcast ``*`` when
-  nothing is summed), never ``torch.einsum``; unfold + unfold + contract in the conv pattern -> one
-  ``F.conv2d`` on the tensor before the unfolds (no im2col copy). See codegen/torch_contract.py.
+  nothing is summed), never ``torch.einsum``; unfold (+ unfold) + contract in the conv pattern -> one
+  ``F.conv1d`` (``F.conv2d``) on the tensor before the unfolds (no im2col copy). See codegen/torch_contract.py.
 * end          -> materialize what is still virtual, ``permute`` to ``output.dims``
 
 Dims in ``free_dims`` may have any size at run time (e.g. the batch dim): the generated code never bakes their

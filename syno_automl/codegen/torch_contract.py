@@ -1,5 +1,5 @@
 """Contract steps of the PyTorch generator: one ``torch.mm`` / ``torch.bmm`` (or a broadcast ``*``), and
-unfold + unfold + contract as one ``F.conv2d``.
+unfold + contract as one ``F.conv1d``, unfold + unfold + contract as one ``F.conv2d``.
 
 Never ``torch.einsum``: for some shapes its bmm path gets operands with batch stride 1 and clones them per
 batch (seconds instead of milliseconds). Letters (dims after the rename; T's broadcast dims left out) form four
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from syno_automl.ir import ContractInfo, State, Transition
-from syno_automl.ir.program import Contract, Unfold
+from syno_automl.ir.program import Unfold
 
 __all__ = ["emit_contract", "emit_conv", "Emitter"]
 
@@ -154,20 +154,19 @@ def emit_contract(gen: Emitter, c: ContractInfo) -> None:
 
 
 def emit_conv(gen: Emitter, trs: list[Transition]) -> bool:
-    """unfold, unfold, contract -> one ``F.conv2d`` on the tensor before the unfolds, when the contraction sums
-    exactly both windows against the weight and keeps both main dims (the conv pattern: the unfolds' k//2 zero
-    padding both sides is conv2d's ``padding``, stride 1). Other letters: B (in T, w and out) are conv groups,
-    K (summed) input channels per group, N output channels per group, M the conv's batch. Returns False (and
-    emits nothing) when the steps do not have that form: the walker then emits them one by one."""
-    u1: Transition[Unfold]
-    u2: Transition[Unfold]
-    ct: Transition[Contract]
-    u1, u2, ct = trs
+    """unfold(s), contract -> one ``F.conv1d`` / ``F.conv2d`` on the tensor before the unfolds (one or two), when
+    the contraction sums exactly the windows against the weight and keeps the main dims (the conv pattern: the
+    unfolds' k//2 zero padding both sides is the conv's ``padding``, stride 1). Other letters: B (in T, w and out)
+    are conv groups, K (summed) input channels per group, N output channels per group, M the conv's batch. The
+    cost model (native/cost.cpp, ``conv``) takes the same steps for one convolution. Returns False (and emits
+    nothing) when the steps do not have that form: the walker then emits them one by one."""
+    *us, ct = trs
+    unfolds: list[Transition[Unfold]] = us
     c = ct.contract
     assert c is not None  # advance resolves every contract step
-    s1, s2 = u1.step.src, u2.step.src
+    srcs = [u.step.src for u in unfolds]
     pre = gen.phys()
-    if s1 not in pre or s2 not in pre or s1 == s2 or s1 in gen.free or s2 in gen.free:
+    if len(set(srcs)) != len(srcs) or any(s not in pre or s in gen.free for s in srcs):
         return False
     ren = dict(ct.step.rename)
 
@@ -180,12 +179,12 @@ def emit_conv(gen: Emitter, trs: list[Transition]) -> bool:
     wset, oset, tset = set(wdims), set(out), set(tphys)
     if any(d not in wset and d not in oset for d in tphys) or any(d not in tset and d not in oset for d in wdims):
         return False  # a letter summed from one operand only: not this pattern
-    # the two spatial dims in T's order before the unfolds: (source, main, window, k)
-    sp = sorted([(s1, r(u1.step.dst[0]), r(u1.step.dst[1]), u1.step.window),
-                 (s2, r(u2.step.dst[0]), r(u2.step.dst[1]), u2.step.window)], key=lambda u: pre.index(u[0]))
+    # the spatial dims in T's order before the unfolds: (source, main, window, k)
+    sp = sorted([(u.step.src, r(u.step.dst[0]), r(u.step.dst[1]), u.step.window) for u in unfolds],
+                key=lambda u: pre.index(u[0]))
     if any(m not in oset or m in wset or w not in wset or w in oset for _, m, w, _ in sp):
         return False
-    other = [d for d in pre if d not in (s1, s2)]  # T's other dims before the unfolds (renamed: r(d))
+    other = [d for d in pre if d not in srcs]  # T's other dims before the unfolds (renamed: r(d))
     bat = [d for d in other if r(d) in wset and r(d) in oset]
     mm = [d for d in other if r(d) in oset and r(d) not in wset]
     kk = [d for d in other if r(d) in wset and r(d) not in oset]
@@ -195,20 +194,19 @@ def emit_conv(gen: Emitter, trs: list[Transition]) -> bool:
     factor = _factor(gen, c)
     for tr in trs:
         gen.emit(f"# {tr.step.text()}")
-    order = mm + bat + kk + [sp[0][0], sp[1][0]]
-    xv = _permuted("t", pre, order)
+    xv = _permuted("t", pre, mm + bat + kk + [u[0] for u in sp])
     if not (len(mm) == 1 and len(bat + kk) == 1):
-        xv += f".reshape({gen.group_size(mm)}, {gen.group_size(bat + kk)}, {gen.size(sp[0][0])}, {gen.size(sp[1][0])})"
-    w_order = [r(d) for d in bat] + nn + [r(d) for d in kk] + [sp[0][2], sp[1][2]]
-    wv = _permuted(gen.weight_name(c.k), wdims, w_order)
+        spatial = ", ".join(str(gen.size(u[0])) for u in sp)
+        xv += f".reshape({gen.group_size(mm)}, {gen.group_size(bat + kk)}, {spatial})"
+    wv = _permuted(gen.weight_name(c.k), wdims, [r(d) for d in bat] + nn + [r(d) for d in kk] + [u[2] for u in sp])
     if not (len(bat) + len(nn) == 1 and len(kk) == 1):
-        wv += f".reshape({gen.group_size(bat + nn)}, {gen.group_size(kk)}, {sp[0][3]}, {sp[1][3]})"
+        wv += f".reshape({gen.group_size(bat + nn)}, {gen.group_size(kk)}, {', '.join(str(u[3]) for u in sp)})"
     groups = math.prod(gen.size(d) for d in bat)
-    args = f"padding=({sp[0][3] // 2}, {sp[1][3] // 2})" + (f", groups={groups}" if groups != 1 else "")
+    args = f"padding={_tuple(u[3] // 2 for u in sp)}" + (f", groups={groups}" if groups != 1 else "")
     fac = f" * {factor}  # sum over broadcast dims" if factor != 1 else ""
-    gen.emit(f"t = F.conv2d({xv}, {wv}, {args}){fac}  # batch {[r(d) for d in mm]} groups "
-             f"{[r(d) for d in bat]} in {[r(d) for d in kk]} out {nn} kernel {[sp[0][2], sp[1][2]]}")
-    res = [r(d) for d in mm + bat] + nn + [sp[0][1], sp[1][1]]
+    gen.emit(f"t = F.conv{len(sp)}d({xv}, {wv}, {args}){fac}  # batch {[r(d) for d in mm]} groups "
+             f"{[r(d) for d in bat]} in {[r(d) for d in kk]} out {nn} kernel {[u[2] for u in sp]}")
+    res = [r(d) for d in mm + bat] + nn + [u[1] for u in sp]
     if not (len(mm) == 1 and len(bat) + len(nn) == 1):
         sizes = ["-1" if d in gen.free else str(gen.size(d)) for d in res]
         gen.emit(f"t = t.reshape({', '.join(sizes)})")

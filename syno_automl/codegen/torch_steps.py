@@ -174,7 +174,8 @@ class TorchGen(StepBackend):
 
     STEPS = {"split": split, "merge": merge, "shift": shift, "stride": stride, "unfold": unfold, "expand": expand,
              "reduce": reduce, "contract": contract}
-    PATTERNS = {("unfold", "unfold", "contract"): conv, ("shift", "stride"): shift_stride}
+    # tried in this order at each step, as native/cost.cpp does: two unfolds make a conv2d before one a conv1d
+    PATTERNS = {("unfold", "unfold", "contract"): conv, ("unfold", "contract"): conv, ("shift", "stride"): shift_stride}
 
     def weight_lines(self) -> list[str]:
         """The planner's views of each weight (``Tensor.views``), emitted with this same step table on the

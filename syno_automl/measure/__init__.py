@@ -31,7 +31,14 @@ Example::
 
 from __future__ import annotations
 
-from syno_automl.measure.baseline import baseline_kernel, baseline_module, conv2d_nchw_te, dense_te, infer_baseline
+from syno_automl.measure.baseline import (
+    baseline_kernel,
+    baseline_module,
+    conv1d_ncw_te,
+    conv2d_nchw_te,
+    dense_te,
+    infer_baseline,
+)
 from syno_automl.measure.database import DEFAULT_WORK_DIR
 from syno_automl.measure.kernel import apply_record, compare, tune_and_time
 from syno_automl.measure.model import compare_models, model_latency
@@ -61,7 +68,7 @@ __all__ = [
     "speedup", "stored_entry", "error_note", "failed_at", "slug",
     "parse_target", "device_name", "resolve_target", "torch_device", "needs_tvm", "TVM_HINT",
     "DEFAULT_WORK_DIR", "tune_and_time", "compare", "apply_record", "time_main", "time_torch",
-    "conv2d_nchw_te", "dense_te", "infer_baseline", "baseline_kernel", "baseline_module",
+    "conv2d_nchw_te", "conv1d_ncw_te", "dense_te", "infer_baseline", "baseline_kernel", "baseline_module",
     "measure_operator", "measure_layers",
     "export_relax", "prepare_relax", "relax_run", "model_latency", "compare_models",
     "substituted_models", "measure_substitution", "model_metrics",

@@ -51,12 +51,12 @@ def measure_operator(
     """Tuned latency of an operator and of the layer it replaces, on every target of ``request``, as MLflow metrics.
 
     ``op``: an :class:`~syno_automl.space.Operator` (lowered with ``op.program(mapping)``) or a program dict.
-    ``baseline``: ``"auto"`` (inferred from the program's shapes, :func:`infer_baseline`: conv2d NCHW of the
-    same shape for conv specs, dense for linear specs), ``"conv2d"``, ``"dense"`` (the same, but it must
-    match), ``None`` (no speedups), or an explicit kernel: a PrimFunc / IRModule / ``(inputs, out)`` TE pair /
-    program dict, or a callable ``program -> kernel``. ``torch_baseline``: the torch module (or callable
+    ``baseline``: ``"auto"`` (inferred from the program's shapes, :func:`infer_baseline`: conv2d NCHW / conv1d NCW
+    of the same shape for conv specs, dense for linear specs), ``"conv2d"``, ``"conv1d"``, ``"dense"`` (the same,
+    but it must match), ``None`` (no speedups), or an explicit kernel: a PrimFunc / IRModule / ``(inputs, out)``
+    TE pair / program dict, or a callable ``program -> kernel``. ``torch_baseline``: the torch module (or callable
     ``program -> module``) timed under Inductor against ``op.to_module(mapping)``; built automatically for
-    conv2d/dense baselines. ``kernel_size``: ``k`` of the conv baseline (default: the mapping's ``k``, else 3).
+    conv2d/conv1d/dense baselines. ``kernel_size``: ``k`` of the conv baseline (default: the mapping's ``k``, else 3).
 
     Every kernel (operator and baseline, each target) is tuned and timed with the same
     :class:`~syno_automl.measure.request.MeasureRequest` (``trials`` MetaSchedule trials, the ``seconds`` tuning
@@ -149,9 +149,9 @@ def _baselines(program: Mapping[str, Any], baseline: Any, torch_baseline: Any, k
             base.reason = "no baseline asked"
         elif isinstance(baseline, str):
             desc = infer_baseline(program, kernel_size)
-            if baseline not in ("auto", "conv2d", "dense"):
-                raise OptionError(f"unknown baseline {shown(baseline)} (auto, conv2d, dense, None, a kernel or a "
-                                  f"callable)")
+            if baseline not in ("auto", "conv2d", "conv1d", "dense"):
+                raise OptionError(f"unknown baseline {shown(baseline)} (auto, conv2d, conv1d, dense, None, a kernel or "
+                                  f"a callable)")
             if desc is None or (baseline != "auto" and desc["kind"] != baseline):
                 raise OptionError(f"no {'' if baseline == 'auto' else baseline + ' '}baseline for "
                                   f"{program['input']['shape']} -> {program['output']['shape']}")

@@ -13,6 +13,7 @@ from torch import nn
 
 from syno_automl.echo import shown
 from syno_automl.errors import NoOperatorError, OptionError, SubstitutionError
+from syno_automl.placeholder.layers import KINDS
 
 __all__ = ["Placeholder"]
 
@@ -24,8 +25,8 @@ class Placeholder(nn.Module):
         mapping: values of the space's variables for this slot (e.g. ``{"H": 32, "W": 32}``).
         referred_layer: the original layer, run while no operator is set (optional: a hand-placed slot may
             have none, and then needs an operator before it can run).
-        kind: ``"conv2d"``, ``"linear"`` or None. ``"linear"`` flattens the leading dims into one (the
-            operator sees ``[N, C_in]``) and restores them; ``"conv2d"``/``"linear"`` add the bias on dim 1 /
+        kind: ``"conv1d"``, ``"conv2d"``, ``"linear"`` or None. ``"linear"`` flattens the leading dims into one
+            (the operator sees ``[N, C_in]``) and restores them; a conv adds the bias on dim 1, ``"linear"`` on
             the last dim.
 
     While no operator is set, ``referred_layer`` is a registered submodule (its parameters are the model's).
@@ -38,8 +39,8 @@ class Placeholder(nn.Module):
     def __init__(self, mapping: Mapping[str, int] | None = None, referred_layer: nn.Module | None = None, *,
                  kind: str | None = None) -> None:
         super().__init__()
-        if kind not in (None, "conv2d", "linear"):
-            raise OptionError(f"kind must be None, 'conv2d' or 'linear', got {shown(kind)}")
+        if kind is not None and kind not in KINDS:
+            raise OptionError(f"kind must be None or one of {', '.join(map(repr, KINDS))}, got {shown(kind)}")
         self.mapping: dict[str, int] = {str(k): int(v) for k, v in (mapping or {}).items()}
         self.kind = kind
         self.input_shape: tuple[int, ...] | None = None
@@ -78,7 +79,7 @@ class Placeholder(nn.Module):
         if bias is None:
             bias = ref is not None and getattr(ref, "bias", None) is not None
         if bias and self.kind is None:
-            raise SubstitutionError("a bias needs kind='conv2d' or 'linear' (to know the channel dim)")
+            raise SubstitutionError(f"a bias needs a kind ({', '.join(map(repr, KINDS))}) to know the channel dim")
         self._unregister_original()  # the original weights are no longer part of the model
         self.operator = module
         if bias:
@@ -109,7 +110,7 @@ class Placeholder(nn.Module):
 
     def _out_channels(self) -> int:
         if self.output_shape is not None:
-            return int(self.output_shape[1] if self.kind == "conv2d" else self.output_shape[-1])
+            return int(self.output_shape[KINDS[self.kind].channel_dim if self.kind else -1])
         key = "C_out"
         if key in self.mapping:
             return self.mapping[key]

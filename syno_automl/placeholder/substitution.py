@@ -1,7 +1,7 @@
 """Automatic layer substitution: :func:`substitute` and its result, :class:`Substitution`.
 
-:func:`substitute` finds the ``nn.Conv2d`` or ``nn.Linear`` layers of a model, runs one real forward pass on
-``example_input`` (hooks record every layer's input/output sizes), wraps each layer that can be substituted in a
+:func:`substitute` finds the ``nn.Conv2d``, ``nn.Conv1d`` or ``nn.Linear`` layers of a model, runs one real forward
+pass on ``example_input`` (hooks record every layer's input/output sizes), wraps each layer that can be substituted in a
 Placeholder, and builds the :class:`~syno_automl.space.OperatorSpace` with one mapping per placeholder::
 
     sub = substitute(model, nn.Conv2d, example_input=torch.randn(8, 3, 32, 32), flops_ratio=0.5)
@@ -22,6 +22,10 @@ Conventions (choices made here):
   ``max_flops``), ``flops_ratio`` defaults to ``GROUPED_FLOPS_RATIO`` (1.0): a dense operator in place of a
   depthwise conv would otherwise cost up to ``C_in`` times the layer.
   ``N`` (the batch) is a free dim of the generated module: it works for any batch size.
+* **Conv1d** layers (time series, audio, genomics) map to ``[N, C_in, L] -> [N, C_out, L]`` (default primary
+  ``["N: 0", "C_in: 2", "C_out: 2", "L: 2"]``, coefficients ``["k=<k>: 2", "s=2: 2"]``), under the same rules as
+  Conv2d (stride 1, dilation 1, same zero padding, an odd kernel in ``kernel_sizes``, ``groups``); each kind's spec
+  is a :class:`~syno_automl.placeholder.layers.LayerKind` of ``layers.KINDS``.
 * **Linear** layers map to ``[N, C_in] -> [N, C_out]`` (default primary ``["N: 0", "C_in: 2", "C_out: 2"]``,
   coefficients ``["k=3: 2", "s=2: 2"]``): all leading dims are flattened into ``N`` (``x.reshape(-1, C_in)``
   and back), so GPT's QKV ``[B, T, d] -> [B, T, 3d]`` is an operator over tokens ``N = B*T``. Flattening keeps
@@ -29,8 +33,8 @@ Conventions (choices made here):
   sequence length free at run time.
 * **Bias**: a replaced layer that had a bias gets a fresh learnable bias (zeros, one per output channel) added
   after the operator (``bias=False`` drops it). The bias is not counted in FLOPs, as in the IR's convention.
-* **Unfold ratio**: for Conv2d, unless ``min_unfold_ratio`` is given, it is lowered from the core's default
-  (``_native.default_options()``, 1.0) to the smallest ``min(H, W) / k`` of the replaced layers when that is
+* **Unfold ratio**: for a conv, unless ``min_unfold_ratio`` is given, it is lowered from the core's default
+  (``_native.default_options()``, 1.0) to the smallest ``min(H, W) / k`` (``L / k``) of the replaced layers when that is
   smaller (never raised), so that the conv-equivalent
   operator (the layers being replaced) stays inside the space even with small feature maps (4x4 in ResNet-18
   on CIFAR).
@@ -64,7 +68,9 @@ from syno_automl.errors import EmptySpaceError, NothingSampledWarning, OperatorF
 from syno_automl.placeholder.layers import (
     DEFAULTS,
     GROUPED_FLOPS_RATIO,
+    KINDS,
     conv_reason,
+    kind_of,
     layer_cost,
     layer_flops,
     supported_types,
@@ -86,7 +92,7 @@ class Substitution:
         placeholders: ``[(qualified name, Placeholder)]``; placeholder i uses the space's mapping i.
         skipped: ``[(qualified name, reason)]`` for every layer of the requested types left alone.
         space: the OperatorSpace (one mapping per placeholder, budgets relative to ``baseline_flops``).
-        kind: ``"conv2d"`` or ``"linear"``.
+        kind: ``"conv1d"``, ``"conv2d"`` or ``"linear"`` (``layers.KINDS``).
         layer_flops: FLOPs of each replaced layer (at the example's sizes); ``baseline_flops`` is their sum.
         layer_types: the layer types asked for; ``options``: every other argument of :func:`substitute` as given
             (``where``, the budgets, ``target``, ``kernel_sizes``, ``groups``...), so that the same choices can be
@@ -248,12 +254,12 @@ def substitute(
     check: bool = True,
     **space_options: Any,
 ) -> Substitution:
-    """Replaces the model's ``nn.Conv2d`` (or ``nn.Linear``) layers by Placeholders and builds their space.
+    """Replaces the model's ``nn.Conv2d`` (``nn.Conv1d``, ``nn.Linear``) layers by Placeholders and builds their space.
 
     Args:
         model: modified in place (the substituted layers become Placeholders that still run the originals).
-        layer_types: ``nn.Conv2d``, ``nn.Linear`` or a tuple of them (the layers substituted must all be of
-            one kind: one space has one spec).
+        layer_types: ``nn.Conv2d``, ``nn.Conv1d``, ``nn.Linear`` or a tuple of them (the layers substituted must
+            all be of one kind: one space has one spec).
         example_input: one batch for the model: a tensor, a tuple of positional args or a dict of kwargs.
             One forward pass runs on it (no grad, eval mode, training flags restored) to record sizes.
         where: which layers to consider: a predicate ``(qualified name, module) -> bool``, a glob on the
@@ -270,8 +276,8 @@ def substitute(
         target: the speed target whose cost profile prices that cost and the space's cost pruning
             (syno_automl.cost_profile: ``"cpu.eager"``, ``"cuda.eager"``, ``"cuda.compiled"``, a profile file
             written by ``calibrate``, or a CostProfile); None: today's cost (the cpu.eager profile).
-        kernel_sizes: Conv2d kernel sizes to substitute (None: every odd square kernel; each mapping then
-            holds its layer's ``k``).
+        kernel_sizes: Conv1d / Conv2d kernel sizes to substitute (None: every odd (square) kernel; each mapping
+            then holds its layer's ``k``).
         groups: also substitute grouped/depthwise convolutions (each mapping holds its layer's ``g`` if
             ``g`` is a coefficient).
         seed: the space's default sampling seed.
@@ -328,7 +334,7 @@ _Call = tuple[_Shape, _Shape]  # one forward call of a layer: (input sizes, outp
 
 @dataclass(frozen=True)
 class _Rules:
-    """Which layers may be substituted: their types, the ``where`` filter and the Conv2d options."""
+    """Which layers may be substituted: their types, the ``where`` filter and the convs' options."""
 
     types: tuple[type, ...]
     select: Callable[[str, nn.Module], bool]
@@ -415,10 +421,6 @@ class _Settled:
     options: dict[str, Any]
 
 
-def _kind_of(layer: nn.Module) -> str:
-    return "conv2d" if isinstance(layer, nn.Conv2d) else "linear"
-
-
 def _find_sites(model: nn.Module, types: tuple[type, ...]) -> tuple[_Site, ...]:
     """Every layer of `types` in the model, in registration order (a module may be registered twice)."""
     if isinstance(model, types):
@@ -489,7 +491,7 @@ def _skip_reason(site: _Site, seen: _Seen, rules: _Rules) -> str | None:
     if shared:  # replacing the layer would silently untie the weights
         return f"weight shared with {', '.join(shared)} (tied weights)"
     in_shape, out_shape = calls[0]
-    if _kind_of(site.layer) == "conv2d":
+    if kind_of(site.layer).conv:
         return conv_reason(site.layer, in_shape, out_shape, rules.kernel_sizes, rules.groups)
     return "0-d input" if len(in_shape) == 0 else None
 
@@ -506,11 +508,12 @@ def _choose(sites: tuple[_Site, ...], seen: _Seen, rules: _Rules) -> _Choice:
     if not chosen:
         details = "; ".join(f"{n}: {r}" for n, r in skipped)
         raise SubstitutionError(f"no layer can be substituted ({details})")
-    kinds = {_kind_of(c.layer) for c in chosen}
+    kinds = sorted({kind_of(c.layer).name for c in chosen})
     if len(kinds) > 1:
-        raise SubstitutionError("both Conv2d and Linear layers would be substituted, but one space has one spec: "
-                                "call substitute() once per layer type (or narrow it with where=...)")
-    return _Choice(kinds.pop(), tuple(chosen), tuple(skipped))
+        named = " and ".join(KINDS[k].layer_type.__name__ for k in kinds)
+        raise SubstitutionError(f"both {named} layers would be substituted, but one space has one spec: call "
+                                f"substitute() once per layer type (or narrow it with where=...)")
+    return _Choice(kinds[0], tuple(chosen), tuple(skipped))
 
 
 def _space_spec(choice: _Choice, spec: tuple[str, str] | None, primary: Sequence[str] | None,
@@ -528,7 +531,7 @@ def _space_spec(choice: _Choice, spec: tuple[str, str] | None, primary: Sequence
 def _default_coefficients(choice: _Choice, groups: bool) -> tuple[list[str], int]:
     """The kind's default coefficients with the layers' most common ``k`` (and ``g``), and that ``g`` (else 1)."""
     d_coefficients = DEFAULTS[choice.kind][3]
-    if choice.kind != "conv2d":
+    if not KINDS[choice.kind].conv:
         return d_coefficients, 1
     common_k = Counter(c.layer.kernel_size[0] for c in choice.chosen).most_common(1)[0][0]
     d_coefficients = [c.format(k=common_k) for c in d_coefficients]
@@ -544,12 +547,13 @@ def _default_coefficients(choice: _Choice, groups: bool) -> tuple[list[str], int
 def _mapping_of(kind: str, chosen: _Chosen, space_spec: _SpaceSpec) -> dict[str, int]:
     """The layer's values of the variables the space names."""
     layer, in_shape, out_shape = chosen.layer, chosen.in_shape, chosen.out_shape
-    if kind == "conv2d":
+    spatial = KINDS[kind].spatial
+    if spatial:
         # g: the layer's groups where it is grouped, else the common one (a coefficient must fit every mapping;
         # g=1 or g=C_in would shut every g-dependent operator out of a space mixing layers)
         g = layer.groups if 1 < layer.groups < layer.in_channels else space_spec.common_g
-        full = {"N": in_shape[0], "C_in": in_shape[1], "C_out": out_shape[1], "H": in_shape[2],
-                "W": in_shape[3], "k": layer.kernel_size[0], "g": g}
+        full = {"N": in_shape[0], "C_in": in_shape[1], "C_out": out_shape[1], **dict(zip(spatial, in_shape[2:])),
+                "k": layer.kernel_size[0], "g": g}
     else:
         full = {"N": math.prod(in_shape[:-1]), "C_in": in_shape[-1], "C_out": out_shape[-1]}
     return {k: v for k, v in full.items() if k in space_spec.names}
@@ -586,9 +590,9 @@ def _settle_budgets(choice: _Choice, space_spec: _SpaceSpec, measures: _Measures
 
 def _flops_ratio(choice: _Choice, asked: _Asked) -> float | None:
     """`flops_ratio` as given, or GROUPED_FLOPS_RATIO where grouped convs are replaced and no FLOPs budget is."""
-    if (choice.kind == "conv2d" and asked.flops_ratio is None and "max_flops" not in asked.options
+    if (KINDS[choice.kind].conv and asked.flops_ratio is None and "max_flops" not in asked.options
             and any(c.layer.groups > 1 for c in choice.chosen)):
-        # a dense [N, C_in, H, W] -> [N, C_out, H, W] operator in place of a depthwise (or grouped) conv costs up to
+        # a dense [N, C_in, ...] -> [N, C_out, ...] operator in place of a depthwise (or grouped) conv costs up to
         # C_in (g) times the layer: unless asked otherwise, operators may cost what the replaced layers cost
         return GROUPED_FLOPS_RATIO
     return asked.flops_ratio
@@ -598,11 +602,11 @@ def _prior_options(choice: _Choice, space_spec: _SpaceSpec, prior_names: tuple[s
     """The priors' OperatorSpace options, fitted to the replaced layers."""
     input_names = [d["factors"][0][0] if len(d["factors"]) == 1 else ""
                    for d in _native.parse_shape(space_spec.input_shape)]
-    conv = choice.kind == "conv2d"
-    depthwise = conv and any(1 < c.layer.groups == c.layer.in_channels for c in choice.chosen)
+    kind = KINDS[choice.kind]
+    depthwise = kind.conv and any(1 < c.layer.groups == c.layer.in_channels for c in choice.chosen)
     return prior_options(prior_names,
                          channel_input=input_names.index("C_in") if "C_in" in input_names else None,
-                         widest_output=max(c.out_shape[1 if conv else -1] for c in choice.chosen),
+                         widest_output=max(c.out_shape[kind.channel_dim] for c in choice.chosen),
                          depthwise=depthwise)
 
 
@@ -624,13 +628,13 @@ def _budgets(flops_ratio: float | None, min_flops_ratio: float | None, cost_rati
 
 def _relaxed_unfold(choice: _Choice, options: dict[str, Any]) -> dict[str, Any]:
     """`options` with ``min_unfold_ratio`` lowered, if need be, for the replaced convs' own windows to fit."""
-    if choice.kind != "conv2d" or "min_unfold_ratio" in options:
+    if not KINDS[choice.kind].conv or "min_unfold_ratio" in options:
         return options
     # the core's default (an unfold's main dim at least `ratio` times its window, in every mapping) may shut the
     # conv-equivalent operator out of the space when a layer is small (ResNet-18's 4x4 stage on CIFAR): relax
     # it just enough for the replaced layers' own k x k windows to fit (never raise it)
     default = _native.default_options()["min_unfold_ratio"]
-    fit = min(min(c.in_shape[2], c.in_shape[3]) / c.layer.kernel_size[0] for c in choice.chosen)
+    fit = min(min(c.in_shape[2:]) / c.layer.kernel_size[0] for c in choice.chosen)
     return {**options, "min_unfold_ratio": fit} if fit < default else options
 
 
@@ -699,20 +703,28 @@ def _known_forms(space: OperatorSpace, kind: str) -> list[str]:
     found = [label for label, _ in known.opening(space)]
     if found:
         return found
-    try:
-        (known.conv2d if kind == "conv2d" else known.linear)(space)
-    except OperatorFormatError:
-        return []
-    return ["conv2d" if kind == "conv2d" else "linear"]
+    for label, form in _LAYER_FORMS[kind]:
+        try:
+            form(space)
+        except OperatorFormatError:
+            continue
+        return [label]
+    return []
+
+
+#: the replaced layer itself, as known forms, by kind (a kernel-1 Conv1d is the pointwise one)
+_LAYER_FORMS: dict[str, tuple[tuple[str, Callable[[OperatorSpace], Operator]], ...]] = {
+    "conv1d": (("conv1d", known.conv1d), ("pointwise conv1d", known.pointwise_conv1d)),
+    "conv2d": (("conv2d", known.conv2d),), "linear": (("linear", known.linear),)}
 
 
 def _described(kind: str, group: Sequence[_Chosen]) -> str:
     """``stem.0 (3 -> 32 channels, 16x16)``: the layers of one mapping, their sizes."""
-    first = group[0]
-    conv = kind == "conv2d"
-    sizes = f"{first.in_shape[1 if conv else -1]} -> {first.out_shape[1 if conv else -1]} channels"
-    if conv:
-        sizes += f", {first.in_shape[2]}x{first.in_shape[3]}"
+    first, layer_kind = group[0], KINDS[kind]
+    c = layer_kind.channel_dim
+    sizes = f"{first.in_shape[c]} -> {first.out_shape[c]} channels"
+    if layer_kind.conv:
+        sizes += f", {layer_kind.sizes_text(first.in_shape)}"
     return f"{', '.join(c.site.name for c in group)} ({sizes})"
 
 

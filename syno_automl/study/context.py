@@ -24,7 +24,7 @@ from syno_automl.tasks import Task, task_of
 
 __all__ = ["SearchContext", "Budgets", "Resolved", "resolve", "prepare", "seed_everything", "LAYERS"]
 
-LAYERS: dict[str, type] = {"conv2d": nn.Conv2d, "linear": nn.Linear}
+LAYERS: dict[str, type] = {"conv2d": nn.Conv2d, "conv1d": nn.Conv1d, "linear": nn.Linear}
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def _space_options(config: SearchConfig, layer: type, in_channels: int) -> dict[
         options["groups"] = True
     if config.where is not None:
         options["where"] = config.where
-    elif layer is nn.Conv2d:  # keep the stem (it reads the image channels), as the original did
+    elif layer in (nn.Conv2d, nn.Conv1d):  # keep the stem (it reads the input's channels), as the original did
         options["where"] = lambda name, m: m.in_channels != in_channels
     return options
 

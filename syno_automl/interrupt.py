@@ -43,12 +43,19 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TypeVar
 
 __all__ = ["fit", "deferred_interrupt", "Deferring", "interrupt_safe", "stop_on_signals", "check_interrupt",
-           "interrupt_requested", "exit_status", "exit_promptly", "exit_on_signals", "STOP_SIGNALS"]
+           "interrupt_requested", "exit_status", "exit_promptly", "exit_on_signals", "STOP_SIGNALS", "STOP_REASONS",
+           "stop_reason"]
 
 T = TypeVar("T")
 
 #: the signals that stop a command cleanly: Ctrl-C, and what ``timeout``, ``kill`` and job schedulers send
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+#: why a trial or run that a stop signal ended failed, per signal (recorded on it; a --resume runs another instead)
+STOP_REASONS: dict[int, str] = {
+    signal.SIGINT: "interrupted by the user (Ctrl-C / SIGINT)",
+    signal.SIGTERM: "stopped by SIGTERM (timeout, kill or a job scheduler)",
+}
 
 
 class _Stop:
@@ -123,6 +130,12 @@ def stop_on_signals() -> Iterator[None]:
 def interrupt_requested() -> int | None:
     """The stop signal received inside the current (or last) :func:`stop_on_signals` block, or None."""
     return _stop.requested
+
+
+def stop_reason() -> str:
+    """The reason recorded on what the stop signal received ended; Ctrl-C's for a KeyboardInterrupt no signal
+    caused."""
+    return STOP_REASONS[_stop.requested if _stop.requested in STOP_REASONS else signal.SIGINT]
 
 
 def exit_status() -> int:

@@ -17,6 +17,8 @@ SETTINGS = "syno.settings"            # SearchConfig.settings() of the search (a
 STUDY_RUN_ID = "syno.mlflow_run_id"   # the study's parent MLflow run
 LATENCY = "syno.latency"              # {hash: {device: entry}} measured by `syno-automl tune`
 FINAL = "syno.final"                  # the final stage's table and verdict (search/verdict.py FinalResult.to_dict)
+SPEED_OBJECTIVE = "syno.speed_objective"  # the pareto speed objective the study uses: {"objective": "measured" |
+                                      # "planned", "target", "reason" (why planned where measured was asked)}
 
 # -- the companion study of a pareto search (same storage, named <study> + FIDELITY_SUFFIX): single-objective, its
 # trials hold the per-epoch val_acc that Optuna's pruners read (they refuse multi-objective studies)
@@ -47,6 +49,15 @@ COST_RATIO = "syno.cost_ratio"        # COST / the replaced layers' cost
 MATERIALIZED = "syno.materialized"    # elements the plan materializes
 PEAK = "syno.peak"                    # largest tensor of the plan, in elements
 LATENCY_FAILURE = "syno.latency_failure"  # why the latency of the trial's operator could not be measured
+SPEED = "syno.speed"                  # the trial's measured speed: the estimate, its conditions, the store key,
+                                      # the trial that took it (study/trial_speed.py); beside it speedup_attr's
+SPEED_FAILURE = "syno.speed_failure"  # why the trial's speed could not be measured
+
+
+def speedup_attr(target: str, bound: str = "") -> str:
+    """The trial user attr of its measured speedup on ``target`` (``syno.speedup.cpu.eager``; ``bound`` ``low`` /
+    ``high``: its 95 % interval's ends)."""
+    return "syno." + speedup_metric(target, bound)
 # (a trial's own latency entries are under LATENCY too: {device: entry})
 
 # -- Optuna constraint (system attribute constraints:<name>): 1.0 on the baseline trial, so that the baseline is
@@ -59,6 +70,8 @@ SYS_OPERATOR = "syno:operator"        # earlier versions' second copy of OPERATO
 SYS_LEAF = "syno:leaf"                # steps of the operator's path inside the MCTS tree
 SYS_SOURCE = "syno:source"            # "mcts" | "fallback" | "enqueued"
 SYS_ERROR = "syno:error"              # why no operator could be given
+SYS_MEASUREMENT = "syno:measurement:"  # study system attrs: one speed measurement each, keyed by the digest of
+                                        # (operator, sizes, target, precision, device, torch) (study/measurements.py)
 
 # -- MLflow metrics (beside the objective val_acc / val_loss); "num_params", not "params" (MLflow's Parameters)
 METRIC_FLOPS = "flops"
@@ -88,6 +101,8 @@ def speedup_metric(device: str, bound: str = "") -> str:
 # -- what an operator's MLflow run holds of it beside the search settings (params ``search.<setting>``) and its tag
 # syno.hash (TAG_HASH): the param syno.depth and the tag syno.primitives
 PARAM_DEPTH = "syno.depth"
+PARAM_SPEED = "syno.speed."              # a trial run's params of its speed measurement: syno.speed.device, .torch,
+                                         # .threads, .precision, .batch, .target, .key (the store's digest)
 TAG_PRIMITIVES = "syno.primitives"       # an operator run's primitives, forward order (a tag: not a Compare axis)
 
 

@@ -175,13 +175,28 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
                 run.finish("FAILED")
             print(f"{name}: failed: {type(e).__name__}: {e}")
             continue
+        speed = _remeasured(context, study, run, local)
         if run is not None:
             run.finish("FINISHED")
         print(f"{name}: {label} {acc:.4f} with {config.model} on {config.dataset}{_image_size(config)} after {schedule}"
               + (f" (search trial {trial.number}: {primary_value(trial):.4f})" if primary_value(trial) is not None
-                 else "")
+                 else "") + speed
               + (f"  [MLflow run {run.run_id}]" if run is not None else ""))
     return 0
+
+
+def _remeasured(context: Any, study: Any, run: Any | None, op: Any) -> str:
+    """`op` (None: the original against itself) timed afresh on the speed target by the final stage's protocol,
+    never read from the study's measurement store: the store and the run get the new figure."""
+    from syno_automl.measure.paired import SPEED_PROTOCOL
+    from syno_automl.study.trial_speed import MEASURED, SpeedObjective, TrialSpeed, cannot_run
+
+    target = context.resolved.speed.name
+    if cannot_run(target):
+        return f", speed not measured ({target} cannot run here)"
+    speed = TrialSpeed(context, SpeedObjective(MEASURED, target), protocol=SPEED_PROTOCOL)
+    estimate = speed.remeasure(study, run, op)
+    return f", speedup {estimate.text()} on {target}" if estimate is not None else f", speed not measured on {target}"
 
 
 def _recorded_settings(study: Any) -> dict[str, Any]:

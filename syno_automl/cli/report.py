@@ -66,8 +66,11 @@ def cmd_report(args: argparse.Namespace) -> int:
                          series=[*final_series(study, final, V.FLOPS_RATIO), *reevaluation_series(reevaluated)],
                          **axis)
     from syno_automl.report.front import front_table, plot_cost_front
+    from syno_automl.search.objectives import speed_ratio_label, speed_ratio_of
 
-    files += plot_cost_front(study, out / "pareto_cost", series=final_series(study, final), **axis)
+    ratio_label = speed_ratio_label(study) or "planned cost ratio"
+    at_ratio = final_series(study, final, x_of=lambda t: speed_ratio_of(study, t))
+    files += plot_cost_front(study, out / "pareto_cost", series=at_ratio, **axis)
     for device in latency_devices(study):  # measured by the search or by `syno-automl tune`, side by side
         series = latency_series(study, device)
         if series:
@@ -94,7 +97,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     text = (f"# syno-automl report: study {study.study_name}\n\n"
             f"{verdict_section(study, final, name, figure)}\n"
             f"## Trials (the search's figures)\n\n{trial_table(study)}\n\n"
-            f"## Pareto front of the search ({name} vs planned cost ratio; pareto_cost.png)\n\n{front_table(study)}\n\n"
+            f"## Pareto front of the search ({name} vs {ratio_label}; pareto_cost.png)\n\n{front_table(study)}\n\n"
             f"## Re-evaluated (`syno-automl reevaluate`, beside the search's figures)\n\n{later}\n\n"
             f"## Latency (measured by the search and by `syno-automl tune`)\n\n{latency_table(study)}\n\n"
             f"## Canonical rates\n\n{rates}\n")

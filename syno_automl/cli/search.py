@@ -59,6 +59,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         objective_name,
         operator_front,
         primary_value,
+        speed_ratio_label,
     )
     from syno_automl.study import run_search
     from syno_automl.study.run import SearchFailedError, failure_of
@@ -77,10 +78,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise SearchFailedError(f"the search found nothing to compare: {failure}")
     if is_pareto(study):
         front = operator_front(study)
-        print(f"Pareto front ({name} vs planned cost ratio, study.best_trials): {len(front)} "
+        label = speed_ratio_label(study)   # "measured time ratio" or "planned cost ratio"
+        print(f"Pareto front ({name} vs {label}, study.best_trials): {len(front)} "
               f"operator{'s' if len(front) != 1 else ''}"
               + "".join(f"\n  {t.user_attrs.get(V.HASH)} (trial {t.number}): {name} {t.values[0]:.4f} at "
-                        f"{t.values[1]:.3f}x cost" for t in front))
+                        f"{t.values[1]:.3f}x {label.split()[1]}" for t in front))
     best = best_operator_trial(study)
     if best is not None and result.final is None:   # with a final stage, its verdict is the one answer (last)
         print(f"best operator {best.user_attrs.get(V.HASH)} (trial {best.number}): {name} {primary_value(best):.4f} "

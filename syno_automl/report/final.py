@@ -14,7 +14,7 @@ Example:
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,9 +92,11 @@ def verdict_section(study: Any, final: FinalResult | None, search_name: str, fig
             f"replaced layers. " + (f"Figure: {figure}. " if figure else "") + f"{screening}.\n")
 
 
-def final_series(study: Any, final: FinalResult | None, cost: str = V.COST_RATIO) -> list[Series]:
-    """The re-trained means at their trials' `cost` (user attr: ``syno.cost_ratio``, ``syno.flops_ratio``), a
-    Series that :func:`syno_automl.report.plot_pareto` links to the search's points of the same trials."""
+def final_series(study: Any, final: FinalResult | None, cost: str = V.COST_RATIO,
+                 x_of: Callable[[Any], float | None] | None = None) -> list[Series]:
+    """The re-trained means at their trials' `cost` (user attr: ``syno.cost_ratio``, ``syno.flops_ratio``) or at
+    ``x_of(trial)`` (e.g. the study's speed ratio), a Series that :func:`syno_automl.report.plot_pareto` links to
+    the search's points of the same trials."""
     if final is None:
         return []
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
@@ -104,7 +106,7 @@ def final_series(study: Any, final: FinalResult | None, cost: str = V.COST_RATIO
         if trial is None or f.mean is None:
             continue
         base = f is final.baseline
-        x = trial.user_attrs.get(cost)
+        x = x_of(trial) if x_of is not None else trial.user_attrs.get(cost)
         x = 1.0 if x is None and base else x  # the replaced layers against themselves
         if isinstance(x, (int, float)):
             points.append(Point(trial.number, None if base else f.label, float(x), float(f.mean), base))

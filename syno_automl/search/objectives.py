@@ -1,7 +1,10 @@
 """What a study's trials are worth, read the same way for both kinds of search study.
 
 An ``accuracy`` study is single-objective (val_acc maximized, or val_loss minimized for the lm task); a
-``pareto`` study has a second objective, the operator's planned cost ratio (minimized). Every reader of trial
+``pareto`` study has a second objective, a speed ratio (minimized, lower is faster): ``time_ratio``, the measured
+time of the model with the operator over the original's on the study's speed target (1 / the measured speedup:
+``--speed-objective measured``), or ``cost_ratio``, the operator's planned cost ratio (``planned``, and studies
+made before the measured one existed). Every reader of trial
 values (the CLI, reports, MLflow summaries, lookups) goes through these helpers instead of ``trial.value``,
 ``study.direction`` or ``study.best_trial``, which Optuna refuses on a multi-objective study.
 
@@ -28,7 +31,12 @@ from optuna.trial import FrozenTrial, TrialState
 from syno_automl import vocabulary as V
 
 __all__ = ["is_pareto", "objective_names", "objective_name", "primary_value", "cost_of", "baseline_trial",
-           "operator_front", "best_operator_trial", "maximizes"]
+           "operator_front", "best_operator_trial", "maximizes", "speed_objective_names", "speed_ratio_name",
+           "speed_ratio_label", "speed_ratio_of", "TIME_RATIO", "COST_RATIO"]
+
+TIME_RATIO = "time_ratio"   # the pareto speed objective measured: model time over the original's (1 / speedup)
+COST_RATIO = "cost_ratio"   # the planned one: the operator's planned cost over the replaced layers'
+_LABELS = {TIME_RATIO: "measured time ratio", COST_RATIO: "planned cost ratio"}
 
 _COMPLETE = (TrialState.COMPLETE,)
 
@@ -44,12 +52,34 @@ def maximizes(study: optuna.Study) -> bool:
 
 
 def objective_names(study: optuna.Study) -> list[str]:
-    """One name per objective: ``val_acc`` / ``val_loss``, then (pareto) ``cost_ratio``."""
+    """One name per objective: ``val_acc`` / ``val_loss``, then (pareto) ``time_ratio`` (measured) or
+    ``cost_ratio`` (planned; a study without metric names)."""
     names = study.metric_names
     if names is not None and len(names) == len(study.directions):
         return list(names)
     first = "val_acc" if maximizes(study) else "val_loss"
-    return [first] + ["cost_ratio"] * (len(study.directions) - 1)
+    return [first] + [COST_RATIO] * (len(study.directions) - 1)
+
+
+def speed_objective_names(primary: str, pareto: bool, measured: bool) -> list[str]:
+    """The metric names a new study gets: the primary objective, then (pareto) its speed ratio's name.
+
+    Example:
+        >>> speed_objective_names("val_acc", True, True), speed_objective_names("val_loss", False, True)
+        (['val_acc', 'time_ratio'], ['val_loss'])
+    """
+    return [primary] + ([TIME_RATIO if measured else COST_RATIO] if pareto else [])
+
+
+def speed_ratio_name(study: optuna.Study) -> str | None:
+    """The pareto study's second objective (``time_ratio`` or ``cost_ratio``); None for one objective."""
+    return objective_names(study)[1] if is_pareto(study) else None
+
+
+def speed_ratio_label(study: optuna.Study) -> str:
+    """How a heading names the second objective: ``measured time ratio`` or ``planned cost ratio``."""
+    name = speed_ratio_name(study)
+    return _LABELS.get(name or "", name or "")
 
 
 def objective_name(study: optuna.Study) -> str:
@@ -64,14 +94,25 @@ def primary_value(trial: FrozenTrial) -> float | None:
 
 
 def cost_of(trial: FrozenTrial) -> float | None:
-    """The trial's planned cost ratio: its second value (pareto), else its user attr (None when unknown); the
-    baseline's is that of the layers it keeps, 1.0."""
+    """The trial's planned cost ratio: its user attr ``syno.cost_ratio``, else (a trial made by hand) its second
+    value; None when unknown. The baseline's is that of the layers it keeps, 1.0. (In a measured study the second
+    value is the measured time ratio, not this.)"""
     if trial.user_attrs.get(V.BASELINE):
         return 1.0
+    cost = trial.user_attrs.get(V.COST_RATIO)
+    if cost is not None:
+        return float(cost)
     if trial.values is not None and len(trial.values) > 1:
         return float(trial.values[1])
-    cost = trial.user_attrs.get(V.COST_RATIO)
-    return None if cost is None else float(cost)
+    return None
+
+
+def speed_ratio_of(study: optuna.Study, trial: FrozenTrial) -> float | None:
+    """The ratio the study's front is drawn against: a pareto study's second value (the measured time ratio, or
+    the planned cost ratio: the baseline's 1.0), else the planned cost ratio (:func:`cost_of`)."""
+    if is_pareto(study) and trial.values is not None and len(trial.values) > 1:
+        return float(trial.values[1])
+    return cost_of(trial)
 
 
 def baseline_trial(study: optuna.Study) -> FrozenTrial | None:
@@ -97,12 +138,12 @@ def operator_front(study: optuna.Study) -> list[FrozenTrial]:
             sign * primary_value(o) >= sign * primary_value(t) and cost_of(o) <= cost_of(t)  # type: ignore[operator]
             and (sign * primary_value(o) > sign * primary_value(t) or cost_of(o) < cost_of(t))  # type: ignore[operator]
             for o in ops)]
-    return sorted(front, key=lambda t: (cost_of(t) or 0.0, t.number))
+    return sorted(front, key=lambda t: (speed_ratio_of(study, t) or 0.0, t.number))
 
 
 def best_operator_trial(study: optuna.Study) -> FrozenTrial | None:
     """The best completed operator trial (never the baseline): the best value in the study's direction; in a
-    pareto study the most accurate operator of the front (the cheaper one on a tie)."""
+    pareto study the most accurate operator of the front (the faster one on a tie: its speed ratio)."""
     sign = 1.0 if maximizes(study) else -1.0
     if not is_pareto(study):
         ops = _operators(study)
@@ -110,4 +151,5 @@ def best_operator_trial(study: optuna.Study) -> FrozenTrial | None:
     ops = operator_front(study)
     if not ops:
         return None
-    return max(ops, key=lambda t: (sign * primary_value(t), -(cost_of(t) or 0.0), -t.number))  # type: ignore[operator]
+    return max(ops, key=lambda t: (sign * primary_value(t), -(speed_ratio_of(study, t) or 0.0),  # type: ignore[operator]
+                                   -t.number))

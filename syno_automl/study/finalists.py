@@ -45,11 +45,17 @@ import optuna
 from optuna.trial import TrialState
 
 from syno_automl import vocabulary as V
-from syno_automl.interrupt import check_interrupt
+from syno_automl.interrupt import check_interrupt, stop_reason
 from syno_automl.runtime import SpeedTarget
-from syno_automl.search.objectives import baseline_trial, is_pareto, maximizes, operator_front, primary_value
+from syno_automl.search.objectives import (
+    baseline_trial,
+    is_pareto,
+    maximizes,
+    operator_front,
+    primary_value,
+    speed_ratio_of,
+)
 from syno_automl.study.speed import SpeedMeasurement, measure_speedups
-from syno_automl.study.trial import INTERRUPTED
 from syno_automl.study.verdict import Finalist, FinalResult, describe_kind
 
 __all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "measured_targets",
@@ -64,7 +70,8 @@ TIE_MARGIN = 0.01
 
 def choose_finalists(study: optuna.Study, k: int, tie: float | None = None,
                      most: int | None = None) -> list[optuna.trial.FrozenTrial]:
-    """Up to `k` completed operator trials cheaper than the replaced layers (user attr ``syno.cost_ratio`` < 1),
+    """Up to `k` completed operator trials faster than the replaced layers (a pareto study's speed ratio < 1: the
+    measured time ratio, or the planned cost ratio; an accuracy study's user attr ``syno.cost_ratio`` < 1),
     one per operator: the Pareto front first (a multi-objective study), then the rest, each by its first value
     (the trial's value: accuracy; a minimized first objective: the lowest first); then, in that order and up to
     `most` in all (default ``2 * k``), every further one whose value is within `tie` of a chosen one's (default
@@ -77,8 +84,7 @@ def choose_finalists(study: optuna.Study, k: int, tie: float | None = None,
     most = max(k, 2 * k if most is None else most)
     sign = -1.0 if maximize else 1.0
     trials = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-              if not t.user_attrs.get(V.BASELINE) and primary_value(t) is not None
-              and isinstance(t.user_attrs.get(V.COST_RATIO), (int, float)) and t.user_attrs[V.COST_RATIO] < 1.0]
+              if not t.user_attrs.get(V.BASELINE) and primary_value(t) is not None and _faster(study, t)]
     front = {t.number for t in operator_front(study)} if is_pareto(study) else set()
     trials.sort(key=lambda t: (t.number not in front, sign * primary_value(t), t.number))  # type: ignore[operator]
     chosen: list[optuna.trial.FrozenTrial] = []
@@ -95,6 +101,13 @@ def choose_finalists(study: optuna.Study, k: int, tie: float | None = None,
         seen.add(h)
         chosen.append(t)
     return chosen
+
+
+def _faster(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
+    """Whether the trial's operator beat the replaced layers by the study's own speed figure: a pareto study's
+    second value (the measured time ratio, or the planned cost ratio), else the planned cost ratio."""
+    ratio = speed_ratio_of(study, trial) if is_pareto(study) else trial.user_attrs.get(V.COST_RATIO)
+    return isinstance(ratio, (int, float)) and ratio < 1.0
 
 
 def _final_run(tracker: Any, parent: str | None, study: str, label: str, op: Any, trial: int | None) -> Any:
@@ -228,7 +241,7 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
             retrain(context, finalist, op, seeds, budget, run, out)
         except KeyboardInterrupt:  # the run says so, rather than staying RUNNING for ever
             if run is not None:
-                run.log_failure(INTERRUPTED)
+                run.log_failure(stop_reason())
                 run.finish("KILLED")
             raise
         if run is not None:

@@ -21,14 +21,16 @@ from syno_automl.config import (
     with_legacy_settings,
 )
 from syno_automl.errors import NotFoundError
+from syno_automl.interrupt import STOP_REASONS
 from syno_automl.search.fidelity import make_pruner
+from syno_automl.search.objectives import speed_objective_names
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
 from syno_automl.search.sampler import SynoSampler
 from syno_automl.study.context import SearchContext
 from syno_automl.study.lost_trials import LOST_IN_CREATION, fail_lost_in_creation
 from syno_automl.study.storage import make_storage, study_names
-from syno_automl.study.trial import INTERRUPTED
+from syno_automl.study.trial_speed import choose_speed_objective, record_speed_objective
 
 __all__ = ["check_study", "check_resumed", "open_study", "remaining_trials", "sampler_reward"]
 
@@ -109,9 +111,12 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
     if not study.trials:
         study.set_user_attr(V.SPACE, space_config)
         study.set_user_attr(V.SETTINGS, config.settings())
+        speed = choose_speed_objective(config, context)   # measured, or planned (asked, or the target not here)
+        record_speed_objective(study, speed)
+        names = speed_objective_names(config.objective_name, config.objective == "pareto", speed.measured)
         with warnings.catch_warnings():  # "experimental" since Optuna 3.2: noise in every new search's output
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(config.objective_names)  # the dashboard's and trials_dataframe's column name
+            study.set_metric_names(names)  # the dashboard's and trials_dataframe's column name
         study.enqueue_trial({}, user_attrs={V.BASELINE: True})
         if config.opening == "known":  # at most --trials of them: none is left WAITING
             for label, op in known.opening(context.space)[:config.trials]:
@@ -145,7 +150,7 @@ def remaining_trials(study: optuna.Study, trials: int) -> int:
     all_trials = study.get_trials(deepcopy=False)
     retried = {n for t in all_trials for n in t.system_attrs.get("retry_history", ())}
     # a trial stopped by Ctrl-C (or lost before it started) evaluated nothing: a --resume runs another instead
-    unrun = (INTERRUPTED, LOST_IN_CREATION)
+    unrun = (*STOP_REASONS.values(), LOST_IN_CREATION)
     ops = [t for t in all_trials if not t.user_attrs.get(V.BASELINE) and t.number not in retried
            and not (t.state == TrialState.FAIL and t.user_attrs.get(V.FAILURE) in unrun)]
     done_or_running = [t for t in ops if t.state.is_finished() or t.state == optuna.trial.TrialState.RUNNING]

@@ -30,7 +30,7 @@ import optuna
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
 from syno_automl.errors import SynoError
-from syno_automl.interrupt import check_interrupt, deferred_interrupt, interrupt_requested, stop_on_signals
+from syno_automl.interrupt import check_interrupt, deferred_interrupt, interrupt_requested, stop_on_signals, stop_reason
 from syno_automl.search.mcts import stop_prefetches
 from syno_automl.search.objectives import (
     baseline_trial,
@@ -48,7 +48,8 @@ from syno_automl.study.lost_trials import (
     fail_unstarted,
 )
 from syno_automl.study.opening import check_study, open_study, remaining_trials
-from syno_automl.study.trial import INTERRUPTED, Objective
+from syno_automl.study.trial import Objective
+from syno_automl.study.trial_speed import announce_speed_objective
 
 __all__ = ["SearchResult", "run_search", "SearchFailedError", "failure_of", "check_space_holds_operators"]
 
@@ -83,6 +84,7 @@ def _run_search(config: SearchConfig, resume: bool, out: TextIO | None, n_trials
     context = prepare(config)
     check_space_holds_operators(context.space, config)  # before any study, run or training: nothing to lose
     study = open_study(config, context, resume=resume)
+    announce_speed_objective(study, out)   # planned where measured was asked: said; a --resume it cannot run: refused
     tracker = parent = None
     created = TrialsCreated(study)   # the trials this worker makes RUNNING: an interrupt fails those left so
     status, final = "FAILED", None
@@ -152,23 +154,24 @@ def _after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
 
 def _end_interrupted(study: optuna.Study, created: TrialsCreated, tracker: Any | None, study_name: str,
                      started: float) -> None:
-    """This worker's trials left RUNNING by the interrupt fail (INTERRUPTED), their MLflow runs are KILLED: the
+    """This worker's trials left RUNNING by the interrupt fail (stop_reason()), their MLflow runs are KILLED: the
     trial being created (stopped inside study.ask(), which Optuna never ends), the one being run when Optuna could
     not end it (a signal in its tell), a final-stage run made since `started` and not yet training. Best effort:
     the interrupt is what the caller sees."""
+    reason = stop_reason()
     ids = {getattr(study.sampler, "current_trial_id", None), *created.ids[-3:]} - {None}   # the latest: sequential
     numbers = set()
     for trial_id in [*ids, *created.others[-2:]]:   # and the fidelity companion's trial (search/fidelity.py)
         try:
-            fail_unstarted(study, trial_id, INTERRUPTED)
+            fail_unstarted(study, trial_id, reason)
             if trial_id in ids:
                 numbers.add(study._storage.get_trial(trial_id).number)
         except Exception:  # noqa: BLE001 -- a --resume fails what is left (heartbeats, lost_trials)
             pass
     if tracker is not None:
         for number in sorted(numbers):
-            end_trial_run(tracker, study_name, number, INTERRUPTED)
-        end_final_runs(tracker, study_name, started, INTERRUPTED)
+            end_trial_run(tracker, study_name, number, reason)
+        end_final_runs(tracker, study_name, started, reason)
 
 
 #: how hard the pre-flight looks for one operator: twice one MCTS fallback draw (1,000 descents), a few seconds

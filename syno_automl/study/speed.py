@@ -16,7 +16,7 @@ from typing import Any
 from syno_automl.measure.paired import SPEED_PROTOCOL, Conditions, PairedProtocol, SpeedupEstimate, paired_speedup
 from syno_automl.runtime import SpeedTarget
 
-__all__ = ["SpeedMeasurement", "measure_speedups", "precision_name"]
+__all__ = ["SpeedMeasurement", "SpeedProbe", "measure_speedups", "precision_name"]
 
 
 @dataclass
@@ -55,68 +55,104 @@ def _caller(model: Any, example: Any, device: str, precision: str) -> Callable[[
     return call
 
 
-def _models(context: Any, ops: list[Any]) -> tuple[Any, list[Any]]:
-    """The original model and one substituted model per operator (None: it cannot be installed)."""
-    from syno_automl.measure.substituted_model import substituted_models
-    from syno_automl.placeholder import placeholders
+class SpeedProbe:
+    """Times operators' substituted models against the original on one target, one operator a call: the original is
+    built (and, on a compiled target, compiled) once and kept, every timing interleaves the two by `protocol`.
+    ``runs`` is False where the target cannot run here (CUDA without a CUDA device): every estimate is then None.
 
-    baseline: Any = None
-    models: list[Any] = []
-    for op in ops:
+    Example:
+        >>> probe = SpeedProbe(context, protocol=TRIAL_SPEED_PROTOCOL)   # doctest: +SKIP
+        >>> probe.measure(op).text()                                       # doctest: +SKIP
+        '1.41× [1.33, 1.49]'
+    """
+
+    def __init__(self, context: Any, target: SpeedTarget | None = None, threads: int | None = None,
+                 protocol: PairedProtocol = SPEED_PROTOCOL) -> None:
+        import torch
+
+        self.context = context
+        self.target = target or context.resolved.speed
+        self.protocol = protocol
+        self.runs = not (self.target.cuda and not torch.cuda.is_available())
+        self.threads = threads or torch.get_num_threads()
+        self.precision = precision_name(context.config.precision)
+        self.where = (f"cpu ({self.threads} thread{'s' if self.threads > 1 else ''})" if self.target.device == "cpu"
+                      else torch.cuda.get_device_name() if self.runs else "cuda (none here)")
+        self._example: Any = None
+        self._baseline: Callable[[], Any] | None = None
+
+    @property
+    def example(self) -> Any:
+        if self._example is None:
+            self._example = self.context.task.timing_batch(self.context).to(self.target.device)
+        return self._example
+
+    def conditions(self) -> Conditions:
+        """The conditions now (the load average changes between measurements)."""
+        return Conditions.here(self.where, self.threads, self.precision, self.context.task.timing_label(self.example))
+
+    def label(self) -> str:
+        return (f"{self.target}: torch {'compiled' if self.target.compiled else 'eager'} inference, "
+                f"{self.conditions().batch}, {self.where}, {self.precision}")
+
+    def _call(self, model: Any) -> Callable[[], Any]:
+        import torch
+
+        model = model.to(self.target.device)
+        if self.target.compiled:
+            model = torch.compile(model, dynamic=False)
+        return _caller(model, self.example, self.target.device, self.precision)
+
+    def _original(self) -> Callable[[], Any]:
+        from syno_automl.placeholder import placeholders
+
+        if self._baseline is None:
+            model = self.context.substitution.copy_model().eval()
+            for _, p in placeholders(model):
+                p.reset()
+            self._baseline = self._call(model)
+        return self._baseline
+
+    def control(self) -> SpeedupEstimate | None:
+        """The original against itself: the protocol's own noise, here and now."""
+        return self._timed(lambda: self._original()) if self.runs else None
+
+    def measure(self, op: Any) -> SpeedupEstimate | None:
+        """`op` substituted (fresh weights) against the original; None when it cannot be built or timed."""
+        from syno_automl.measure.substituted_model import substituted_models
+
+        if not self.runs:
+            return None
         try:
-            base, model = substituted_models(context.substitution, op)
+            _, model = substituted_models(self.context.substitution, op)
         except Exception:  # noqa: BLE001 -- an operator that cannot be installed: unmeasured
-            models.append(None)
-            continue
-        baseline = baseline if baseline is not None else base
-        models.append(model)
-    if baseline is None:
-        baseline = context.substitution.copy_model().eval()
-        for _, p in placeholders(baseline):
-            p.reset()
-    return baseline, models
+            return None
+        return self._timed(lambda: self._call(model))
+
+    def _timed(self, candidate: Callable[[], Callable[[], Any]]) -> SpeedupEstimate | None:
+        import torch
+
+        from syno_automl.measure.timing import torch_threads
+
+        sync = torch.cuda.synchronize if self.target.cuda else (lambda: None)
+        try:
+            with torch_threads(self.threads):
+                return paired_speedup(self._original(), candidate(), self.protocol, sync=sync,
+                                      conditions=self.conditions())
+        except Exception:  # noqa: BLE001 -- a model that fails to run is unmeasured, the others still count
+            return None
 
 
 def measure_speedups(context: Any, ops: list[Any], target: SpeedTarget | None = None, threads: int | None = None,
                      protocol: PairedProtocol = SPEED_PROTOCOL) -> SpeedMeasurement:
     """Each of `ops` substituted, timed against the original model on `target` (default the context's resolved
-    speed target). Never raises: a model that cannot be built or timed gets None."""
-    import torch
-
-    from syno_automl.measure.timing import torch_threads
-
-    target = target or context.resolved.speed
-    if target.cuda and not torch.cuda.is_available():
-        return SpeedMeasurement(f"{target}: not timed (no CUDA device here)", [None] * len(ops))
-    threads = threads or torch.get_num_threads()
-    example = context.task.timing_batch(context).to(target.device)
-    precision = precision_name(context.config.precision)
-    where = f"cpu ({threads} thread{'s' if threads > 1 else ''})" if target.device == "cpu" \
-        else torch.cuda.get_device_name()
-    conditions = Conditions.here(where, threads, precision, context.task.timing_label(example))
-    label = (f"{target}: torch {'compiled' if target.compiled else 'eager'} inference, "
-             f"{conditions.batch}, {where}, {precision}")
-    baseline, models = _models(context, ops)
-    runnable = [m if m is None else m.to(target.device) for m in [baseline, *models]]
-    if target.compiled:
-        runnable = [m if m is None else torch.compile(m, dynamic=False) for m in runnable]
-    calls = [None if m is None else _caller(m, example, target.device, precision) for m in runnable]
-    sync = torch.cuda.synchronize if target.cuda else (lambda: None)
-    result = SpeedMeasurement(label, conditions=conditions)
-    with torch_threads(threads):
-        result.control = _timed(calls[0], calls[0], protocol, sync, conditions)
-        for call in calls[1:]:
-            result.estimates.append(_timed(calls[0], call, protocol, sync, conditions))
+    speed target), and the control. Never raises: a model that cannot be built or timed gets None."""
+    probe = SpeedProbe(context, target, threads, protocol)
+    if not probe.runs:
+        return SpeedMeasurement(f"{probe.target}: not timed (no CUDA device here)", [None] * len(ops))
+    result = SpeedMeasurement(probe.label(), conditions=probe.conditions())
+    result.control = probe.control()
+    result.estimates = [probe.measure(op) for op in ops]
     if result.control is not None:
         result.baseline_ms = result.control.baseline_ms
     return result
-
-
-def _timed(baseline: Callable[[], Any] | None, candidate: Callable[[], Any] | None, protocol: PairedProtocol,
-           sync: Callable[[], None], conditions: Conditions) -> SpeedupEstimate | None:
-    if baseline is None or candidate is None:
-        return None
-    try:
-        return paired_speedup(baseline, candidate, protocol, sync=sync, conditions=conditions)
-    except Exception:  # noqa: BLE001 -- a model that fails to run is unmeasured, the others still count
-        return None

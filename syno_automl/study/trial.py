@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import signal
 import sys
 import time
 import traceback
@@ -12,16 +13,17 @@ import optuna
 import syno_automl.study.training as training
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
-from syno_automl.errors import TrialResultError
-from syno_automl.interrupt import check_interrupt
+from syno_automl.interrupt import STOP_REASONS, check_interrupt, stop_reason
 from syno_automl.search.objectives import baseline_trial, primary_value
 from syno_automl.search.sampler import suggest_operator
 from syno_automl.space import Operator
 from syno_automl.study.context import SearchContext
+from syno_automl.study.trial_speed import TrialSpeed, speed_objective_of
 
 __all__ = ["Objective", "INTERRUPTED", "log_baseline_run"]
 
-INTERRUPTED = "interrupted by the user (Ctrl-C / SIGINT)"
+#: what a trial stopped by Ctrl-C records (stop_reason(): the text for the signal received)
+INTERRUPTED = STOP_REASONS[signal.SIGINT]
 
 
 def _failure_reason(error: BaseException) -> str:
@@ -34,7 +36,8 @@ def _failure_reason(error: BaseException) -> str:
 
 class Objective:
     """Trains one trial: baseline or operator; returns the final validation accuracy (image) or loss (lm), and
-    (pareto) the operator's planned cost ratio (the baseline's: 1.0).
+    (pareto) its speed ratio (the baseline's: 1.0): the measured time ratio, 1 / the speedup the trial measured
+    before its training, or the planned cost ratio (the study's speed objective: study/trial_speed.py).
 
     Example:
         >>> context = prepare(SearchConfig())                                   # doctest: +SKIP
@@ -49,6 +52,7 @@ class Objective:
         self.parent_run_id = parent_run_id
         self.out = out
         self.screen: Any = None   # search/screen.py's Screen, made at the first operator trial when config.screen
+        self.speed: TrialSpeed | None = None   # made at the first trial, for its study's speed objective
 
     def __call__(self, trial: optuna.trial.Trial) -> float | tuple[float, float]:
         check_interrupt(lambda: trial.set_user_attr(V.FAILURE, INTERRUPTED))   # one a finalizer swallowed
@@ -73,21 +77,23 @@ class Objective:
                                                  tags={"optuna.study": config.study},
                                                  label=None if op is not None or baseline else "no-operator")
                     trial.set_user_attr(V.RUN_ID, run.run_id)
+            speed = self._speed(trial)
+            speed.measure(trial, run, op)   # before training: pruned and failed trials have it too
             if op is not None and config.screen != "off":
                 self._screen(trial, run)
             value = training.train_operator(context, trial, run, epochs=config.epochs)
             cost = 1.0 if baseline else trial.user_attrs.get(V.COST_RATIO)
-            if config.objective == "pareto" and (cost is None or not math.isfinite(float(cost))):
-                raise TrialResultError(f"no finite planned cost ratio ({V.COST_RATIO}={cost}): not comparable")
+            second = speed.objective_value(trial, baseline) if config.objective == "pareto" else None
             if baseline and run is not None:
                 log_baseline_run(run, context)
             extra = context.task.trial_line(trial, run, baseline)
             if op is not None and config.latency_targets:
                 extra += self._latency(trial, run, op, value)
         except KeyboardInterrupt:  # Ctrl-C: this trial fails now (Optuna marks it FAIL and re-raises)
-            trial.set_user_attr(V.FAILURE, INTERRUPTED)
+            reason = stop_reason()
+            trial.set_user_attr(V.FAILURE, reason)
             if run is not None:
-                run.log_failure(INTERRUPTED)
+                run.log_failure(reason)
                 run.finish("KILLED")
             self._print(trial, op, "interrupted", started)
             raise
@@ -111,12 +117,18 @@ class Objective:
         ratio = trial.user_attrs.get(V.FLOPS_RATIO)
         self._print(trial, op, f"{config.objective_name} {value:.4f}"
                     + (f"  flops {ratio:.3f}x" if ratio is not None else "")
-                    + (f"  cost {cost:.3f}x" if cost is not None and not baseline else "") + extra, started)
+                    + (f"  cost {cost:.3f}x" if cost is not None and not baseline else "") + speed.text(trial)
+                    + extra, started)
         chance = context.task.near_chance(value, context.num_classes) if baseline else None
         if chance is not None and self.out is not None:
             print(f"      warning: the baseline's {chance}: the trials cannot rank operators at this budget; train "
                   f"longer (--epochs, --steps) or choose a smaller model", file=self.out, flush=True)
-        return (value, float(cost)) if config.objective == "pareto" else value
+        return (value, second) if second is not None else value
+
+    def _speed(self, trial: optuna.trial.Trial) -> TrialSpeed:
+        if self.speed is None:
+            self.speed = TrialSpeed(self.context, speed_objective_of(trial.study))
+        return self.speed
 
     def _screen(self, trial: optuna.trial.Trial, run: Any | None) -> None:
         """Scores the trial's operator cheaply before its training (search/screen.py, seeded as the training);

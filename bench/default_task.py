@@ -1,9 +1,10 @@
 """Why the embedded default is what it is (issue 14, point 3): can a cheaper operator show a speedup on it?
 
-For each small-CNN width and digits image size asked, the default search's space is built as ``syno-automl search``
-builds it, and two models are re-trained and timed the way the search's final stage does it
-(``syno_automl.study.finalists``: ``--seeds`` training seeds x twice the search's epochs, paired seeds; whole
-models timed in torch eager inference on the search's example batch, 1 thread, interleaved rounds):
+For each small-CNN width and digits image size asked (``--model``: the default pointwise_cnn, or small_cnn), the
+default search's space is built as ``syno-automl search`` builds it, and two models are re-trained and timed the
+way the search's final stage does it (``syno_automl.study.finalists``: ``--seeds`` training seeds x twice the
+search's epochs, paired seeds; whole models timed in torch eager inference on the search's example batch, 1 thread,
+interleaved rounds):
 
 * the baseline (the original convs);
 * the grouped conv with ``s`` = 2 groups, an operator of the default space (reached by canonical steps, so the
@@ -14,6 +15,7 @@ model speedup (the ratio against the baseline timed in the same run). Nothing is
 
     PYTHONPATH=. python bench/default_task.py                         # widths 32,64 at 8x8
     PYTHONPATH=. python bench/default_task.py --widths 64 --sizes 8,16 --seeds 3
+    PYTHONPATH=. python bench/default_task.py --model small_cnn          # the 3x3 stem (the default before issue 33)
 """
 from __future__ import annotations
 
@@ -49,11 +51,14 @@ def grouped_by_s(space: OperatorSpace) -> Operator:
     return known.walk(space, GROUPED_BY_S)
 
 
-def one_setting(width: int, size: int, epochs: int, seeds: int) -> str:
-    # the model zoo's small_cnn at this width, for this setting only
-    zoo._REGISTRY["small_cnn"] = zoo._image(functools.partial(zoo.SmallCNN, width=width))
+STEMS = {"pointwise_cnn": 1, "small_cnn": 3}   # the digits models: the default's 1x1 stem, small_cnn's 3x3
+
+
+def one_setting(model: str, width: int, size: int, epochs: int, seeds: int) -> str:
+    # the model zoo's entry at this width, for this setting only
+    zoo._REGISTRY[model] = zoo._image(functools.partial(zoo.SmallCNN, width=width, stem_kernel=STEMS[model]))
     torch.set_num_threads(1)
-    context = prepare(SearchConfig(tracking_uri=None, image_size=size, epochs=epochs))
+    context = prepare(SearchConfig(model=model, tracking_uri=None, image_size=size, epochs=epochs))
     op = grouped_by_s(context.space)
     final_epochs = 2 * epochs
     base, cand = Finalist("baseline", None, "", 1.0, None), Finalist("gconv", None, "", None, None)
@@ -64,8 +69,8 @@ def one_setting(width: int, size: int, epochs: int, seeds: int) -> str:
     estimate = speed.estimates[0]
     base_ms, ms, how = speed.baseline_ms, estimate.candidate_ms, speed.label
     sub = context.substitution
-    return (f"width {width:3d}, {size:2d}x{size:<2d}: baseline {base.mean:.4f} ± {base.sd:.4f}, grouped conv (s=2) "
-            f"{cand.mean:.4f} ± {cand.sd:.4f} ({100 * (cand.mean - base.mean):+.2f} pp), model speedup "
+    return (f"{model}, width {width:3d}, {size:2d}x{size:<2d}: baseline {base.mean:.4f} ± {base.sd:.4f}, grouped "
+            f"conv (s=2) {cand.mean:.4f} ± {cand.sd:.4f} ({100 * (cand.mean - base.mean):+.2f} pp), model speedup "
             f"{estimate.text()} ({base_ms:.2f} ms vs {ms:.2f} ms; {how})"
             f", FLOPs {sub.flops_ratio(op):.2f}x, planned cost {sub.cost_ratio(op):.2f}x  "
             f"[{time.time() - started:.0f} s]")
@@ -73,6 +78,8 @@ def one_setting(width: int, size: int, epochs: int, seeds: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=SearchConfig().model, choices=sorted(STEMS),
+                    help="the digits model (default: the search's default, pointwise_cnn)")
     ap.add_argument("--widths", default="32,64")
     ap.add_argument("--sizes", default="8")
     ap.add_argument("--epochs", type=int, default=3, help="the search's epochs (final: twice); 3, the CLI's default")
@@ -82,7 +89,7 @@ def main() -> None:
     print(f"final-stage protocol: {args.seeds} seeds x {2 * args.epochs} epochs; speedup of the whole model")
     for width in (int(w) for w in args.widths.split(",")):
         for size in (int(s) for s in args.sizes.split(",")):
-            print(one_setting(width, size, args.epochs, args.seeds), flush=True)
+            print(one_setting(args.model, width, size, args.epochs, args.seeds), flush=True)
 
 
 if __name__ == "__main__":

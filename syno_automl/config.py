@@ -25,6 +25,8 @@ from syno_automl.settings import (
     LOCAL_DATASETS,
     MODEL_NAMES,
     MODEL_TASKS,
+    SEQUENCE_DATASETS,
+    SEQUENCE_MODELS,
     SETTING,
     SETTINGS,
     TASK_OBJECTIVES,
@@ -82,13 +84,21 @@ class _SearchConfigMethods:
     layer: str | None
     where: str | None
     groups: bool
+    image_size: int | None
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise SettingError(f"--task must be one of {', '.join(TASKS)}, got {self.task!r}")
-        for s in SETTINGS:  # a field left at None takes the task's default
-            if s.task_defaults is not None and getattr(self, s.name) is None:
-                setattr(self, s.name, s.task_defaults[self.task])
+        left = [s for s in SETTINGS if s.task_defaults is not None and getattr(self, s.name) is None]
+        for s in left:  # a field left at None takes the task's default...
+            setattr(self, s.name, s.default_for(self.task))
+        dataset = str(self.dataset).lower().replace("_", "-")
+        for s in left:  # ... or the dataset's, once the dataset is known (mnist1d: pointwise_cnn1d, conv1d)
+            if s.dataset_defaults is not None and self.task in s.tasks and dataset in s.dataset_defaults:
+                setattr(self, s.name, s.dataset_defaults[dataset])
+        for s in SETTINGS:  # a numeric 'off' of a setting whose None is its default (--cost-ratio 0): None now
+            if s.task_defaults is not None and isinstance(s.off, (int, float)) and getattr(self, s.name) == s.off:
+                setattr(self, s.name, None)
 
     @property
     def direction(self) -> str:
@@ -104,11 +114,6 @@ class _SearchConfigMethods:
     def directions(self) -> list[str]:
         """The study's directions: the primary objective's, and (pareto) the cost ratio's, minimized."""
         return [self.direction] + (["minimize"] if self.objective == "pareto" else [])
-
-    @property
-    def objective_names(self) -> list[str]:
-        """The study's metric names, one per direction."""
-        return [self.objective_name] + (["cost_ratio"] if self.objective == "pareto" else [])
 
     def validate(self) -> None:
         """Every setting checked against its table entry (SettingError and its kinds, naming the flag).
@@ -144,8 +149,10 @@ class _SearchConfigMethods:
         self._check_model()
 
     def _check_model(self) -> None:
-        """The model is for the task, and has layers to substitute (settings.MODEL_TASKS, GROUPED_MODELS)."""
+        """The model is for the task and the data, and has layers to substitute (settings.MODEL_TASKS,
+        SEQUENCE_MODELS, GROUPED_MODELS)."""
         model = str(self.model)
+        self._check_dimensions(model)
         task = MODEL_TASKS.get(model)
         if task is not None and task != self.task:
             what = "a language model: pass --task lm" if task == "lm" else f"an image model, not for --task {self.task}"
@@ -154,6 +161,23 @@ class _SearchConfigMethods:
         if model in GROUPED_MODELS and not self.groups and self.layer == "conv2d" and self.where is None:
             raise SettingError(f"--model {model}: its 3x3 convolutions are all grouped, so nothing would be "
                                f"substituted; pass --groups (grouped and depthwise convolutions too)")
+
+    def _check_dimensions(self, model: str) -> None:
+        """A model of 1-D sequences (Conv1d) takes a dataset of them, an image model images: the other pairing
+        fails inside torch, in its words."""
+        if self.task != "image":
+            return
+        dataset = str(self.dataset).lower().replace("_", "-")
+        sequences = ", ".join(SEQUENCE_DATASETS)
+        if model in SEQUENCE_MODELS and dataset not in SEQUENCE_DATASETS:
+            raise SettingError(f"--model {model} reads 1-D sequences (--dataset {sequences}), not --dataset "
+                               f"{self.dataset}")
+        if dataset in SEQUENCE_DATASETS:
+            if model in MODEL_TASKS and model not in SEQUENCE_MODELS:
+                raise SettingError(f"--dataset {dataset} holds 1-D sequences: --model {model} is an image model "
+                                   f"(for sequences: {', '.join(SEQUENCE_MODELS)})")
+            if self.image_size is not None:
+                raise SettingError(f"--image-size does not apply to --dataset {dataset} (1-D sequences)")
 
     def settings(self) -> dict[str, Any]:
         """The search settings stored with the study and logged to MLflow (JSON-able): the recorded settings
@@ -222,6 +246,7 @@ class SearchConfig(_SearchConfigMethods):
     milestones: dict[int, float] = _setting("milestones")
     trials: int = _setting("trials")
     objective: str = _setting("objective")
+    speed_objective: str = _setting("speed_objective")
     pruner: str = _setting("pruner")
     opening: str = _setting("opening")
     screen: str = _setting("screen")

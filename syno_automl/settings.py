@@ -24,26 +24,30 @@ from syno_automl.errors import SynoError
 from syno_automl.runtime.target import SPEED_TARGETS
 
 __all__ = ["Setting", "SETTINGS", "SETTING", "TASKS", "TASK_OBJECTIVES", "MODEL_NAMES", "MODEL_TASKS", "GROUPED_MODELS",
-           "DATASET_NAMES", "LOCAL_DATASETS", "LAYER_NAMES", "SPEED_TARGETS", "MODEL_COMMANDS", "TRAINING_COMMANDS",
-           "STORE_COMMANDS", "SECTIONS", "section_of", "SettingError",
+           "DATASET_NAMES", "LOCAL_DATASETS", "SEQUENCE_DATASETS", "SEQUENCE_MODELS", "LAYER_NAMES", "SPEED_TARGETS",
+           "MODEL_COMMANDS", "TRAINING_COMMANDS", "STORE_COMMANDS", "SECTIONS", "section_of", "SettingError",
            "SettingTypeError", "SettingRangeError", "SettingChoiceError", "SettingTaskError", "DataDirError",
            "settings_markdown", "comma_list"]
 
 TASKS = ("image", "lm")
 # what a trial of each task reports (the study's primary objective) and in which direction it is better
 TASK_OBJECTIVES: dict[str, tuple[str, str]] = {"image": ("val_acc", "maximize"), "lm": ("val_loss", "minimize")}
-LAYER_NAMES = ("conv2d", "linear")
+LAYER_NAMES = ("conv2d", "conv1d", "linear")
 # where and how a model runs: device . execution (syno_automl.cost_profile prices each)
 # lightning_modules' registries (MODEL_NAMES, DATAMODULE_NAMES) import torch: their names are repeated here so
 # that a wrong name fails before the imports (tests/test_cli_workflow.py keeps the two lists equal), each with the
 # task it is for: a model of the other task is refused before the imports too (an image model given tokens fails
 # inside torch, in its words)
-MODEL_TASKS: dict[str, str] = {"small_cnn": "image", "resnet18": "image", "resnet34": "image",
+MODEL_TASKS: dict[str, str] = {"pointwise_cnn": "image", "small_cnn": "image", "pointwise_cnn1d": "image",
+                               "small_cnn1d": "image", "resnet18": "image", "resnet34": "image",
                                "resnext29_2x64d": "image", "densenet121": "image", "efficientnet_v2_s": "image",
                                "gpt": "lm", "gpt2": "lm"}
 MODEL_NAMES = tuple(MODEL_TASKS)
-DATASET_NAMES = ("digits", "mnist", "cifar10", "cifar100", "imagenet-folder", "text")
+DATASET_NAMES = ("digits", "mnist1d", "mnist", "cifar10", "cifar100", "imagenet-folder", "text")
 LOCAL_DATASETS = ("mnist", "cifar10", "cifar100", "imagenet-folder")   # read from --data-dir, never downloaded
+# the datasets of 1-D sequences ([N, C, L]) and the models that read them (Conv1d): either with the other kind fails
+SEQUENCE_DATASETS = ("mnist1d",)
+SEQUENCE_MODELS = ("pointwise_cnn1d", "small_cnn1d")
 # models whose replaceable convolutions are all grouped (ResNeXt's 3x3s): without --groups nothing is substituted
 GROUPED_MODELS = ("resnext29_2x64d",)
 # the subcommands that take the model and store options (syno_automl.cli builds each from this table)
@@ -107,6 +111,7 @@ class Setting:
     recorded: bool = True           # stored with the study, logged to MLflow, compared on --resume
     legacy: Any = _UNSET            # what a study recorded before this setting existed ran with
     task_defaults: dict[str, Any] | None = None   # the default per task when ``default`` is None
+    dataset_defaults: dict[str, Any] | None = None   # the default per dataset, where it is not the task's
     parse: Callable[[str], Any] | None = None      # the command line's text -> value, beside ``kind``
     metavar: str | None = None
     check: Callable[[Any], str | None] | None = None   # an extra check: a message when the value is wrong
@@ -134,7 +139,9 @@ class Setting:
         """The default as the help and the docs say it."""
         if self.default is None and self.task_defaults is not None:
             image, lm = self.task_defaults.get("image"), self.task_defaults.get("lm")
-            return f"{_show(image)}; lm: {_show(lm)}" if image != lm else _show(image)
+            per_dataset = ", ".join(f"{d}: {_show(v)}" for d, v in (self.dataset_defaults or {}).items())
+            text = _show(image) + (f" ({per_dataset})" if per_dataset else "")
+            return f"{text}; lm: {_show(lm)}" if image != lm else text
         if self.kind is bool:
             return "off" if not self.default else "on"
         default = self.default() if callable(self.default) else self.default
@@ -143,7 +150,10 @@ class Setting:
         return ",".join(default) if isinstance(default, tuple) else _show(default)
 
     def from_cli(self, value: Any) -> Any:
-        """A parsed command-line value as the setting's value (``off`` -> None)."""
+        """A parsed command-line value as the setting's value (``off`` -> None; where None means the task's or
+        dataset's default, ``off`` stays as given and SearchConfig turns it into None once the defaults are in)."""
+        if self.task_defaults is not None and self.off is not None and not isinstance(self.off, tuple):
+            return value
         if isinstance(self.off, tuple):
             return None if isinstance(value, str) and value.lower() in self.off else value
         if self.off is not None and value is not None and isinstance(value, (int, float)) and \
@@ -300,19 +310,22 @@ def _rows() -> list[Setting]:
         # -- what is searched: the task, its model, data and layers
         S("task", str, "image", "image: classification, maximize val_acc; lm: the GPT's QKV projections, minimize "
           "val_loss", "--task", model, choices=TASKS),
-        S("model", str, None, "model of lightning_modules", "--model", model, choices=MODEL_NAMES,
-          task_defaults={"image": "small_cnn", "lm": "gpt"}),
-        S("dataset", str, None, "digits (embedded), mnist, cifar10, cifar100, imagenet-folder (these from "
-          "--data-dir); lm: text (embedded: the Python standard library's sources, or text files in --data-dir)",
+        S("model", str, None, "model of lightning_modules (digits' and mnist1d's defaults have a pointwise stem, "
+          "so that the replaced convs hold all the spatial reach: docs/search.md)", "--model", model,
+          choices=MODEL_NAMES, task_defaults={"image": "pointwise_cnn", "lm": "gpt"},
+          dataset_defaults={"mnist1d": "pointwise_cnn1d"}),
+        S("dataset", str, None, "digits (embedded), mnist1d (embedded: MNIST-1D's sequences, generated by the "
+          "mnist1d package), mnist, cifar10, cifar100, imagenet-folder (these from --data-dir); lm: text (embedded: "
+          "the Python standard library's sources, or text files in --data-dir)",
           "--dataset", model, task_defaults={"image": "digits", "lm": "text"}),
-        S("data_dir", str, None, "folder of a local dataset (not digits; lm: text files)", "--data-dir", model,
-          optional=True, resumable=True),
+        S("data_dir", str, None, "folder of a local dataset (not digits or mnist1d; lm: text files)", "--data-dir",
+          model, optional=True, resumable=True),
         S("layer", str, None, "the kind of layer replaced", choices=LAYER_NAMES,
-          task_defaults={"image": "conv2d", "lm": "linear"}),
+          task_defaults={"image": "conv2d", "lm": "linear"}, dataset_defaults={"mnist1d": "conv1d"}),
         S("where", str, None, "glob of the names of the layers replaced (image: every conv but the stem)",
           optional=True, task_defaults={"image": None, "lm": "*.qkv"}),
-        S("image_size", int, None, "side of the images (the dataset's own by default; digits: 8)", "--image-size",
-          model, minimum=1, optional=True, tasks=("image",)),
+        S("image_size", int, None, "side of the images (the dataset's own by default; digits: 8; not mnist1d)",
+          "--image-size", model, minimum=1, optional=True, tasks=("image",)),
         S("groups", bool, False, "also substitute grouped and depthwise convolutions (ResNeXt's 3x3 convs are all "
           "grouped; the grouped conv itself is then in the space)", "--groups", model, tasks=("image",),
           legacy=False),
@@ -321,8 +334,11 @@ def _rows() -> list[Setting]:
         # -- the space and its budgets
         S("flops_ratio", float, 0.5, "FLOPs budget relative to the replaced layers", "--flops-ratio", model,
           above=0),
-        S("cost_ratio", float, 1.0, "planned-cost budget (FLOPs + elements materialized, Operator.cost) relative "
-          "to the replaced layers; 0 turns it off", "--cost-ratio", model, above=0, optional=True, off=0),
+        S("cost_ratio", float, None, "planned-cost budget (FLOPs + elements materialized, Operator.cost) relative "
+          "to the replaced layers; 0 turns it off (mnist1d: 2.0, since a 3-tap Conv1d's plan is mostly the "
+          "elements it writes, so at 1.0 only convolutions fit; the measured speed ranks what the budget lets in)",
+          "--cost-ratio", model, above=0, optional=True, off=0, task_defaults={"image": 1.0, "lm": 1.0},
+          dataset_defaults={"mnist1d": 2.0}),
         S("cost_profile", str, None, "the cost profile that prices --cost-ratio: cpu.eager (today's planned cost: "
           "FLOPs + 256 per element written), cuda.eager, cuda.compiled, or a file from `syno-automl calibrate`; "
           "none: cpu.eager", "--cost-profile", model, optional=True, legacy=None, check=_profile_check),
@@ -358,9 +374,15 @@ def _rows() -> list[Setting]:
         # -- the study
         S("trials", int, 10, "operator trials, beside the baseline (a --resume: the study's own)", "--trials",
           minimum=0, resumable=True),
-        S("objective", str, "pareto", "pareto: two objectives, accuracy (lm: loss) and the operator's planned cost "
-          "ratio, the front in study.best_trials; accuracy: accuracy (lm: loss) alone", "--objective",
+        S("objective", str, "pareto", "pareto: two objectives, accuracy (lm: loss) and a speed ratio "
+          "(--speed-objective), the front in study.best_trials; accuracy: accuracy (lm: loss) alone", "--objective",
           choices=("pareto", "accuracy"), legacy="accuracy"),
+        S("speed_objective", str, "measured", "measured: each trial times the whole model against the original on "
+          "--target before its training (logged as speedup.<target> with its interval) and pareto's speed objective "
+          "is its time ratio, 1 / speedup; falls back to planned, saying so, where this machine cannot run the "
+          "target; planned: no timing, the operator's planned cost ratio (deterministic: the same seed gives the "
+          "same search whatever the machine's load)", "--speed-objective", choices=("measured", "planned"),
+          legacy="planned"),
         S("pruner", str, "hyperband", "stop trials that learn slower than the others, after each epoch, with "
           "Optuna's HyperbandPruner or SuccessiveHalvingPruner", "--pruner", choices=("hyperband", "halving", "none"),
           tasks=("image",), legacy="none"),

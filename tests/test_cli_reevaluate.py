@@ -18,8 +18,8 @@ def test_reevaluate_takes_the_study_settings_and_changes_only_what_is_passed(tmp
     assert len(runs) == 1
     params = {k[len("search."):]: v for k, v in runs[0].data.params.items() if k.startswith("search.")}
     assert {k: params.get(k) for k in ("model", "dataset", "image_size", "batch_size", "lr", "seed", "epochs")} == {
-        "model": "small_cnn", "dataset": "digits", "image_size": "12", "batch_size": "32", "lr": "0.1", "seed": "3",
+        "model": "pointwise_cnn", "dataset": "digits", "image_size": "12", "batch_size": "32", "lr": "0.1", "seed": "3",
         "epochs": "2"}
     assert "cost_ratio" not in params  # --cost-ratio 0 (off), as recorded; not the default 1.0
-    assert "re-training small_cnn on digits at 12x12 as the search did, but: epochs 1 (now 2)" in done.stdout
-    assert "with small_cnn on digits at 12x12 after 2 epochs" in done.stdout
+    assert "re-training pointwise_cnn on digits at 12x12 as the search did, but: epochs 1 (now 2)" in done.stdout
+    assert "with pointwise_cnn on digits at 12x12 after 2 epochs" in done.stdout

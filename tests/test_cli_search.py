@@ -38,7 +38,7 @@ def test_search_show_export_report_resume(tmp_path, monkeypatch):
         label = "baseline" if t.number == 0 else t.user_attrs["syno.hash"]
         run = runs[f"trial-{t.number}-{label}"]
         assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
-        assert run.data.params["search.model"] == "small_cnn"
+        assert run.data.params["search.model"] == "pointwise_cnn"  # the default model
         if t.state == optuna.trial.TrialState.COMPLETE:
             assert run.info.status == "FINISHED"
             assert run.data.metrics["val_acc"] == pytest.approx(t.values[0])  # (val_acc, cost_ratio) by default

@@ -28,7 +28,7 @@ INDUCTOR_METRICS = {"latency_ms.inductor-llvm", "speedup.inductor-llvm", "baseli
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory):
-    """A study with the baseline and one operator trial (small_cnn on digits, 1 epoch): (folder, CLI storage
+    """A study with the baseline and one operator trial (pointwise_cnn on digits, 1 epoch): (folder, CLI storage
     options, operator hash, MLflow run id of its trial, number of replaced layers)."""
     folder = tmp_path_factory.mktemp("tune")
     common = ["--storage", f"sqlite:///{folder / 'syno.db'}", "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}"]

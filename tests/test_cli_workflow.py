@@ -223,7 +223,7 @@ def test_show_and_export_with_trained_weights_in_a_torch_only_process(searched, 
         smoke = subprocess.run([sys.executable, "-I", str(tmp_path / f"op{mapping}.py"),
                                 str(tmp_path / f"w{mapping}.pt")], capture_output=True, text=True, timeout=300)
         assert smoke.returncode == 0 and smoke.stdout.startswith("ok:"), smoke.stderr[-2000:]
-    assert shapes[0] != shapes[1]  # the two layers' sizes (small_cnn's two substituted convolutions)
+    assert shapes[0] != shapes[1]  # the two layers' sizes (the default model's two substituted convolutions)
     import torch
 
     trained = torch.load(tmp_path / "w0.pt", weights_only=True)

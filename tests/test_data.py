@@ -65,7 +65,7 @@ def test_missing_dataset_error_names_the_expected_files(tmp_path: Path, name: st
 
 
 @pytest.mark.parametrize("name, kw, message", [
-    ("svhn", {}, "known datasets: digits, mnist, cifar10, cifar100, imagenet-folder, text"),
+    ("svhn", {}, "known datasets: digits, mnist1d, mnist, cifar10, cifar100, imagenet-folder, text"),
     ("cifar10", {}, "pass data_dir"),
 ])
 def test_build_datamodule_rejects_bad_requests(name: str, kw: dict, message: str) -> None:

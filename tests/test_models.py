@@ -40,6 +40,42 @@ def test_small_cnn_accepts_8_to_32_pixel_inputs(size: int, in_channels: int) -> 
     assert model(torch.randn(2, in_channels, size, size)).shape == (2, 10)
 
 
+def test_small_cnn_keeps_its_3x3_stem_and_its_weights_layout() -> None:
+    """A study made with small_cnn resumes to the same model: its stem, layers and parameter count are pinned."""
+    model = build_model("small_cnn", num_classes=10, in_channels=1)
+    convs = [(name, m.in_channels, m.out_channels, m.kernel_size, m.padding) for name, m in model.named_modules()
+             if isinstance(m, nn.Conv2d)]
+    assert convs == [("features.0.0", 1, 64, (3, 3), (1, 1)), ("features.1.0", 64, 64, (3, 3), (1, 1)),
+                     ("features.3.0", 64, 128, (3, 3), (1, 1))]
+    assert count_parameters(model) == 112_970
+
+
+def test_pointwise_cnn_is_small_cnn_with_a_1x1_stem() -> None:
+    pointwise, small = build_model("pointwise_cnn", 10, 1), build_model("small_cnn", 10, 1)
+    stem = pointwise.features[0][0]
+    assert isinstance(stem, nn.Conv2d) and stem.kernel_size == (1, 1) and stem.padding == (0, 0)
+    shapes = {k: v.shape for k, v in pointwise.state_dict().items()}
+    assert shapes.pop("features.0.0.weight") == (64, 1, 1, 1)
+    assert shapes == {k: v.shape for k, v in small.state_dict().items() if k != "features.0.0.weight"}
+    assert pointwise.eval()(torch.randn(2, 1, 8, 8)).shape == (2, 10)
+
+
+@pytest.mark.parametrize("name, stem", [("pointwise_cnn1d", 1), ("small_cnn1d", 5)])
+def test_the_1d_cnns_map_sequences_to_logits_through_three_3_tap_convs(name: str, stem: int) -> None:
+    model = build_model(name, num_classes=10, in_channels=1).eval()
+    assert model(torch.randn(2, 1, 40)).shape == (2, 10)
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv1d)]
+    assert [(m.in_channels, m.out_channels, m.kernel_size, m.padding) for m in convs] == [
+        (1, 64, (stem,), (stem // 2,))] + [(64, 64, (3,), (1,))] * 3
+    assert not any(isinstance(m, nn.Conv2d) for m in model.modules())
+
+
+@pytest.mark.parametrize("name", ["pointwise_cnn", "small_cnn", "pointwise_cnn1d", "small_cnn1d"])
+def test_an_even_stem_is_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="stem_kernel"):
+        build_model(name, num_classes=10, in_channels=1, stem_kernel=2)
+
+
 @pytest.mark.parametrize("name, num_classes, published", [
     ("resnet18", 10, 11_173_962),          # CIFAR ResNet-18, "11.17M"
     ("resnet34", 10, 21_282_122),          # CIFAR ResNet-34, "21.28M"
@@ -69,7 +105,7 @@ def test_resnet18_has_16_block_convs_of_which_13_are_stride_1() -> None:
     assert sum(same_padding_3x3_stride1(m) for m in model.modules()) == 14
 
 
-@pytest.mark.parametrize("name", [n for n in MODEL_NAMES if not n.startswith("gpt")])
+@pytest.mark.parametrize("name", [n for n in MODEL_NAMES if not n.startswith("gpt") and not n.endswith("1d")])
 def test_every_3x3_stride_1_conv_is_a_same_padded_conv2d(name: str) -> None:
     model = build_model(name, num_classes=10, in_channels=3)
     convs = [m for m in model.modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3)

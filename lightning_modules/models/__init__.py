@@ -1,4 +1,5 @@
-"""Model zoo: CIFAR-style image networks and a GPT-2-style decoder, written with torch alone.
+"""Model zoo: CIFAR-style image networks, small 1-D CNNs for sequences and a GPT-2-style decoder, written with torch
+alone.
 
 Example:
     >>> model = build_model("resnet18", num_classes=10, in_channels=3)
@@ -12,12 +13,13 @@ from torch import nn
 
 from syno_automl.errors import OptionError
 
+from .cnn1d import SmallCNN1d, pointwise_cnn1d, small_cnn1d
 from .densenet import densenet121
 from .efficientnet import efficientnet_v2_s
 from .gpt import GPT, GPTConfig, gpt, gpt2
 from .resnet import resnet18, resnet34
 from .resnext import resnext29_2x64d
-from .small_cnn import SmallCNN
+from .small_cnn import SmallCNN, pointwise_cnn
 
 
 def _image(factory: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
@@ -30,7 +32,10 @@ def _language(factory: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
 
 
 _REGISTRY: dict[str, Callable[..., nn.Module]] = {
+    "pointwise_cnn": _image(pointwise_cnn),
     "small_cnn": _image(SmallCNN),
+    "pointwise_cnn1d": _image(pointwise_cnn1d),
+    "small_cnn1d": _image(small_cnn1d),
     "resnet18": _image(resnet18),
     "resnet34": _image(resnet34),
     "resnext29_2x64d": _image(resnext29_2x64d),
@@ -52,5 +57,6 @@ def build_model(name: str, num_classes: int = 10, in_channels: int = 3, **kw: An
     return _REGISTRY[key](num_classes, in_channels, **kw)
 
 
-__all__ = ["GPT", "GPTConfig", "LANGUAGE_MODEL_NAMES", "MODEL_NAMES", "SmallCNN", "build_model", "densenet121",
-           "efficientnet_v2_s", "gpt", "gpt2", "resnet18", "resnet34", "resnext29_2x64d"]
+__all__ = ["GPT", "GPTConfig", "LANGUAGE_MODEL_NAMES", "MODEL_NAMES", "SmallCNN", "SmallCNN1d", "build_model",
+           "densenet121", "efficientnet_v2_s", "gpt", "gpt2", "pointwise_cnn", "pointwise_cnn1d", "resnet18",
+           "resnet34", "resnext29_2x64d", "small_cnn1d"]

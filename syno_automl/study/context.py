@@ -121,7 +121,7 @@ def _space_options(config: SearchConfig, layer: type, in_channels: int) -> dict[
 def _load_data(config: SearchConfig, resolved: Resolved) -> Any:
     from lightning_modules import build_datamodule
 
-    embedded = config.data_dir is None and config.dataset in ("digits", "text")
+    embedded = config.data_dir is None and config.dataset in ("digits", "mnist1d", "text")
     threads = config.threads or (1 if embedded else None)
     if threads:  # tiny models: more threads only contend (50x slower with 2 threads on a busy 2-core VM)
         torch.set_num_threads(threads)

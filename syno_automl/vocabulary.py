@@ -101,8 +101,9 @@ def speedup_metric(device: str, bound: str = "") -> str:
 # -- what an operator's MLflow run holds of it beside the search settings (params ``search.<setting>``) and its tag
 # syno.hash (TAG_HASH): the param syno.depth and the tag syno.primitives
 PARAM_DEPTH = "syno.depth"
-PARAM_SPEED = "syno.speed."              # a trial run's params of its speed measurement: syno.speed.device, .torch,
-                                         # .threads, .precision, .batch, .target, .key (the store's digest)
+TAG_SPEED = "syno.speed."                # a trial run's tags of its speed measurement: syno.speed.device, .torch,
+                                         # .threads, .precision, .batch, .target, .key (the store's digest): tags,
+                                         # so that no string is a Compare axis
 TAG_PRIMITIVES = "syno.primitives"       # an operator run's primitives, forward order (a tag: not a Compare axis)
 
 

@@ -95,9 +95,10 @@ def test_the_trial_runs_hold_the_speedup_its_interval_and_conditions(searched):
         assert run.data.metrics[V.speedup_metric(TARGET)] == pytest.approx(ratio)
         assert run.data.metrics[V.speedup_metric(TARGET, "low")] == pytest.approx(low)
         assert run.data.metrics[V.speedup_metric(TARGET, "high")] == pytest.approx(high)
-        assert run.data.params[V.PARAM_SPEED + "key"] == t.user_attrs[V.SPEED]["key"]
-        assert run.data.params[V.PARAM_SPEED + "device"] == "cpu (1 thread)"
-        assert run.data.params[V.PARAM_SPEED + "target"] == TARGET
+        assert run.data.tags[V.TAG_SPEED + "key"] == t.user_attrs[V.SPEED]["key"]
+        assert run.data.tags[V.TAG_SPEED + "device"] == "cpu (1 thread)"
+        assert run.data.tags[V.TAG_SPEED + "target"] == TARGET
+        assert not any(p.startswith(V.TAG_SPEED) for p in run.data.params)   # strings: never a Compare axis
 
 
 def test_a_resume_reuses_the_study_measurements(searched, monkeypatch):

@@ -78,7 +78,9 @@ class Objective:
                                                  label=None if op is not None or baseline else "no-operator")
                     trial.set_user_attr(V.RUN_ID, run.run_id)
             speed = self._speed(trial)
-            speed.measure(trial, run, op)   # before training: pruned and failed trials have it too
+            # before training, so that pruned and failed trials have it too; its MLflow run gets it at the end
+            # (_log_speed), so that the run's first metric is its accuracy, which MLflow's Compare opens on
+            speed.measure(trial, None, op)
             if op is not None and config.screen != "off":
                 self._screen(trial, run)
             value = training.train_operator(context, trial, run, epochs=config.epochs)
@@ -100,6 +102,7 @@ class Objective:
         except optuna.TrialPruned as e:
             trial.set_user_attr(V.PRUNED, str(e)[:1000])
             if run is not None:  # stopped on purpose, not broken: FINISHED with its reason (KILLED: interrupted)
+                self._log_speed(run)
                 run.set_tags({V.TAG_PRUNED: str(e)})
                 run.finish("FINISHED")
             self._print(trial, op, f"pruned ({e})", started)
@@ -108,11 +111,13 @@ class Objective:
             reason = _failure_reason(e)
             trial.set_user_attr(V.FAILURE, reason[:1000])
             if run is not None:
+                self._log_speed(run)
                 run.log_failure(reason, traceback.format_exc())
                 run.finish("FAILED")
             self._print(trial, op, f"failed: {reason[:160]}", started)
             raise
         if run is not None:
+            self._log_speed(run)
             run.finish("FINISHED")
         ratio = trial.user_attrs.get(V.FLOPS_RATIO)
         self._print(trial, op, f"{config.objective_name} {value:.4f}"
@@ -124,6 +129,10 @@ class Objective:
             print(f"      warning: the baseline's {chance}: the trials cannot rank operators at this budget; train "
                   f"longer (--epochs, --steps) or choose a smaller model", file=self.out, flush=True)
         return (value, second) if second is not None else value
+
+    def _log_speed(self, run: Any) -> None:
+        if self.speed is not None:
+            self.speed.log_last(run)
 
     def _speed(self, trial: optuna.trial.Trial) -> TrialSpeed:
         if self.speed is None:

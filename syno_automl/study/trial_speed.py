@@ -7,7 +7,7 @@ control (the original against itself). The figure comes from the study's measure
 with the same key is there (another worker's, or before a ``--resume``), else it is measured and stored
 (study/measurements.py). It is recorded on the trial (``syno.speedup.<target>`` with ``.low`` / ``.high``, and
 ``syno.speed``: the estimate, its conditions, the store key) and its MLflow run (``speedup.<target>`` with
-``.low`` / ``.high``, params ``syno.speed.*``), and a pareto study's second value is the time ratio
+``.low`` / ``.high``, tags ``syno.speed.*``), and a pareto study's second value is the time ratio
 ``1 / speedup`` (the baseline's: 1.0). ``planned``: no timing; the second value is the planned cost ratio, a
 deterministic prediction, so the same seed gives the same search whatever the machine's load. A new study whose
 target this machine cannot run falls back to planned and says so in one line. The study records which it uses
@@ -121,6 +121,7 @@ class TrialSpeed:
         self.protocol = protocol
         self._measure = measure
         self._probe: Any = None
+        self.last: Measurement | None = None   # the latest trial's, until its run logs it (log_last)
 
     @property
     def probe(self) -> Any:
@@ -142,6 +143,7 @@ class TrialSpeed:
 
     def measure(self, trial: optuna.trial.Trial, run: Any | None, op: Any) -> SpeedupEstimate | None:
         """The trial's speedup (None where planned, or it could not be timed: the reason recorded), recorded."""
+        self.last = None
         if not self.objective.measured:
             return None
         store, key = MeasurementStore(trial.study), self.key(op)
@@ -155,7 +157,14 @@ class TrialSpeed:
             found = Measurement(key, estimate, trial.number)
             store.put(found)
         _record(trial, run, found)
+        self.last = found
         return found.estimate
+
+    def log_last(self, run: Any) -> None:
+        """The latest trial's measurement on its MLflow run (once)."""
+        if self.last is not None:
+            log_measurement(run, self.last)
+            self.last = None
 
     def remeasure(self, study: optuna.Study, run: Any | None, op: Any) -> SpeedupEstimate | None:
         """`op` (None: the control) measured afresh, whatever the store holds (``reevaluate``); the store and `run`
@@ -213,7 +222,7 @@ def _figures(estimate: SpeedupEstimate) -> dict[str, float]:
 
 
 def log_measurement(run: Any, found: Measurement) -> None:
-    """``speedup.<target>`` with ``.low`` / ``.high`` (metrics) and the conditions and store key (params
+    """``speedup.<target>`` with ``.low`` / ``.high`` (metrics) and the conditions and store key (tags
     ``syno.speed.*``) on an MLflow run."""
     estimate, key = found.estimate, found.key
     run.log_metrics({V.speedup_metric(key.target, bound): value for bound, value in _figures(estimate).items()})
@@ -223,4 +232,4 @@ def log_measurement(run: Any, found: Measurement) -> None:
     if conditions is not None:
         params.update(device=conditions.device, torch=conditions.torch, threads=conditions.threads,
                       precision=conditions.precision, batch=conditions.batch, load=conditions.load)
-    run.log_params({V.PARAM_SPEED + name: value for name, value in params.items()})
+    run.set_tags({V.TAG_SPEED + name: str(value) for name, value in params.items()})

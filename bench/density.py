@@ -2,7 +2,8 @@
 stage's, and how well the trial's value ranks them as the final stage does.
 
 Operators: N drawn with ``space.sample(N, seed)`` from the space ``syno-automl search`` builds by default (small
-CNN on digits, budgets as shipped), or replayed from a JSON-lines file (--from-file: the ``json`` of each row with
+CNN on digits, budgets as shipped; --dataset mnist1d: that dataset's defaults, a 1-D CNN with Conv1d layers),
+or replayed from a JSON-lines file (--from-file: the ``json`` of each row with
 ``role`` = sample, e.g. ../shared/data/default_space_accuracy.jsonl; --only-final keeps the rows that file trained
 at the final length too). Each operator and the baseline train once per (lr schedule, epochs, training seed) --
 --trial-epochs (the trial's fidelity, default the search's) and --final-epochs (the final stage's, default twice
@@ -25,6 +26,7 @@ with inspect; otherwise the run says so and uses the space as it is). Sampled op
 replayed file is filtered by it (an operator the priors' space rejects is out of that space's figures).
 
     nice -n 10 python bench/density.py --count 60 --workers 2
+    nice -n 10 python bench/density.py --dataset mnist1d --count 60 --workers 2 --priors on
     nice -n 10 python bench/density.py --from-file ../shared/data/default_space_accuracy.jsonl --only-final \\
         --schedules cosine,onecycle --workers 2
 """
@@ -90,7 +92,7 @@ class _Run:
         pass
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, dataset: str) -> None:
     global _CONTEXT
     warnings.filterwarnings("ignore")
     import logging
@@ -100,7 +102,7 @@ def _init_worker(threads: int) -> None:
     from syno_automl.config import SearchConfig
     from syno_automl.study.context import prepare
 
-    _CONTEXT = prepare(SearchConfig(threads=threads))
+    _CONTEXT = prepare(SearchConfig(threads=threads, dataset=dataset))
 
 
 def _train(job: dict[str, Any]) -> dict[str, Any]:
@@ -128,14 +130,15 @@ def _train(job: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def run_jobs(jobs: list[dict[str, Any]], cache: Cache, workers: int, out: Any = sys.stdout) -> None:
+def run_jobs(jobs: list[dict[str, Any]], cache: Cache, workers: int, out: Any = sys.stdout,
+             dataset: str = "digits") -> None:
     todo = [j for j in jobs if j["key"] not in cache.rows]
     print(f"{len(jobs)} evaluations, {len(jobs) - len(todo)} cached, {len(todo)} to train", file=out, flush=True)
     if not todo:
         return
     started = time.time()
     # spawn: each worker imports torch afresh and prepares the search's context once
-    with mp.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=(1,)) as pool:
+    with mp.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=(1, dataset)) as pool:
         for i, row in enumerate(pool.imap_unordered(_train, todo), 1):
             cache.add(row)
             if i % 10 == 0 or i == len(todo):
@@ -312,8 +315,12 @@ def main(argv: list[str] | None = None) -> None:
     from syno_automl.config import SearchConfig
     from syno_automl.settings import SETTING
 
-    default = SearchConfig()
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    first = argparse.ArgumentParser(add_help=False)   # the dataset first: the other defaults follow it
+    first.add_argument("--dataset", choices=("digits", "mnist1d"), default="digits",
+                       help="the embedded dataset whose default search space is measured (model, layers and "
+                       "budgets follow its defaults)")
+    default = SearchConfig(dataset=first.parse_known_args(argv)[0].dataset)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], parents=[first])
     parser.add_argument("--count", type=int, default=60, help="operators sampled from each space")
     parser.add_argument("--sample-seed", type=int, default=0)
     parser.add_argument("--from-file", type=Path, help="replay the operators of a JSON-lines file instead")
@@ -330,9 +337,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--noise-ops", type=int, default=20, help="operators trained with --trial-seeds seeds")
     parser.add_argument("--priors", choices=("on", "off", "both"), default="both")
     parser.add_argument("--workers", type=int, default=max(1, min(2, os.cpu_count() or 1)))
-    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "syno-bench-density.jsonl")
+    parser.add_argument("--cache", type=Path, help="default: syno-bench-density-<dataset>.jsonl in the temp folder")
     args = parser.parse_args(argv)
     args.final_epochs = args.final_epochs or 2 * args.trial_epochs
+    args.cache = args.cache or Path(tempfile.gettempdir()) / f"syno-bench-density-{args.dataset}.jsonl"
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
     for s in schedules:
         SETTING["lr_schedule"].validate(s)
@@ -340,7 +348,7 @@ def main(argv: list[str] | None = None) -> None:
     from syno_automl.study.context import prepare
 
     started = time.time()
-    context = prepare(SearchConfig(threads=1))
+    context = prepare(SearchConfig(threads=1, dataset=args.dataset))
     cache = Cache(args.cache)
     rows = file_rows(args.from_file, args.only_final)[:args.limit] if args.from_file else None
     if priors_supported():
@@ -350,11 +358,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"priors: this build's substitute takes no priors= argument: the space as it is "
               f"(--priors {args.priors} ignored)")
     spaces = [(p, operators(space_of(context, p), context, args, rows)) for p in settings]
-    print(f"operators: {', '.join(f'{len(o)} (priors {_on(p)})' for p, o in spaces)}; "
+    print(f"{args.dataset}, model {context.config.model}: operators: "
+          f"{', '.join(f'{len(o)} (priors {_on(p)})' for p, o in spaces)}; "
           f"{args.trial_epochs} vs {args.final_epochs} epochs; cache {args.cache}", flush=True)
     every: dict[str, tuple[str, str, float]] = {h: (h, t, f) for _, ops in spaces for h, t, f in ops}
     for schedule in schedules:
-        run_jobs(list(jobs_for(list(every.values()), schedule, args)), cache, args.workers)
+        run_jobs(list(jobs_for(list(every.values()), schedule, args)), cache, args.workers, dataset=args.dataset)
     for schedule in schedules:
         for p, ops in spaces:
             report(cache, ops, args, schedule, f"priors {_on(p)}")

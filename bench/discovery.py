@@ -1,6 +1,7 @@
 """Discovery benchmark (issue 14): does a search find an operator that makes the model faster at the same accuracy?
 
-N seeds (default 5) x a fixed budget of operator trials (default 30) on the default task (small CNN on digits), for
+N seeds (default 5) x a fixed budget of operator trials (default 30) on the default task (small CNN on digits;
+--dataset mnist1d: that dataset's defaults, a 1-D CNN with Conv1d layers and its cost budget), for
   * shipped: the search as `syno-automl search` runs it (its study, sampler, pruning, objective; no MLflow);
   * random:  the same study and training, every operator trial enqueued from the space's own random sampler
              (space.sample(budget, seed): distinct canonical operators) -- bench/search.py's baseline method;
@@ -42,6 +43,7 @@ replay of an older run's random).
 
     python bench/discovery.py                                # 5 seeds x 30 trials (see the note for the time)
     nice -n 10 python bench/discovery.py --seeds 2 --budget 8
+    nice -n 10 python bench/discovery.py --dataset mnist1d --methods shipped,random
 """
 from __future__ import annotations
 
@@ -293,7 +295,11 @@ def figures(study: optuna.Study, final, budget: int, margin: float, target: floa
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", choices=("digits", "mnist1d"), default="digits",
+                        help="the embedded dataset (model, layers and budgets follow its defaults)")
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds --first-seed .. + --seeds - 1 (to split "
+                        "a run over processes, each with its own --cache)")
     parser.add_argument("--budget", type=int, default=30, help="operator trials per run (default: %(default)s)")
     parser.add_argument("--epochs", type=int, default=3, help="search epochs per trial (the CLI's default)")
     parser.add_argument("--finalists", type=int, default=3)
@@ -308,26 +314,28 @@ def main() -> None:
                         help=f"comma-separated: {', '.join(METHODS)}, each optionally + {NO_OPENING!r}")
     parser.add_argument("--screen", default="loss-slope", help="the screen of the 'screened' method")
     parser.add_argument("--screen-threshold", type=float, default=None, help="default: the screen's own")
-    parser.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "syno-bench-discovery-cache.json"))
+    parser.add_argument("--cache", help="default: syno-bench-discovery-cache-<dataset>.json in the temp folder")
     args = parser.parse_args()
+    args.cache = args.cache or os.path.join(tempfile.gettempdir(), f"syno-bench-discovery-cache-{args.dataset}.json")
 
     cache = Cache(Path(args.cache))
     training.train_operator = cache.train  # Objective and the final stage's retrain() read the module's
     finalists.measure_speedups = cache.measure
-    config = SearchConfig(epochs=args.epochs, tracking_uri=None, heartbeat=None, finalists=args.finalists,
-                          pruner=args.pruner, flops_bins=args.flops_bins,
+    config = SearchConfig(dataset=args.dataset, epochs=args.epochs, tracking_uri=None, heartbeat=None,
+                          finalists=args.finalists, pruner=args.pruner, flops_bins=args.flops_bins,
                           final_seeds=args.final_seeds, final_epochs=args.final_epochs, final_margin=args.margin)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     started = time.time()
     context = prepare(config)  # one context (one example batch, one space) for every run: caching needs it
     chance = 1.0 / max(context.num_classes, 2)
     folder = Path(tempfile.mkdtemp(prefix="syno-discovery-"))
-    print(f"discovery: {args.seeds} seeds x {args.budget} operator trials, methods {', '.join(methods)}; search "
+    print(f"discovery on {args.dataset} ({config.model}): {args.seeds} seeds x {args.budget} operator trials, "
+          f"methods {', '.join(methods)}; search "
           f"{config.epochs} epochs/trial, pruner {config.pruner}, final stage {args.finalists} finalists x "
           f"{args.final_seeds} seeds x {task_of(config).final_budget(config)[0]} epochs; hit = speedup >= "
           f"{args.speedup}x at <= {args.margin * 100:g} pp (cache {args.cache})", flush=True)
     rows: dict[str, list[dict]] = {m: [] for m in methods}
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         for method in methods:
             t0 = time.time()
             study, final = run_one(method, context, config, cache, seed, args.budget, folder,

@@ -11,6 +11,10 @@ trap 'kill "$native" 2>/dev/null || true' EXIT
 bash scripts/install.sh
 wait "$native" || { cat build/ctest.log; echo "[test] the C++ tests' build failed" >&2; exit 1; }
 . .venv/bin/activate
+# Python's bytecode cache on (an environment may turn it off: container images often set PYTHONDONTWRITEBYTECODE):
+# without it every test process -- the two workers, the e2e one, each CLI subprocess -- compiles again the few
+# thousand modules it imports (torch, Lightning, MLflow: ~10 s of CPU a worker, ~4 s a search subprocess)
+unset PYTHONDONTWRITEBYTECODE
 # Style and types first (seconds): the rules are pyproject.toml's [tool.ruff] and [tool.mypy], which also names
 # the files mypy checks.
 ruff check .

@@ -6,16 +6,19 @@ from pathlib import Path
 import pytest
 import torch
 
-# The files that take longest (seconds per file, `pytest --durations=0` in a fresh clone, 2 workers), longest
-# first. scripts/test.sh runs two pytest-xdist workers by file in collection order (--no-loadscope-reorder): long
-# files first, the many short ones after them fill whichever worker finishes early, so that the two end together
-# instead of one running a long file alone at the end. A file not listed runs after these, in name order.
+# The files that take longest (their tests' seconds, `pytest --durations=0`, file by file on a 2-core machine),
+# longest first.
+# scripts/test.sh runs two pytest-xdist workers by file in collection order (--no-loadscope-reorder): long files
+# first, the many short ones after them fill whichever worker finishes early, so that the two end together instead
+# of one running a long file alone at the end. A file not listed runs after these, in name order.
 LONGEST_FIRST = (
-    "test_cli_search.py", "test_report_figures.py", "test_cli_workflow.py", "test_search_determinism.py",
-    "test_ui_docs.py", "test_search_pareto.py", "test_search_finalists.py", "test_codegen_tvm.py",
-    "test_codegen_torch.py", "test_search_optuna.py", "test_tasks_lm.py", "test_placeholder.py",
-    "test_report_verdict.py", "test_tvm_random_operators.py", "test_measure_build_timeout.py",
-    "test_measure_torch.py", "test_sampling_spread.py", "test_search_latency.py", "test_cli_tune.py",
+    "test_interrupt_signals.py", "test_cli_search.py", "test_cli_workflow.py", "test_search_finalists.py",
+    "test_cost_profile.py", "test_codegen_tvm.py", "test_search_determinism.py", "test_ui_docs.py",
+    "test_tvm_random_operators.py", "test_tasks_lm.py", "test_trial_speed.py", "test_report_verdict.py",
+    "test_report_figures.py", "test_early_refusals.py", "test_search_pareto.py", "test_cli_mnist1d.py",
+    "test_search_latency.py", "test_cost_bound.py", "test_cli_tune.py", "test_search_optuna.py",
+    "test_measure_build_timeout.py", "test_interrupt_resume.py", "test_sampling_spread.py", "test_screen.py",
+    "test_placeholder.py", "test_measure_torch.py",
 )
 
 

@@ -131,7 +131,10 @@ def test_nan_loss_and_unbuildable_operator_are_recorded(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_worker_killed_mid_trial_is_retried_with_the_same_operator(tmp_path):
-    args = ["search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1"]
+    # operators of at most 6 primitives and the planned speed objective: the tree's decisions in a fraction of the
+    # time, no whole-model timing before each trial (the retry is what is checked, not the space or the speed)
+    small = ["--max-depth", "6", "--speed-objective", "planned"]
+    args = ["search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1", *small]
     log = open(tmp_path / "worker1.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "syno_automl.cli", *args], cwd=tmp_path, env=cli_env(),
                             stdout=log, stderr=subprocess.STDOUT)
@@ -148,7 +151,7 @@ def test_worker_killed_mid_trial_is_retried_with_the_same_operator(tmp_path):
                                 + (tmp_path / "worker1.log").read_text()[-3000:])
     finished_before = {t.number: t for t in read_study(tmp_path).trials if t.state.is_finished()}
     time.sleep(3.5)  # past the grace period (3 heartbeats)
-    cli(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1", "--resume",
+    cli(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1", *small, "--resume",
         "--finalists", "0")  # the retry is what is checked here
     trials = read_study(tmp_path).trials
     lost = trials[victim.number]

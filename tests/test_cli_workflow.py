@@ -146,9 +146,8 @@ def test_resume_refuses_other_training_settings_naming_them(tmp_path):
         assert all(n in line for n in named), line
         assert "loading torch" not in done.stdout  # refused before the heavy imports
     n_trials = len(read_study(tmp_path).trials)
-    # no option given: the study's own settings (1 epoch, not the CLI's default 3)
-    done = cli(tmp_path, "search", "--resume", "--tracking-uri", "none", "--trials", "0", "--timeout", "0",
-               timeout=300)
+    # no option given: the study's own settings (1 epoch, not the CLI's default 3); in this process, as above
+    done = cli_here(tmp_path, "search", "--resume", "--tracking-uri", "none", "--trials", "0", "--timeout", "0")
     assert "1 trials to run" in done.stdout  # the waiting baseline
     trials = read_study(tmp_path).trials
     assert len(trials) == n_trials and trials[0].state == optuna.trial.TrialState.COMPLETE
@@ -288,7 +287,7 @@ def test_report_lists_every_trial_with_reasons_and_draws_the_budget(searched, tm
 
     folder = tmp_path / "copy"
     shutil.copytree(searched, folder)
-    cli(folder, "report", "--tracking-uri", "none")
+    cli_here(folder, "report", "--tracking-uri", "none")
     text = (folder / "report" / "report.md").read_text()
     for t in read_study(folder).trials:
         row = next(line for line in text.splitlines() if line.startswith(f"| {t.number} | "))

@@ -490,8 +490,10 @@ def test_isolated_crash_and_timeout():
 def test_metaschedule_tuning_and_database_reuse(tmp_path):
     wd = str(tmp_path / "ms")
     prog = conv2d_program()
+    # the in-process runner: LocalRunner starts and checks a worker process per tuning (~5 s each, three here);
+    # the other MetaSchedule tests keep LocalRunner
     res = lat.compare(prog, lat.conv2d_nchw_te(2, 3, 4, 5, 5, 3), "llvm",
-                      lat.MeasureRequest(trials=4, work_dir=wd, seconds=90, protocol=QUICK))
+                      lat.MeasureRequest(trials=4, work_dir=wd, seconds=90, protocol=QUICK, runner="inprocess"))
     op, base = res["operator"], res["baseline"]
     assert op.ok, op.note
     assert base.ok, base.note
@@ -499,7 +501,8 @@ def test_metaschedule_tuning_and_database_reuse(tmp_path):
     assert res["speedup"] == pytest.approx(base.median_ms / op.median_ms)
     assert os.path.exists(os.path.join(wd, "database_tuning_record.json"))
     # same workload again: served from the on-disk database, no new trial (no wall-clock bound: machine load)
-    again = lat.tune_and_time(conv2d_program(), "llvm", lat.MeasureRequest(trials=4, work_dir=wd, protocol=QUICK))
+    again = lat.tune_and_time(conv2d_program(), "llvm", lat.MeasureRequest(trials=4, work_dir=wd, protocol=QUICK,
+                                                                           runner="inprocess"))
     assert again.ok and again.reused and again.tuned_trials == op.tuned_trials, again
     # the tuned schedule still computes the operator
     from tvm.s_tir import meta_schedule as ms

@@ -181,7 +181,7 @@ def test_enumerate_walks_depth_by_depth_and_says_why_it_stopped() -> None:
 
 
 def test_enumerate_prints_its_progress(tmp_path) -> None:
-    out = cli(tmp_path, "enumerate", "--time-limit", "2").stdout
+    out = cli_here(tmp_path, "enumerate", "--time-limit", "2").stdout   # in this process: the same lines, no imports
     assert "loading torch" in out.splitlines()[0] and "  depth <= 1: " in out
     assert "enumeration: " in out and "0 operators, stopped by time" not in out
 

@@ -26,8 +26,10 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def _config(tmp_path: Path, **kw) -> SearchConfig:
+    # operators of at most 6 primitives, no whole-model timing before each trial (planned): not what is checked here
     settings = dict(trials=2, epochs=1, seed=0, storage=f"sqlite:///{tmp_path / 'syno.db'}", tracking_uri=None,
-                    heartbeat=10, finalists=0, objective="accuracy", opening="none")
+                    heartbeat=10, finalists=0, objective="accuracy", opening="none", max_depth=6,
+                    speed_objective="planned")
     settings.update(kw)
     return SearchConfig(**settings)
 
@@ -101,7 +103,7 @@ def test_a_search_whose_trials_all_failed_exits_non_zero_with_the_reason(tmp_pat
     monkeypatch.setattr(training, "train_operator", operators_fail)
     monkeypatch.chdir(tmp_path)
     code = main(["search", "--trials", "2", "--epochs", "1", "--finalists", "0", "--tracking-uri", "none",
-                 "--opening", "none", "-q"])
+                 "--opening", "none", "--max-depth", "6", "--speed-objective", "planned", "-q"])
     err = capsys.readouterr()
     assert code == 1
     assert "2 failed" in err.out
@@ -111,7 +113,8 @@ def test_a_search_whose_trials_all_failed_exits_non_zero_with_the_reason(tmp_pat
 def test_resume_without_trials_keeps_the_studys_count_and_trials_0_leaves_nothing_waiting(tmp_path, monkeypatch):
     monkeypatch.setattr(training, "train_operator", _fixed())
     monkeypatch.chdir(tmp_path)
-    common = ["--epochs", "1", "--finalists", "0", "--tracking-uri", "none", "--objective", "accuracy", "-q"]
+    common = ["--epochs", "1", "--finalists", "0", "--tracking-uri", "none", "--objective", "accuracy", "--max-depth",
+              "6", "--speed-objective", "planned", "-q"]
     assert main(["search", "--trials", "0", *common]) == 0
     study = optuna.load_study(study_name="syno", storage=f"sqlite:///{tmp_path / 'syno.db'}")
     assert [t.state.name for t in study.trials] == ["COMPLETE"]   # the baseline; the opening is not enqueued
@@ -122,6 +125,15 @@ def test_resume_without_trials_keeps_the_studys_count_and_trials_0_leaves_nothin
 
 
 def test_ctrl_c_in_the_final_stage_kills_its_run_and_a_new_final_stage_ends_the_abandoned(tmp_path, monkeypatch):
+    import functools
+
+    from syno_automl.measure.paired import PairedProtocol
+    from syno_automl.study import finalists, speed
+
+    # the stage times its finalists by the paired protocol (up to 40 pairs of blocks, most of a stage whose training
+    # is a fixed value); the runs' states are what is checked, not the figures: two pairs
+    brief = PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=2, max_pairs=2)
+    monkeypatch.setattr(finalists, "measure_speedups", functools.partial(speed.measure_speedups, protocol=brief))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     calls = []
 

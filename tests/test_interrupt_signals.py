@@ -10,6 +10,7 @@ stage. The searches run in this process (`syno_automl.cli.main`), training repla
 and a real MLflow tracking store."""
 from __future__ import annotations
 
+import functools
 import gc
 import signal
 import sqlite3
@@ -26,16 +27,21 @@ from optuna.trial import TrialState
 import syno_automl.study.training as training
 from syno_automl import vocabulary as V
 from syno_automl.cli import main
+from syno_automl.interrupt import STOP_REASONS
+from syno_automl.measure.paired import PairedProtocol
 from syno_automl.search.sampler import SynoSampler
+from syno_automl.study import finalists, speed
 from syno_automl.study.lost_trials import STALE, stale_trials
-from syno_automl.study.trial import INTERRUPTED
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 SIGNALS = [pytest.param(signal.SIGINT, 130, id="SIGINT"), pytest.param(signal.SIGTERM, 143, id="SIGTERM")]
 TRIALS = 2
-# the default search (Pareto objective, known opening, Hyperband), small: 1 epoch, no final stage unless asked
-COMMON = ["--trials", str(TRIALS), "--epochs", "1", "--seed", "0", "--finalists", "0", "-q"]
+# the default search (Pareto objective, known opening, Hyperband), small: 1 epoch, no final stage unless asked; the
+# planned speed objective (no model timed before each trial: no signal is sent there) and operators of at most 6
+# primitives (the tree's decisions in a fraction of the time) -- a search a third as long, the same stops
+COMMON = ["--trials", str(TRIALS), "--epochs", "1", "--seed", "0", "--finalists", "0", "--speed-objective", "planned",
+          "--max-depth", "6", "-q"]
 FINAL = ["--finalists", "1", "--final-seeds", "1", "--final-epochs", "1"]
 
 
@@ -49,6 +55,14 @@ def _signals_as_in_a_terminal():
     yield
     for s, handler in previous.items():
         signal.signal(s, handler)
+
+
+@pytest.fixture(autouse=True)
+def _final_stage_timed_briefly(monkeypatch):
+    """The final stage times its finalists by the paired protocol (up to 40 pairs of blocks, most of a stage whose
+    training is a fixed value); no signal is sent there and its figures are not read here: two pairs."""
+    brief = PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=2, max_pairs=2)
+    monkeypatch.setattr(finalists, "measure_speedups", functools.partial(speed.measure_speedups, protocol=brief))
 
 
 def _train(hook=None):
@@ -163,7 +177,7 @@ def test_a_signal_inside_the_samplers_decision_fails_the_trial_being_created(tmp
     monkeypatch.chdir(tmp_path)
     assert _search() == status
     lost = _study(tmp_path).trials[sent[0]]
-    assert lost.state == TrialState.FAIL and lost.user_attrs[V.FAILURE] == INTERRUPTED
+    assert lost.state == TrialState.FAIL and lost.user_attrs[V.FAILURE] == STOP_REASONS[signum]
     assert _running(tmp_path) == ([], [])
     monkeypatch.setattr(SynoSampler, "before_trial", original)
     _resume_completes(tmp_path, monkeypatch)
@@ -187,11 +201,11 @@ def test_a_signal_inside_lightnings_training_fails_the_trial_and_kills_its_run(t
     assert _search() == status
     assert len(steps) == 3   # stopped at once: no further batch, no further trial
     study = _study(tmp_path)
-    assert study.trials[0].state == TrialState.FAIL and study.trials[0].user_attrs[V.FAILURE] == INTERRUPTED
+    assert study.trials[0].state == TrialState.FAIL and study.trials[0].user_attrs[V.FAILURE] == STOP_REASONS[signum]
     assert _running(tmp_path) == ([], [])
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     killed = client.get_run(study.trials[0].user_attrs[V.RUN_ID])
-    assert killed.info.status == "KILLED" and killed.data.tags[V.TAG_FAILURE] == INTERRUPTED
+    assert killed.info.status == "KILLED" and killed.data.tags[V.TAG_FAILURE] == STOP_REASONS[signum]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # the handlers are given back
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     monkeypatch.setattr(ImageClassifier, "training_step", original)
@@ -318,7 +332,8 @@ def test_the_command_stopped_by_sigterm_exits_143_with_its_output_flushed_and_no
     assert "trial 0   baseline" in done.stdout and "interrupted" in done.stdout   # the progress lines, flushed
     assert _running(tmp_path) == ([], [])
     study = _study(tmp_path)
-    assert [t.user_attrs.get(V.FAILURE) for t in study.trials if t.state == TrialState.FAIL] == [INTERRUPTED]
+    failed = [t.user_attrs.get(V.FAILURE) for t in study.trials if t.state == TrialState.FAIL]
+    assert failed == ["stopped by SIGTERM (timeout, kill or a job scheduler)"]   # not Ctrl-C's reason
     monkeypatch.chdir(tmp_path)
     _resume_completes(tmp_path, monkeypatch)
 

@@ -27,9 +27,11 @@ from syno_automl.study import run_search
 
 
 def _config(folder: Path, **kw) -> SearchConfig:
+    # operators of at most 6 primitives (the tree's decision in a fraction of the time) and the planned speed
+    # objective (no whole-model timing before each trial): what is read here is the final stage's
     base = dict(trials=2, epochs=1, seed=0, storage=f"sqlite:///{folder / 'syno.db'}",
                 tracking_uri=f"sqlite:///{folder / 'mlflow.db'}", finalists=1, final_seeds=2, final_epochs=1,
-                final_margin=1.0, heartbeat=None)
+                final_margin=1.0, heartbeat=None, max_depth=6, speed_objective="planned")
     return SearchConfig(**{**base, **kw})
 
 

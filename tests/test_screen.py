@@ -71,10 +71,14 @@ def test_the_cli_sets_the_screen():
     assert config.settings()["screen"] == "naswot"
 
 
+# operators of at most 6 primitives, no whole-model timing before each trial (planned): not what is checked here
+SMALL = dict(max_depth=6, speed_objective="planned")
+
+
 def test_a_screened_trial_is_pruned_with_its_reason_before_training(tmp_path: Path):
     # threshold 1e9: log|K| of a batch of 64 is below 64 ln(units), so every operator is screened out
     config = SearchConfig(trials=2, epochs=1, storage=f"sqlite:///{tmp_path / 's.db'}", tracking_uri=None,
-                          heartbeat=None, finalists=0, screen="naswot", screen_threshold=1e9)
+                          heartbeat=None, finalists=0, screen="naswot", screen_threshold=1e9, **SMALL)
     study = run_search(config, out=None).study
     baseline, *ops = study.trials
     assert baseline.state == optuna.trial.TrialState.COMPLETE and V.SCREEN_SCORE not in baseline.user_attrs
@@ -93,7 +97,7 @@ def test_a_screened_trial_is_pruned_with_its_reason_before_training(tmp_path: Pa
 
 def test_an_operator_that_passes_the_screen_is_trained(tmp_path: Path):
     config = SearchConfig(trials=1, epochs=1, storage=f"sqlite:///{tmp_path / 's.db'}", tracking_uri=None,
-                          heartbeat=None, finalists=0, screen="naswot", screen_threshold=-1e9)
+                          heartbeat=None, finalists=0, screen="naswot", screen_threshold=-1e9, **SMALL)
     study = run_search(config, out=None).study
     op = study.trials[1]
     assert op.state == optuna.trial.TrialState.COMPLETE and V.SCREENED not in op.user_attrs

@@ -26,9 +26,12 @@ def final_budget(config: SearchConfig) -> tuple[int, str]:
 
 def _config(folder: Path, **kw) -> SearchConfig:
     folder.mkdir(parents=True, exist_ok=True)
+    # operators of at most 6 primitives (the tree's decisions in a fraction of the time) and the planned speed
+    # objective (no whole-model timing before each trial; the same finalists whatever the machine's load): the
+    # final stage is what is checked, and it times its finalists itself
     base = dict(trials=3, epochs=1, seed=0, storage=f"sqlite:///{folder / 'syno.db'}",
                 tracking_uri=f"sqlite:///{folder / 'mlflow.db'}", finalists=2, final_seeds=2, final_epochs=1,
-                final_margin=1.0, heartbeat=None)
+                final_margin=1.0, heartbeat=None, max_depth=6, speed_objective="planned")
     base.update(kw)
     return SearchConfig(**base)
 

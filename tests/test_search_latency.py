@@ -23,9 +23,12 @@ def quick_protocol(monkeypatch):
 
 
 def test_search_measures_latency_per_trial(tmp_path, monkeypatch):
+    # operators of at most 6 primitives, no whole-model timing before each trial (planned): the latency per trial
+    # is what is checked
     config = SearchConfig(trials=2, epochs=1, storage=f"sqlite:///{tmp_path / 's.db'}", heartbeat=None,
                           tracking_uri=f"sqlite:///{tmp_path / 'm.db'}", trial_timeout=None,
-                          latency_targets=("llvm", "rpc:nobody@127.0.0.1:1"), latency_margin=None, finalists=0)
+                          latency_targets=("llvm", "rpc:nobody@127.0.0.1:1"), latency_margin=None, finalists=0,
+                          max_depth=6, speed_objective="planned")
     study = run_search(config, out=None).study
     ops = [t for t in study.trials if not t.user_attrs.get("syno.baseline") and t.state.name == "COMPLETE"]
     assert ops, [(t.state.name, t.user_attrs.get("syno.failure")) for t in study.trials]
@@ -56,7 +59,7 @@ def test_latency_margin_skips_trials_far_from_the_baseline(tmp_path):
     """Paper Algorithm 1: only operators within the margin are measured (one epoch: none is within 0 of it)."""
     config = SearchConfig(trials=1, epochs=1, storage=f"sqlite:///{tmp_path / 's.db'}", heartbeat=None,
                           tracking_uri=None, trial_timeout=None, latency_targets=("llvm",), latency_margin=0.0,
-                          milestones={}, finalists=0)
+                          milestones={}, finalists=0, max_depth=6, speed_objective="planned")
     study = run_search(config, out=None).study
     base, op = study.trials[0], study.trials[1]
     assert op.state.name == "COMPLETE"

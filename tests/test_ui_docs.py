@@ -54,10 +54,11 @@ def ui(tmp_path_factory):
     port = _free_port()
     env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"   # no background job workers: nothing here needs them
     log = open(folder / "mlflow-ui.log", "w")
-    # its own session: uvicorn workers and MLflow's job runner are stopped with it, as one process group
+    # its own session: uvicorn workers and MLflow's job runner are stopped with it, as one process group; one worker
+    # (not uvicorn's 4, each importing MLflow's server): one browser at a time asks it
     server = subprocess.Popen([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", "sqlite:///mlflow.db",
-                               "--host", "127.0.0.1", "--port", str(port)], cwd=folder, env=env, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+                               "--host", "127.0.0.1", "--port", str(port), "--workers", "1"], cwd=folder, env=env,
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180

@@ -79,3 +79,30 @@ def test_the_mnist1d_search_substitutes_the_three_conv1d_after_the_stem(monkeypa
     assert tuple(context.example.shape) == (64, 1, 40)
     assert [name for name, _ in context.substitution.placeholders] == ["features.1.0", "features.2.0", "features.3.0"]
     assert [name for name, _ in context.substitution.skipped] == ["features.0.0"]   # the 1-tap stem
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({}, 1.0),                                        # the task's default
+    ({"dataset": "mnist1d"}, 2.0),                    # the dataset's: a 3-tap Conv1d's plan is mostly its writes
+    ({"dataset": "mnist1d", "cost_ratio": 1.0}, 1.0),  # given: kept, even where it equals another default
+    ({"dataset": "mnist1d", "cost_ratio": 0}, None),  # 0: no budget, not the dataset's default
+    ({"cost_ratio": 0.0}, None),
+])
+def test_the_cost_budget_defaults_per_dataset_and_zero_turns_it_off(given, expected):
+    from syno_automl.config import SearchConfig
+
+    assert SearchConfig(**given).cost_ratio == expected
+
+
+def test_a_budget_turned_off_survives_the_command_line_and_a_resume():
+    from syno_automl.cli.app import build_parser
+    from syno_automl.cli.options import config_of
+    from syno_automl.settings import SETTING
+
+    args = build_parser().parse_args(["search", "--dataset", "mnist1d", "--cost-ratio", "0"])
+    config = config_of(args)
+    assert config.cost_ratio is None
+    recorded = config.settings()["cost_ratio"]   # what the study keeps, and what --resume gives back
+    again = config_of(build_parser().parse_args(["search", "--dataset", "mnist1d", "--cost-ratio",
+                                                 str(SETTING["cost_ratio"].to_cli(recorded))]))
+    assert again.cost_ratio is None

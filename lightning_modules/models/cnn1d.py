@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from syno_automl.errors import OptionError
+from .small_cnn import check_stem_kernel
 
 
 def conv1d_bn_relu(in_ch: int, out_ch: int, kernel_size: int) -> nn.Sequential:
@@ -30,8 +30,7 @@ class SmallCNN1d(nn.Module):
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1, width: int = 64, stem_kernel: int = 5) -> None:
         super().__init__()
-        if stem_kernel < 1 or stem_kernel % 2 == 0:
-            raise OptionError(f"stem_kernel must be a positive odd number (same padding), got {stem_kernel}")
+        check_stem_kernel(stem_kernel)
         self.features = nn.Sequential(
             conv1d_bn_relu(in_channels, width, stem_kernel),
             conv1d_bn_relu(width, width, 3),

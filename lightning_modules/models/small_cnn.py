@@ -8,6 +8,12 @@ from torch import nn
 from syno_automl.errors import OptionError
 
 
+def check_stem_kernel(stem_kernel: int) -> None:
+    """A stem's kernel must be odd (same padding keeps the size)."""
+    if stem_kernel < 1 or stem_kernel % 2 == 0:
+        raise OptionError(f"stem_kernel must be a positive odd number (same padding), got {stem_kernel}")
+
+
 def conv_bn_relu(in_ch: int, out_ch: int, kernel_size: int = 3) -> nn.Sequential:
     """Stride-1 same-padding square convolution (odd `kernel_size`) -> BatchNorm -> ReLU."""
     return nn.Sequential(
@@ -36,8 +42,7 @@ class SmallCNN(nn.Module):
 
     def __init__(self, num_classes: int = 10, in_channels: int = 1, width: int = 64, stem_kernel: int = 3) -> None:
         super().__init__()
-        if stem_kernel < 1 or stem_kernel % 2 == 0:
-            raise OptionError(f"stem_kernel must be a positive odd number (same padding), got {stem_kernel}")
+        check_stem_kernel(stem_kernel)
         self.features = nn.Sequential(
             conv_bn_relu(in_channels, width, stem_kernel),
             conv_bn_relu(width, width),

@@ -22,6 +22,7 @@ import optuna
 from syno_automl import vocabulary as V
 from syno_automl.report.pareto import CostAxis, Point, plot_pareto, points_of
 from syno_automl.search.objectives import (
+    TIME_RATIO,
     baseline_trial,
     maximizes,
     objective_name,
@@ -36,7 +37,7 @@ __all__ = ["front_points", "front_table", "plot_cost_front"]
 
 
 def _measured(study: optuna.Study) -> bool:
-    return speed_ratio_name(study) == "time_ratio"
+    return speed_ratio_name(study) == TIME_RATIO
 
 
 def front_points(study: optuna.Study) -> list[Point]:

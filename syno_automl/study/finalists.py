@@ -106,8 +106,8 @@ def choose_finalists(study: optuna.Study, k: int, tie: float | None = None,
 def _faster(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
     """Whether the trial's operator beat the replaced layers by the study's own speed figure: a pareto study's
     second value (the measured time ratio, or the planned cost ratio), else the planned cost ratio."""
-    ratio = speed_ratio_of(study, trial) if is_pareto(study) else trial.user_attrs.get(V.COST_RATIO)
-    return isinstance(ratio, (int, float)) and ratio < 1.0
+    ratio = speed_ratio_of(study, trial)
+    return ratio is not None and ratio < 1.0
 
 
 def _final_run(tracker: Any, parent: str | None, study: str, label: str, op: Any, trial: int | None) -> Any:

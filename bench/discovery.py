@@ -323,7 +323,8 @@ def main() -> None:
     finalists.measure_speedups = cache.measure
     config = SearchConfig(dataset=args.dataset, epochs=args.epochs, tracking_uri=None, heartbeat=None,
                           finalists=args.finalists, pruner=args.pruner, flops_bins=args.flops_bins,
-                          final_seeds=args.final_seeds, final_epochs=args.final_epochs, final_margin=args.margin)
+                          final_seeds=args.final_seeds, final_epochs=args.final_epochs, final_margin=args.margin,
+                          speed_process="same")   # the final stage's timing through the cache (in this process)
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     started = time.time()
     context = prepare(config)  # one context (one example batch, one space) for every run: caching needs it

@@ -247,6 +247,7 @@ class SearchConfig(_SearchConfigMethods):
     trials: int = _setting("trials")
     objective: str = _setting("objective")
     speed_objective: str = _setting("speed_objective")
+    speed_process: str | None = _setting("speed_process")
     pruner: str = _setting("pruner")
     opening: str = _setting("opening")
     screen: str = _setting("screen")

@@ -132,7 +132,7 @@ def test_ctrl_c_in_the_final_stage_kills_its_run_and_a_new_final_stage_ends_the_
 
     # the stage times its finalists by the paired protocol (up to 40 pairs of blocks, most of a stage whose training
     # is a fixed value); the runs' states are what is checked, not the figures: two pairs
-    brief = PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=2, max_pairs=2)
+    brief = PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=2, max_pairs=2, batch_pairs=1)
     monkeypatch.setattr(finalists, "measure_speedups", functools.partial(speed.measure_speedups, protocol=brief))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     calls = []

@@ -61,7 +61,7 @@ def _signals_as_in_a_terminal():
 def _final_stage_timed_briefly(monkeypatch):
     """The final stage times its finalists by the paired protocol (up to 40 pairs of blocks, most of a stage whose
     training is a fixed value); no signal is sent there and its figures are not read here: two pairs."""
-    brief = PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=2, max_pairs=2)
+    brief = PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=2, max_pairs=2, batch_pairs=1)
     monkeypatch.setattr(finalists, "measure_speedups", functools.partial(speed.measure_speedups, protocol=brief))
 
 

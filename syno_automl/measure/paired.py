@@ -1,21 +1,30 @@
-"""The speed protocol: one candidate against the baseline, timed in interleaved blocks in one process, as a ratio
-with its 95 % interval and the conditions it was taken under.
+"""The speed protocol: candidates against the baseline, timed in interleaved blocks in one process, each as a
+ratio with its 95 % reproducibility interval and the conditions it was taken under.
 
-Every speed figure of the final stage goes through :func:`paired_speedup`:
+Every speed figure goes through :func:`paired_speedups` (one candidate: :func:`paired_speedup`):
 
-1. warm-up calls of both (never timed: for a compiled target this is where it compiles);
-2. each side's calls per block calibrated so that one block lasts at least ``min_block_s`` (beats the clock's
+1. warm-up calls of every model (never timed: for a compiled target this is where it compiles);
+2. each model's calls per block calibrated so that one block lasts at least ``min_block_s`` (beats the clock's
    resolution and one call's jitter);
 3. blocks in pairs, the order alternating (A B, B A, A B, ...), so that a drift of the machine (load coming and
-   going, a clock boost) moves both sides of a ratio alike; the device synchronized around each block (CUDA
-   events' worth: ``sync`` is ``torch.cuda.synchronize`` on a GPU);
-4. each pair gives one log ratio; more pairs until the 95 % interval of their mean (Student's t) is within
-   ``target_halfwidth`` of it, or ``max_pairs`` pairs were timed.
+   going, a clock boost) moves both sides of a ratio alike; the device synchronized around each block
+   (``sync`` is ``torch.cuda.synchronize`` on a GPU); each pair gives one log ratio;
+4. pairs in batches of ``batch_pairs``; the candidates take turns batch by batch, so that each one's batches
+   spread over the whole measurement and meet the same moments of the machine;
+5. more batches until the interval is within ``target_halfwidth`` of the ratio, or ``max_pairs`` pairs.
 
-The result reads ``1.41× [1.37, 1.45]``: the candidate runs 1.41 times as fast as the baseline, and the interval
-is where the true ratio lies with 95 % confidence *under these conditions*. Two figures whose intervals overlap
-are a tie; a candidate is faster only when its whole interval is above 1. A control (the baseline against itself)
-shows the protocol's own noise.
+**The interval** is computed from batch means, not single pairs: pairs timed back to back share the machine's
+state of that moment (they are correlated), which makes an interval over pairs too narrow: measured here, two
+processes' figures fell outside each other's pair intervals in half the cases. Batch means are the standard
+remedy for a correlated series. It is a *reproducibility* interval: the mean's 95 % interval (Student's t over
+the batch means) widened by √2, the range in which a re-measurement by this protocol on this machine falls 95 % of
+the time (the difference of two runs carries both runs' noise; a plain confidence interval of one run holds the
+other run's figure only ~83 % of the time even when exact).
+
+The result reads ``1.41× [1.37, 1.45]``: the candidate runs 1.41 times as fast as the baseline, and another
+measurement here would give a figure in that range. Two figures whose intervals overlap are a tie; a candidate is
+faster only when its whole interval is above 1. A control (the baseline against itself) shows the protocol's own
+noise.
 
 The clock and the synchronization are parameters, so that the protocol's logic is tested with a fake clock.
 
@@ -25,7 +34,7 @@ Example (a fake clock: the baseline takes 2 ms a call, the candidate 1 ms):
     >>> def candidate(): now[0] += 0.001
     >>> estimate = paired_speedup(baseline, candidate, clock=lambda: now[0])
     >>> estimate.text(), estimate.faster, estimate.pairs
-    ('2.00× [2.00, 2.00]', True, 6)
+    ('2.00× [2.00, 2.00]', True, 12)
 """
 from __future__ import annotations
 
@@ -33,14 +42,14 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from syno_automl.errors import OptionError
 
-__all__ = ["PairedProtocol", "Conditions", "SpeedupEstimate", "paired_speedup", "t_quantile", "SPEED_PROTOCOL",
-           "TRIAL_SPEED_PROTOCOL"]
+__all__ = ["PairedProtocol", "Conditions", "SpeedupEstimate", "paired_speedup", "paired_speedups", "t_quantile",
+           "SPEED_PROTOCOL", "TRIAL_SPEED_PROTOCOL"]
 
 
 @dataclass(frozen=True)
@@ -49,23 +58,34 @@ class PairedProtocol:
 
     warmup: int = 2                  # calls of each side before timing (compilation happens here)
     min_block_s: float = 0.02        # one block lasts at least this long
-    min_pairs: int = 6               # pairs of blocks before the stopping rule is asked
+    min_pairs: int = 12              # pairs of blocks before the stopping rule is asked
     max_pairs: int = 40              # the cap: the interval is what it is then
-    target_halfwidth: float = 0.015  # stop once the 95 % interval is within ±1.5 % of the ratio
+    target_halfwidth: float = 0.02   # stop once the interval is within ±2 % of the ratio
+    batch_pairs: int = 2             # pairs in a row per batch: the interval is over batch means
 
     def __post_init__(self) -> None:
-        if self.warmup < 0 or self.min_block_s <= 0 or self.min_pairs < 2 or self.max_pairs < self.min_pairs:
-            raise OptionError(f"a paired protocol needs warmup >= 0, min_block_s > 0 and 2 <= min_pairs <= "
-                              f"max_pairs, got {self}")
+        if self.warmup < 0 or self.min_block_s <= 0 or self.batch_pairs < 1:
+            raise OptionError(f"a paired protocol needs warmup >= 0, min_block_s > 0 and batch_pairs >= 1, got {self}")
+        if self.min_pairs < 2 * self.batch_pairs or self.max_pairs < self.min_pairs:
+            raise OptionError(f"a paired protocol needs 2 batches at least (min_pairs >= 2 * batch_pairs) and "
+                              f"min_pairs <= max_pairs, got {self}")
         if not self.target_halfwidth > 0:
             raise OptionError(f"target_halfwidth must be > 0, got {self.target_halfwidth}")
+
+    @property
+    def min_batches(self) -> int:
+        return -(-self.min_pairs // self.batch_pairs)
+
+    @property
+    def max_batches(self) -> int:
+        return max(self.min_batches, self.max_pairs // self.batch_pairs)
 
 
 SPEED_PROTOCOL = PairedProtocol()
 # a search trial's: the same protocol, shorter (<= 15 % of the default search's time): blocks of >= 20 ms as the
-# final stage's, but 6 to 20 pairs and a stop at +-3 %; on the default digits model (~10 ms a call on one thread)
-# at most ~1.2 s a trial. The final stage still measures its finalists afresh with SPEED_PROTOCOL.
-TRIAL_SPEED_PROTOCOL = PairedProtocol(warmup=2, min_block_s=0.02, min_pairs=6, max_pairs=20, target_halfwidth=0.03)
+# final stage's, but 6 to 20 pairs and a stop at +-4 %; on the default digits model (~10 ms a call on one thread)
+# at most ~1.2 s a trial. The final stage measures its finalists afresh with SPEED_PROTOCOL.
+TRIAL_SPEED_PROTOCOL = PairedProtocol(warmup=2, min_block_s=0.02, min_pairs=6, max_pairs=20, target_halfwidth=0.04)
 
 
 @dataclass(frozen=True)
@@ -174,34 +194,102 @@ def _block(fn: Callable[[], Any], number: int, clock: Callable[[], float], sync:
     return max(clock() - start, 1e-12) / number
 
 
-def _interval(logs: list[float]) -> tuple[float, float]:
-    """(mean, half-width) of the 95 % interval of the mean of `logs`."""
-    mean = statistics.fmean(logs)
-    half = t_quantile(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+def _interval(logs: list[float], batch: int) -> tuple[float, float]:
+    """(mean, half-width) of the log ratio's 95 % reproducibility interval: Student's t over the means of
+    consecutive batches of `batch` pairs, widened by √2 (a re-measurement carries its own noise too)."""
+    means = [statistics.fmean(logs[i:i + batch]) for i in range(0, len(logs) - batch + 1, batch)]
+    mean = statistics.fmean(means)
+    half = t_quantile(len(means) - 1) * statistics.stdev(means) / math.sqrt(len(means)) * math.sqrt(2.0)
     return mean, half
+
+
+@dataclass
+class _Side:
+    """One candidate under way: its calls per block, its blocks' times, its pairs' log ratios."""
+
+    fn: Callable[[], Any]
+    number: int = 0
+    times: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []))
+    logs: list[float] = field(default_factory=list)
+    done: bool = False
+    failed: bool = False
+
+
+def _batch(baseline: Callable[[], Any], base_number: int, side: _Side, protocol: PairedProtocol,
+           clock: Callable[[], float], sync: Callable[[], None]) -> None:
+    """`batch_pairs` pairs of `side` against the baseline, each pair's order the other of the one before."""
+    for _ in range(protocol.batch_pairs):
+        order = (0, 1) if len(side.logs) % 2 == 0 else (1, 0)   # A B, B A, A B ...
+        times = [0.0, 0.0]
+        for which in order:
+            fn, number = (baseline, base_number) if which == 0 else (side.fn, side.number)
+            times[which] = _block(fn, number, clock, sync)
+            side.times[which].append(times[which])
+        side.logs.append(math.log(times[0] / times[1]))
+    if len(side.logs) >= protocol.min_batches * protocol.batch_pairs:
+        stop = math.log1p(protocol.target_halfwidth)
+        side.done = (_interval(side.logs, protocol.batch_pairs)[1] <= stop
+                     or len(side.logs) >= protocol.max_batches * protocol.batch_pairs)
+
+
+def _estimate(side: _Side, protocol: PairedProtocol, conditions: Conditions | None) -> SpeedupEstimate | None:
+    if side.failed or not side.logs:
+        return None
+    mean, half = _interval(side.logs, protocol.batch_pairs)
+    return SpeedupEstimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(side.logs),
+                           statistics.median(side.times[0]) * 1e3, statistics.median(side.times[1]) * 1e3,
+                           conditions)
+
+
+def paired_speedups(baseline: Callable[[], Any], candidates: Sequence[Callable[[], Any]],
+                    protocol: PairedProtocol = SPEED_PROTOCOL, *, clock: Callable[[], float] = time.perf_counter,
+                    sync: Callable[[], None] = lambda: None,
+                    conditions: Conditions | None = None) -> list[SpeedupEstimate | None]:
+    """Times each of `candidates` against `baseline` (each a call of a model on its inputs) by the protocol, the
+    candidates taking turns batch by batch. A candidate that raises gets None and the others go on; the baseline
+    raising ends them all (it raises)."""
+    for _ in range(protocol.warmup):
+        baseline()
+    base_number = _calibrate(baseline, protocol.min_block_s, clock, sync)
+    sides = [_Side(fn) for fn in candidates]
+    for side in sides:
+        try:
+            for _ in range(protocol.warmup):
+                side.fn()
+            side.number = _calibrate(side.fn, protocol.min_block_s, clock, sync)
+        except Exception:  # noqa: BLE001 -- a candidate that cannot run is unmeasured, the others still count
+            side.failed = side.done = True
+    turn = 0
+    while not all(side.done for side in sides):
+        waiting = [side for side in sides if not side.done]
+        for side in waiting[turn % len(waiting):] + waiting[:turn % len(waiting)]:   # who goes first rotates
+            _run_batch(baseline, base_number, side, protocol, clock, sync)
+        turn += 1
+    return [_estimate(side, protocol, conditions) for side in sides]
+
+
+def _run_batch(baseline: Callable[[], Any], base_number: int, side: _Side, protocol: PairedProtocol,
+               clock: Callable[[], float], sync: Callable[[], None]) -> None:
+    """One batch of `side`; a candidate that raises is marked failed (the baseline's own error propagates: it is
+    checked by running it alone)."""
+    try:
+        _batch(baseline, base_number, side, protocol, clock, sync)
+    except Exception:  # noqa: BLE001 -- the candidate's, unless the baseline fails alone too
+        baseline()   # the baseline's own failure ends them all: it raises here
+        side.failed = side.done = True
 
 
 def paired_speedup(baseline: Callable[[], Any], candidate: Callable[[], Any],
                    protocol: PairedProtocol = SPEED_PROTOCOL, *, clock: Callable[[], float] = time.perf_counter,
                    sync: Callable[[], None] = lambda: None, conditions: Conditions | None = None) -> SpeedupEstimate:
-    """Times `candidate` against `baseline` (each a call of the model on its inputs) by the protocol."""
+    """Times `candidate` against `baseline` by the protocol; raises what either raises."""
     for _ in range(protocol.warmup):
         baseline()
         candidate()
-    numbers = (_calibrate(baseline, protocol.min_block_s, clock, sync),
-               _calibrate(candidate, protocol.min_block_s, clock, sync))
-    sides: tuple[list[float], list[float]] = ([], [])
-    logs: list[float] = []
-    stop = math.log1p(protocol.target_halfwidth)
-    while len(logs) < protocol.max_pairs:
-        order = (0, 1) if len(logs) % 2 == 0 else (1, 0)   # A B, B A, A B ...
-        times = [0.0, 0.0]
-        for side in order:
-            times[side] = _block((baseline, candidate)[side], numbers[side], clock, sync)
-            sides[side].append(times[side])
-        logs.append(math.log(times[0] / times[1]))
-        if len(logs) >= protocol.min_pairs and _interval(logs)[1] <= stop:
-            break
-    mean, half = _interval(logs)
-    return SpeedupEstimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs),
-                           statistics.median(sides[0]) * 1e3, statistics.median(sides[1]) * 1e3, conditions)
+    base_number = _calibrate(baseline, protocol.min_block_s, clock, sync)
+    side = _Side(candidate, _calibrate(candidate, protocol.min_block_s, clock, sync))
+    while not side.done:
+        _batch(baseline, base_number, side, protocol, clock, sync)
+    estimate = _estimate(side, protocol, conditions)
+    assert estimate is not None
+    return estimate

@@ -56,6 +56,7 @@ from syno_automl.search.objectives import (
     speed_ratio_of,
 )
 from syno_automl.study.speed import SpeedMeasurement, measure_speedups
+from syno_automl.study.speed_process import SAME, measure_in_fresh_process, speed_process_of
 from syno_automl.study.verdict import Finalist, FinalResult, describe_kind
 
 __all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "measured_targets",
@@ -279,8 +280,13 @@ def measured_targets(context: Any) -> list[SpeedTarget]:
 
 
 def _timed_stage(context: Any, ops: list[Any], target: SpeedTarget | None = None) -> SpeedMeasurement:
-    """The speed protocol over the finalists (nothing to time without one)."""
-    return measure_speedups(context, ops, target) if ops else SpeedMeasurement("not timed")
+    """The speed protocol over the finalists (nothing to time without one), in the process --speed-process
+    names: a fresh one (the default) or the search's own."""
+    if not ops:
+        return SpeedMeasurement("not timed")
+    if speed_process_of(context.config) == SAME:
+        return measure_speedups(context, ops, target)
+    return measure_in_fresh_process(context, ops, target)
 
 
 def _apply_speeds(speed: SpeedMeasurement, baseline: Finalist, candidates: list[Finalist]) -> None:

@@ -1,6 +1,7 @@
 """Whole-model speed on a speed target, by the speed protocol (syno_automl.measure.paired): each operator's
-substituted model against the original, in interleaved blocks, as a ratio with its 95 % interval; and a control
-(the original against a copy of itself) that shows the protocol's own noise under the same conditions.
+substituted model against the original, in interleaved blocks, as a ratio with its 95 % reproducibility interval;
+and a control (the original against itself) that shows the protocol's own noise under the same conditions. Several
+operators are measured taking turns batch by batch (:meth:`SpeedProbe.measure_all`).
 
 Inference (eval mode, ``torch.inference_mode``) on the task's timing batch, on the target's device, eager or
 ``torch.compile``d once per model (the warm-up compiles, never timed), under the training's precision (bf16 and
@@ -129,6 +130,34 @@ class SpeedProbe:
             return None
         return self._timed(lambda: self._call(model))
 
+    def measure_all(self, ops: list[Any]) -> tuple[SpeedupEstimate | None, list[SpeedupEstimate | None]]:
+        """The control and each of `ops` against the original, taking turns batch by batch (so that every figure
+        meets the same moments of the machine); None for an operator that cannot be built or timed."""
+        import torch
+
+        from syno_automl.measure.paired import paired_speedups
+        from syno_automl.measure.substituted_model import substituted_models
+        from syno_automl.measure.timing import torch_threads
+
+        if not self.runs:
+            return None, [None] * len(ops)
+        calls: list[Callable[[], Any] | None] = [self._original()]
+        for op in ops:
+            try:
+                calls.append(self._call(substituted_models(self.context.substitution, op)[1]))
+            except Exception:  # noqa: BLE001 -- an operator that cannot be installed: unmeasured
+                calls.append(None)
+        runnable = [c for c in calls if c is not None]
+        sync = torch.cuda.synchronize if self.target.cuda else (lambda: None)
+        try:
+            with torch_threads(self.threads):
+                timed = iter(paired_speedups(self._original(), runnable, self.protocol, sync=sync,
+                                             conditions=self.conditions()))
+        except Exception:  # noqa: BLE001 -- the original itself fails to run: nothing is measured
+            return None, [None] * len(ops)
+        estimates = [next(timed) if c is not None else None for c in calls]
+        return estimates[0], estimates[1:]
+
     def _timed(self, candidate: Callable[[], Callable[[], Any]]) -> SpeedupEstimate | None:
         import torch
 
@@ -151,8 +180,7 @@ def measure_speedups(context: Any, ops: list[Any], target: SpeedTarget | None = 
     if not probe.runs:
         return SpeedMeasurement(f"{probe.target}: not timed (no CUDA device here)", [None] * len(ops))
     result = SpeedMeasurement(probe.label(), conditions=probe.conditions())
-    result.control = probe.control()
-    result.estimates = [probe.measure(op) for op in ops]
+    result.control, result.estimates = probe.measure_all(ops)
     if result.control is not None:
         result.baseline_ms = result.control.baseline_ms
     return result

@@ -1,0 +1,119 @@
+"""The final stage's timing in a fresh process: the finalists and the original timed by the speed protocol in a new
+Python process (``spawn``), so that nothing the search left in its own process weighs on the verdict's figures:
+the allocator's fragmentation after many trials, oneDNN's and Inductor's caches, torch's thread pool, the memory
+of the trials' models and data. The new process rebuilds the search's context from its config (the same seed, so
+the same model, batch and space) and the operators from their JSON, and sends the figures back.
+
+Where a fresh process cannot be had (no ``spawn``, the config cannot be sent, the process dies), the stage times in
+its own process and the label says why. A stop signal in the parent ends the child at once (the parent raises).
+``--speed-process same`` (or ``$SYNO_AUTOML_SPEED_PROCESS=same``) times in the search's process: no start-up
+(about 8 s: imports and the context), for quick checks and tests.
+"""
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import pickle
+import queue
+import signal
+from typing import Any
+
+from syno_automl.errors import OptionError
+from syno_automl.measure.paired import SPEED_PROTOCOL, Conditions, PairedProtocol, SpeedupEstimate
+from syno_automl.runtime import SpeedTarget
+from syno_automl.study.speed import SpeedMeasurement, measure_speedups
+
+__all__ = ["FRESH", "SAME", "SPEED_PROCESS_ENV", "speed_process_of", "measure_in_fresh_process"]
+
+FRESH, SAME = "fresh", "same"
+#: the default of --speed-process where the flag is not given
+SPEED_PROCESS_ENV = "SYNO_AUTOML_SPEED_PROCESS"
+
+
+def speed_process_of(config: Any) -> str:
+    """--speed-process, else $SYNO_AUTOML_SPEED_PROCESS, else fresh."""
+    chosen = getattr(config, "speed_process", None) or os.environ.get(SPEED_PROCESS_ENV) or FRESH
+    if chosen not in (FRESH, SAME):
+        raise OptionError(f"${SPEED_PROCESS_ENV} must be {FRESH!r} or {SAME!r}, got {chosen!r}")
+    return chosen
+
+
+def _child(config: Any, texts: list[str], target: SpeedTarget | None, threads: int, protocol: PairedProtocol,
+           answer: Any) -> None:
+    """In the fresh process: the context again, the operators from JSON, the figures back as plain data."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent handles a Ctrl-C and ends this process
+    try:
+        import warnings
+
+        warnings.filterwarnings("ignore")
+        import torch
+
+        from syno_automl.space import Operator
+        from syno_automl.study.context import prepare
+
+        torch.set_num_threads(threads)
+        context = prepare(config)
+        ops = [Operator.from_json(context.space, text) for text in texts]
+        speed = measure_speedups(context, ops, target, threads, protocol)
+        answer.put(("ok", _to_data(speed)))
+    except BaseException as exc:  # noqa: BLE001 -- whatever it was, the parent times in its own process
+        answer.put(("error", f"{type(exc).__name__}: {str(exc).strip()[:300]}"))
+
+
+def _to_data(speed: SpeedMeasurement) -> dict[str, Any]:
+    return {"label": speed.label, "baseline_ms": speed.baseline_ms,
+            "control": speed.control.to_dict() if speed.control else None,
+            "estimates": [e.to_dict() if e else None for e in speed.estimates],
+            "conditions": dataclasses.asdict(speed.conditions) if speed.conditions else None}
+
+
+def _from_data(data: dict[str, Any]) -> SpeedMeasurement:
+    return SpeedMeasurement(
+        data["label"], [SpeedupEstimate.from_dict(e) if e else None for e in data["estimates"]],
+        SpeedupEstimate.from_dict(data["control"]) if data["control"] else None, data["baseline_ms"],
+        Conditions(**data["conditions"]) if data["conditions"] else None)
+
+
+def measure_in_fresh_process(context: Any, ops: list[Any], target: SpeedTarget | None = None,
+                             threads: int | None = None, protocol: PairedProtocol = SPEED_PROTOCOL,
+                             poll_s: float = 0.2) -> SpeedMeasurement:
+    """:func:`~syno_automl.study.speed.measure_speedups` in a new process; in this one (saying why in the label)
+    when that fails. A KeyboardInterrupt here (Ctrl-C, SIGTERM) terminates the child and propagates."""
+    import torch
+
+    threads = threads or torch.get_num_threads()
+    spawn = multiprocessing.get_context("spawn")
+    answer = spawn.Queue()
+    texts = [op.to_json() for op in ops]
+    child = spawn.Process(target=_child, args=(context.config, texts, target, threads, protocol, answer),
+                          name="syno-speed", daemon=True)
+    why: str | None = None
+    started = False
+    try:
+        child.start()
+        started = True
+        while True:
+            try:
+                status, data = answer.get(timeout=poll_s)
+                break
+            except queue.Empty:
+                if not child.is_alive():
+                    status, data = "error", f"the process ended (exit status {child.exitcode})"
+                    break
+        if status == "ok":
+            speed = _from_data(data)
+            speed.label += " (a fresh process)"
+            return speed
+        why = str(data)
+    except (OSError, ValueError, TypeError, AttributeError, RuntimeError, pickle.PicklingError) as exc:
+        why = f"{type(exc).__name__}: {exc}"   # spawn or sending the config failed
+    finally:
+        if started:
+            if child.is_alive():
+                child.terminate()
+            child.join(timeout=5)
+        answer.close()
+    speed = measure_speedups(context, ops, target, threads, protocol)
+    speed.label += f" (in the search's process: a fresh one failed: {why})"
+    return speed

@@ -17,7 +17,6 @@ from _cli_helpers import cli_here, read_runs, read_study
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
 from syno_automl.search.objectives import objective_names
-from syno_automl.settings import SettingError
 from syno_automl.study import run_search
 from syno_automl.study import trial_speed as trial_speed_module
 from syno_automl.study.measurements import MeasurementStore
@@ -133,12 +132,10 @@ def test_pruned_trials_carry_their_speedup_too(tmp_path):
 
 
 def test_a_target_this_machine_cannot_run_falls_back_to_the_planned_cost(tmp_path, monkeypatch):
-    def no_cuda(accelerator, speed_target, also_measure=()):
-        if speed_target.startswith("cuda"):   # as check_runnable_here says on a machine without CUDA
-            raise SettingError(f"--target {speed_target}: torch sees no CUDA device here, so the final stage ...")
-        return []
+    def no_cuda(target):   # as runtime.device.why_not_runnable says on a machine without CUDA (also on a GPU one)
+        return "torch sees no CUDA device here" if target.cuda else None
 
-    monkeypatch.setattr(trial_speed_module, "check_runnable_here", no_cuda)
+    monkeypatch.setattr(trial_speed_module, "why_not_runnable", no_cuda)
     out = io.StringIO()
     config = SearchConfig(trials=1, epochs=1, accelerator="cpu", speed_target="cuda.eager", finalists=0,
                           tracking_uri=None, storage=f"sqlite:///{tmp_path / 'syno.db'}", trial_timeout=None)
@@ -154,6 +151,6 @@ def test_a_target_this_machine_cannot_run_falls_back_to_the_planned_cost(tmp_pat
     assert not any(k.startswith("syno.speedup") for t in study.trials for k in t.user_attrs)
     assert MeasurementStore(study).all() == []
     # resumed where the target runs, the study keeps its own (planned): no timing
-    monkeypatch.setattr(trial_speed_module, "check_runnable_here", lambda *a, **k: [])
+    monkeypatch.setattr(trial_speed_module, "why_not_runnable", lambda target: None)
     study = run_search(replace(config, trials=2), resume=True, out=None).study
     assert not any(k.startswith("syno.speedup") for t in study.trials for k in t.user_attrs)

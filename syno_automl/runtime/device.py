@@ -17,7 +17,7 @@ from typing import Any
 
 from syno_automl.runtime.target import SpeedTarget, parse_target
 
-__all__ = ["Device", "resolve_device", "check_runnable_here"]
+__all__ = ["Device", "resolve_device", "check_runnable_here", "why_not_runnable"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,17 @@ def resolve_device(accelerator: str, devices: int = 1, precision: str = "32") ->
     return Device("cpu", devices, precision)
 
 
+def why_not_runnable(target: SpeedTarget) -> str | None:
+    """Why this machine cannot time `target` (a CUDA target where torch sees no CUDA device), or None when it can."""
+    if not target.cuda:
+        return None
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    return f"torch {torch.__version__} sees no CUDA device here (torch.cuda.is_available() is False)"
+
+
 def check_runnable_here(accelerator: str, speed_target: str, also_measure: Sequence[str] = ()) -> list[str]:
     """Refuses (SettingError), before any study or training, what cannot run on this machine: ``--accelerator gpu``
     where torch sees no GPU (as :func:`resolve_device` would, after the data loaded) and a ``--target`` on CUDA where
@@ -93,9 +104,9 @@ def check_runnable_here(accelerator: str, speed_target: str, also_measure: Seque
     if torch.cuda.is_available():
         return []
     for t in targets:
-        if t.cuda:
-            raise SettingError(f"--target {t}: torch {torch.__version__} sees no CUDA device here "
-                               f"(torch.cuda.is_available() is False), so the final stage could not time the "
-                               f"operators on it; use --target cpu.eager or cpu.compiled (auto: where trials "
-                               f"train), or run where a CUDA GPU is")
+        why = why_not_runnable(t)
+        if why:
+            raise SettingError(f"--target {t}: {why}, so the final stage could not time the operators on it; use "
+                               f"--target cpu.eager or cpu.compiled (auto: where trials train), or run where a CUDA "
+                               f"GPU is")
     return [f"--also-measure {t}: torch sees no CUDA device here; the final stage will skip it" for t in also if t.cuda]

@@ -27,7 +27,7 @@ from syno_automl import vocabulary as V
 from syno_automl.errors import TrialResultError
 from syno_automl.measure.paired import TRIAL_SPEED_PROTOCOL, PairedProtocol, SpeedupEstimate
 from syno_automl.runtime import parse_target
-from syno_automl.runtime.device import check_runnable_here
+from syno_automl.runtime.device import why_not_runnable
 from syno_automl.settings import SettingError
 from syno_automl.study.measurements import Measurement, MeasurementKey, MeasurementStore, cpu_name, sizes_of
 
@@ -62,12 +62,10 @@ class SpeedObjective:
 
 
 def cannot_run(target: str) -> str | None:
-    """Why this machine cannot time `target`, or None when it can (runtime.device.check_runnable_here)."""
-    try:
-        check_runnable_here("cpu", target)
-    except SettingError as e:
-        return str(e).split(", so ")[0]
-    return None
+    """Why this machine cannot time `target` ("--target cuda.eager: torch ... sees no CUDA device here"), or None
+    when it can."""
+    why = why_not_runnable(parse_target(target))
+    return f"--target {target}: {why}" if why else None
 
 
 def choose_speed_objective(config: Any, context: Any) -> SpeedObjective:

@@ -36,10 +36,10 @@ from syno_automl.errors import CostProfileError, EmptySpaceError, OptionTypeErro
 from syno_automl.runtime.target import parse_target
 from syno_automl.space import Operator, OperatorSpace
 
-__all__ = ["calibrate", "fit_coefficients", "features"]
+__all__ = ["calibrate", "fit_coefficients", "features", "fit_report", "UNIT"]
 
 #: the profile's unit: nanoseconds (seconds_per_unit = 1e-9)
-_UNIT = 1e-9
+UNIT = 1e-9
 
 
 def features(counts: dict[str, float], fuse_views: bool, inference: bool = False) -> list[float]:
@@ -71,9 +71,9 @@ def fit_coefficients(rows: Sequence[Sequence[float]], seconds: Sequence[float]) 
     weights = 1.0 / t
     solution, _ = nnls(a / scale * weights[:, None], t * weights)
     solution = solution / scale
-    coefficients = {name: float(solution[i] / _UNIT) for i, name in enumerate(COEFFICIENTS)}
+    coefficients = {name: float(solution[i] / UNIT) for i, name in enumerate(COEFFICIENTS)}
     if not any(coefficients.values()):  # the times are all call overhead: price FLOPs at what they averaged
-        coefficients["flop"] = float(np.mean(t) / max(np.mean(x[:, 0]), 1.0) / _UNIT)
+        coefficients["flop"] = float(np.mean(t) / max(np.mean(x[:, 0]), 1.0) / UNIT)
     return coefficients, float(solution[-1])
 
 
@@ -174,8 +174,8 @@ def calibrate(space_or_substitution: Any, target: str, *, operators: int = 24, s
                 f"{space.output_shape} at {len(distinct)} distinct mapping(s), each timed "
                 f"{'compiled' if fuse else 'eager'} on {device} ({'inference' if inference else 'training'} step, "
                 f"median of {repeats})"),
-        seconds_per_unit=_UNIT, step="inference" if inference else "train",
-        fit=_fit_report(rows, seconds, coefficients, intercept, failed, fuse))
+        seconds_per_unit=UNIT, step="inference" if inference else "train",
+        fit=fit_report(rows, seconds, coefficients, intercept, failed, fuse))
     if out is not None:
         profile.save(Path(out))
     return profile
@@ -204,11 +204,11 @@ class _Params:
         return self._module.parameters()
 
 
-def _fit_report(rows: list[list[float]], seconds: list[float], coefficients: dict[str, float], intercept: float,
+def fit_report(rows: list[list[float]], seconds: list[float], coefficients: dict[str, float], intercept: float,
                 failed: int, fuse: bool) -> dict[str, Any]:
     from scipy.stats import spearmanr
 
-    predicted = [sum(coefficients[n] * _UNIT * r[j] for j, n in enumerate(COEFFICIENTS)) for r in rows]
+    predicted = [sum(coefficients[n] * UNIT * r[j] for j, n in enumerate(COEFFICIENTS)) for r in rows]
     rho = spearmanr(predicted, seconds).statistic if len(rows) > 2 else float("nan")
     errors = [abs(math.log((p + intercept) / t)) for p, t in zip(predicted, seconds) if p + intercept > 0]
     return {"programs": len(rows), "failed": failed, "intercept_s": intercept,

@@ -54,7 +54,7 @@ GROUPED_MODELS = ("resnext29_2x64d",)
 MODEL_COMMANDS = ("search", "enumerate", "reevaluate", "calibrate")
 # the subcommands that train (the training and device options; enumerate and calibrate train nothing)
 TRAINING_COMMANDS = ("search", "reevaluate")
-STORE_COMMANDS = ("search", "show", "list", "export", "report", "reevaluate", "tune")
+STORE_COMMANDS = ("search", "show", "list", "export", "report", "reevaluate", "tune", "calibrate")
 _BOTH = ("image", "lm")
 _UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
 

@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=3, help="timed steps per operator, the median kept "
                                                            "(default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--from-study", action="store_true",
+                   help="time nothing: fit the profile to the speedups the study's trials measured on --target "
+                        "(--storage, --study; the study's own settings)")
     add_setting_flags(p, "calibrate")
     _debug(p)
     p.set_defaults(func=cmd_calibrate)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import traceback
+from pathlib import Path
 from typing import Any
 
 from syno_automl import vocabulary as V
@@ -277,14 +278,24 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.operators < 2 or args.repeats < 1:
         raise OptionError(f"--operators must be >= 2 and --repeats >= 1, got {args.operators} and {args.repeats}")
     check_output_path(args.out)
+    study = None
+    if args.from_study:
+        study = load_study(args)
+        fill_from_recorded(args, _recorded_settings(study))   # the study's space: its operators read in it
     config = config_of(args, tracking_uri=None)
     config.validate()
     quiet_logs(training=True, verbose=args.verbose)
     from syno_automl.study import prepare
 
     context = prepare(config)
-    profile = calibrate(context.substitution, args.target, operators=args.operators, seed=config.seed,
-                        repeats=args.repeats, progress=not (args.no_progress or args.quiet), out=args.out)
+    if study is not None:
+        from syno_automl.study.measured_profile import profile_from_study
+
+        profile = profile_from_study(study, context, args.target)
+        profile.save(Path(args.out))
+    else:
+        profile = calibrate(context.substitution, args.target, operators=args.operators, seed=config.seed,
+                            repeats=args.repeats, progress=not (args.no_progress or args.quiet), out=args.out)
     coefficients = ", ".join(f"{k} {getattr(profile, k):.4g}" for k in ("flop", "element", "read", "launch"))
     print(f"wrote {args.out}: {profile.target} on {profile.device} (torch {profile.torch}), ns per unit: "
           f"{coefficients}; search with --cost-profile {args.out}")

@@ -5,18 +5,21 @@ of the trials' models and data. The new process rebuilds the search's context fr
 the same model, batch and space) and the operators from their JSON, and sends the figures back.
 
 Where a fresh process cannot be had (no ``spawn``, the config cannot be sent, the process dies), the stage times in
-its own process and the label says why. A stop signal in the parent ends the child at once (the parent raises).
+its own process and the label says why. The child never sees a Ctrl-C (it is born with SIGINT blocked); the parent
+handles it and ends the child at once (SIGKILL), then raises.
 ``--speed-process same`` (or ``$SYNO_AUTOML_SPEED_PROCESS=same``) times in the search's process: no start-up
 (about 8 s: imports and the context), for quick checks and tests.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import multiprocessing
 import os
 import pickle
 import queue
 import signal
+from collections.abc import Iterator
 from typing import Any
 
 from syno_automl.errors import OptionError
@@ -42,7 +45,6 @@ def speed_process_of(config: Any) -> str:
 def _child(config: Any, texts: list[str], target: SpeedTarget | None, threads: int, protocol: PairedProtocol,
            answer: Any) -> None:
     """In the fresh process: the context again, the operators from JSON, the figures back as plain data."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent handles a Ctrl-C and ends this process
     try:
         import warnings
 
@@ -59,6 +61,20 @@ def _child(config: Any, texts: list[str], target: SpeedTarget | None, threads: i
         answer.put(("ok", _to_data(speed)))
     except BaseException as exc:  # noqa: BLE001 -- whatever it was, the parent times in its own process
         answer.put(("error", f"{type(exc).__name__}: {str(exc).strip()[:300]}"))
+
+
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked (held, not lost: delivered when unblocked) in this thread, so that a process started here
+    inherits the mask and never sees the terminal's Ctrl-C, which reaches the whole process group."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _to_data(speed: SpeedMeasurement) -> dict[str, Any]:
@@ -91,7 +107,8 @@ def measure_in_fresh_process(context: Any, ops: list[Any], target: SpeedTarget |
     why: str | None = None
     started = False
     try:
-        child.start()
+        with _sigint_blocked():   # born with SIGINT blocked: a Ctrl-C is the parent's to handle (it ends this one)
+            child.start()
         started = True
         while True:
             try:
@@ -111,7 +128,7 @@ def measure_in_fresh_process(context: Any, ops: list[Any], target: SpeedTarget |
     finally:
         if started:
             if child.is_alive():
-                child.terminate()
+                child.kill()
             child.join(timeout=5)
         answer.close()
     speed = measure_speedups(context, ops, target, threads, protocol)

@@ -8,8 +8,14 @@ import random
 import pytest
 
 from syno_automl.errors import OptionError
-from syno_automl.measure.paired import (Conditions, PairedProtocol, SpeedupEstimate, paired_speedup, paired_speedups,
-                                        t_quantile)
+from syno_automl.measure.paired import (
+    Conditions,
+    PairedProtocol,
+    SpeedupEstimate,
+    paired_speedup,
+    paired_speedups,
+    t_quantile,
+)
 
 
 class FakeMachine:

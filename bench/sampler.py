@@ -13,7 +13,7 @@ Timed, on an in-memory storage and on SQLite (a temporary file), for each sample
 `study.ask()` (then told a made-up value, untimed):
   * first: a sampler's first decision on the stored trials (for SynoSampler: the first on this made-up history,
     with none of the rollouts a sampler that made the trials would have done and recorded);
-  * warm: the same sampler's next --asks decisions: the median (and min-max);
+  * warm: the same sampler's next --asks decisions: the median, the mean (and min-max);
   * cold: then a new sampler object's first decision on the same study (a new worker, a --resume; for SQLite also
     a new storage object, so nothing is cached): what the issue calls the first decision of a sampler started on
     the study.
@@ -211,15 +211,16 @@ def main() -> None:
             figures = measure(kind, Path(tmp), args, space, config, context, pool)
             rows.append((kind, figures))
     print(f"\n{len(pool)} finished trials stored (+ the baseline); first: the first ask of a sampler on them; warm: "
-          f"the median (min-max) of its next {args.asks} asks; cold: then a new sampler's first ask (a new worker, "
-          f"a --resume; SQLite: also a new storage object); {args.trial_seconds:g} s between an ask and its tell; "
-          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
-    print("| storage | sampler | first | warm (median) | warm (min-max) | cold |")
-    print("|---|---|---:|---:|---:|---:|")
+          f"the median, mean (min-max) of its next {args.asks} asks; cold: then a new sampler's first ask (a new "
+          f"worker, a --resume; SQLite: also a new storage object); {args.trial_seconds:g} s between an ask and its "
+          f"tell; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    print("| storage | sampler | first | warm (median) | warm (mean) | warm (min-max) | cold |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for kind, figures in rows:
         for name, f in figures.items():
             print(f"| {kind} | {name} | {f.first * 1e3:.1f} ms | {statistics.median(f.warm) * 1e3:.1f} ms | "
-                  f"{min(f.warm) * 1e3:.1f}-{max(f.warm) * 1e3:.1f} ms | {f.cold * 1e3:.1f} ms |")
+                  f"{statistics.mean(f.warm) * 1e3:.1f} ms | {min(f.warm) * 1e3:.1f}-{max(f.warm) * 1e3:.1f} ms | "
+                  f"{f.cold * 1e3:.1f} ms |")
     for kind, figures in rows:
         for name, f in figures.items():
             print(f"{kind} {name} warm asks (ms): {' '.join(f'{t * 1e3:.0f}' for t in f.warm)}")

@@ -9,6 +9,8 @@ import pytest
 from _syno_helpers import objective, tiny_space
 from optuna.trial import TrialState
 
+from syno_automl.search import mcts as mcts_module
+from syno_automl.search import sampler as sampler_module
 from syno_automl.search.mcts import MCTS, Observation, RolloutFact
 from syno_automl.search.sampler import SynoSampler
 from syno_automl.study.storage import make_storage
@@ -158,3 +160,111 @@ def test_a_prefetch_computes_the_next_decisions_rollouts_and_stops_when_told():
     fresh = MCTS(space, seed=SEED + 1)
     fresh.prefetch(0, (), (), stop).join(timeout=30)
     assert not fresh.take_new_facts()  # stopped before its first rollout
+
+
+def _join_prefetches() -> None:
+    for thread, _ in list(mcts_module._prefetches):
+        thread.join(timeout=60)
+
+
+def test_a_prefetch_prepares_the_decisions_ahead_with_the_ones_before_running():
+    space = tiny_space(depth=5)
+    tree = MCTS(space, seed=SEED)
+    tree.prefetch(0, (), (), threading.Event(), ahead=3).join()
+    assert tree.take_new_facts()
+    calls = []
+    original = space.sample
+    space.sample = lambda *a, **k: calls.append(1) or original(*a, **k)
+    try:
+        running, taken, hashes = [], set(), []
+        for decision in range(3):
+            proposal = tree.propose(decision, running, taken)
+            running.append(Observation(tuple(proposal.operator.path), None, proposal.leaf))
+            taken.add(proposal.operator.hash)
+            hashes.append(proposal.operator.hash)
+    finally:
+        space.sample = original
+    assert not calls  # all three found their rollouts memoized
+    blind, running, taken = MCTS(space, seed=SEED), [], set()
+    for decision, expected in enumerate(hashes):
+        proposal = blind.propose(decision, running, taken)
+        assert proposal.operator.hash == expected
+        running.append(Observation(tuple(proposal.operator.path), None, proposal.leaf))
+        taken.add(proposal.operator.hash)
+
+
+def test_the_rollouts_prefetched_while_a_trial_runs_are_recorded_on_it_when_it_ends():
+    live = _sampler(prefetch=True)
+    study = optuna.create_study(direction="maximize", sampler=live)
+    study.optimize(objective, n_trials=3)
+    trial = study.ask()
+    _join_prefetches()
+    reader = _sampler()  # another worker: reads the running trial's record (its decision's rollouts), then the rest
+    reader._sync(study)
+    recorded = len(study.trials[-1].system_attrs.get(ROLLOUTS, {"facts": []})["facts"])
+    study.tell(trial, 0.5)
+    grown = study.trials[-1].system_attrs[ROLLOUTS]
+    assert grown["key"] == live._tree.facts_key and len(grown["facts"]) > recorded
+    reader._sync(study)
+    assert set(live._tree._samples) <= set(reader._tree._samples)  # all the live sampler sampled: recorded, read
+    assert reader._facts_read[trial.number] == len(grown["facts"])
+
+
+def test_a_decision_writes_its_attrs_in_one_transaction_on_an_rdb_storage(tmp_path, monkeypatch):
+    storage = make_storage(f"sqlite:///{tmp_path / 'one.db'}", heartbeat_interval=None)
+
+    def one_by_one(*args, **kwargs):
+        raise AssertionError("an attr written in its own transaction")
+
+    monkeypatch.setattr(storage, "set_trial_system_attr", one_by_one)
+    monkeypatch.setattr(storage, "set_trial_user_attr", one_by_one)
+    study = optuna.create_study(storage=storage, direction="maximize", sampler=_sampler())
+    study.optimize(lambda trial: 0.5, n_trials=3)  # (suggest_operator's FLOPs constraint is Optuna's write)
+    study.enqueue_trial({}, user_attrs={"syno.operator": study.trials[0].user_attrs["syno.operator"]})
+    study.optimize(lambda trial: 0.5, n_trials=1)
+    trials = study.trials
+    assert all({"syno.operator", "syno.hash"} <= set(t.user_attrs) for t in trials)
+    assert [t.system_attrs["syno:source"] for t in trials] == ["mcts"] * 3 + ["enqueued"]
+    assert all(isinstance(t.system_attrs["syno:leaf"], int) for t in trials[:3])
+    assert ROLLOUTS in trials[0].system_attrs
+    writes = []
+    original = sampler_module._write_rdb_attrs
+    monkeypatch.setattr(sampler_module, "_write_rdb_attrs",
+                        lambda *args: writes.append((set(args[2]), set(args[3]))) or original(*args))
+    study.ask()
+    assert writes == [({"syno:leaf", "syno:source", ROLLOUTS}, {"syno.operator", "syno.hash"})]  # one transaction
+
+
+def test_a_prefetch_holds_its_rollouts_while_a_timing_asks_for_quiet():
+    """mcts.prefetch_paused: no rollout is sampled inside the block (a trial's speed measurement); the prefetch
+    goes on after it, and what it prepares is the same."""
+    space = tiny_space(depth=5)
+    tree = MCTS(space, seed=SEED)
+    sampled_inside: list[int] = []
+    inside = threading.Event()
+    original = space.sample
+    space.sample = lambda *a, **k: (sampled_inside.append(1) if inside.is_set() else None) or original(*a, **k)
+    try:
+        with mcts_module.prefetch_paused():
+            inside.set()
+            thread = tree.prefetch(0, (), (), threading.Event(), ahead=2)
+            thread.join(timeout=0.5)
+            assert thread.is_alive() and not tree.take_new_facts()   # held before its first rollout
+            inside.clear()
+        thread.join(timeout=60)
+    finally:
+        space.sample = original
+    assert not sampled_inside and not thread.is_alive()
+    reference = MCTS(space, seed=SEED)
+    reference.prefetch(0, (), (), threading.Event(), ahead=2).join()
+    assert sorted(f.leaf for f in tree.take_new_facts()) == sorted(f.leaf for f in reference.take_new_facts())
+
+
+def test_a_held_prefetch_still_stops_when_told():
+    tree = MCTS(tiny_space(depth=5), seed=SEED)
+    stop = threading.Event()
+    with mcts_module.prefetch_paused():
+        thread = tree.prefetch(0, (), (), stop)
+        stop.set()
+        thread.join(timeout=30)
+        assert not thread.is_alive() and not tree.take_new_facts()

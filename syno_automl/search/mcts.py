@@ -26,20 +26,22 @@ that finds them memoized takes milliseconds, and proposes what it would have wit
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import json
 import math
 import random
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from syno_automl.errors import EmptySpaceError, OptionError, SynoError
 from syno_automl.options import check_int
 from syno_automl.space import Node, Operator, OperatorSpace
 
-__all__ = ["MCTS", "MCTSLimits", "Observation", "Proposal", "RolloutFact", "SearchExhaustedError", "derive_seed"]
+__all__ = ["MCTS", "MCTSLimits", "Observation", "Proposal", "RolloutFact", "SearchExhaustedError", "derive_seed",
+           "prefetch_paused"]
 
 _SCALE = 1 << 32  # rewards in fixed point: integer sums are exact and order-independent
 _ROOT = ""
@@ -134,6 +136,46 @@ class _Stopped(SynoError):
 
 _prefetches: set[tuple[threading.Thread, threading.Event]] = set()  # running: (thread, its stop signal)
 _prefetches_lock = threading.Lock()
+# prefetch_paused: the timings asking the prefetches to hold, and the prefetch rollouts under way
+_quiet = threading.Condition()
+_pauses = 0
+_sampling = 0
+
+
+@contextlib.contextmanager
+def prefetch_paused(settle_s: float = 30.0) -> Iterator[None]:
+    """Holds every prefetch between two rollouts while the block runs, after waiting (at most `settle_s`) for the
+    rollouts under way to end: a trial's speed measurement times models on this machine, and a prefetch sampling
+    on the other core would weigh on the figures. What any decision proposes is unchanged (only when its rollouts
+    are sampled)."""
+    global _pauses
+    with _quiet:
+        _pauses += 1
+        _quiet.wait_for(lambda: _sampling == 0, timeout=settle_s)
+    try:
+        yield
+    finally:
+        with _quiet:
+            _pauses -= 1
+            _quiet.notify_all()
+
+
+@contextlib.contextmanager
+def _prefetch_rollout(stop: threading.Event) -> Iterator[None]:
+    """A prefetch's rollout: it waits while a timing holds the prefetches (_Stopped when told to stop meanwhile)."""
+    global _sampling
+    with _quiet:
+        while _pauses and not stop.is_set():
+            _quiet.wait(timeout=0.1)
+        if stop.is_set():
+            raise _Stopped
+        _sampling += 1
+    try:
+        yield
+    finally:
+        with _quiet:
+            _sampling -= 1
+            _quiet.notify_all()
 
 
 @atexit.register
@@ -239,21 +281,27 @@ class MCTS:
         return tree
 
     def prefetch(self, decision: int, running: Sequence[Observation], taken: Iterable[str],
-                 stop: threading.Event) -> threading.Thread:
+                 stop: threading.Event, ahead: int = 1) -> threading.Thread:
         """Computes, in a thread, the rollouts that `propose(decision, running, taken)` would on a copy of the
-        statistics now; they are memoized (and reported by take_new_facts) as if sampled by this tree. Setting
-        `stop` ends it at its next rollout not yet memoized (and at exit, see stop_prefetches); it ends where the
+        statistics now, then those of the `ahead` - 1 decisions after it (each with the operators proposed before
+        it running); they are memoized (and reported by take_new_facts) as if sampled by this tree. Setting
+        `stop` ends it at its next rollout not yet memoized (and at exit, see stop_prefetches); it ends where a
         decision would sample the whole space (a fallback). What any decision proposes is unchanged: only how much
         of its sampling is already done."""
         tree = self.fresh()
         tree._n, tree._sum, tree._sq, tree._edges = dict(self._n), dict(self._sum), dict(self._sq), dict(self._edges)
         tree._observations, tree._stop = self._observations, stop
         tree._threads = 1  # beside the evaluation of a trial: one core
-        taken = set(taken)
+        running, taken = list(running), set(taken)
 
         def run() -> None:
             try:
-                tree.propose(decision, running, taken)
+                for k in range(ahead):
+                    proposal = tree.propose(decision + k, running, taken)
+                    if proposal.fallback:
+                        break
+                    running.append(Observation(tuple(proposal.operator.path), None, proposal.leaf))
+                    taken.add(proposal.operator.hash)
             except Exception:  # noqa: BLE001 -- stopped, or anything the real decision will meet and report
                 pass
             finally:
@@ -452,7 +500,9 @@ class MCTS:
             raise _Stopped
         if time.monotonic() > self._deadline:  # rare: a decision that keeps hitting new hard subtrees
             return RolloutFact(leaf.key, count, (), False)  # not memoized
-        with self._sample_lock:
+        # a prefetch waits for a timing to end before it takes the lock (a decision may need the lock meanwhile)
+        with _prefetch_rollout(self._stop) if self._stop is not None else contextlib.nullcontext(), \
+                self._sample_lock:
             fact = self._samples.get(memo_key)  # a prefetch may have sampled it meanwhile
             if fact is not None:
                 return fact

@@ -12,8 +12,10 @@ any other trial is never proposed again (a write-then-check protocol resolves si
 Each decision folds in only the trials that finished since the last one (a finished trial is read once), and
 records on its trial (the system attr ``syno:rollouts``) the rollouts it sampled: pure functions of the space, the
 seed and the leaf (mcts.RolloutFact), which every sampler of the same space and seed reads back instead of
-sampling them again. A new worker or a resumed search thus rebuilds the tree, and what the earlier decisions
-learned, from one read of the trials; the proposals are the same with or without those records.
+sampling them again; those its prefetch sampled while the trial ran are added when the trial ends (after_trial).
+A new worker or a resumed search thus rebuilds the tree, and what the earlier decisions learned, from one read of
+the trials; the proposals are the same with or without those records. A decision writes its attrs in one
+transaction on an RDB storage (each attr write is a commit there: a disk sync on SQLite).
 
 Example:
     >>> import optuna
@@ -37,11 +39,13 @@ from typing import Any
 import numpy as np
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
+from optuna.storages import RDBStorage
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from syno_automl import vocabulary as V
 from syno_automl.errors import EmptySpaceError, NoOperatorError, OperatorFormatError, OptionError, OptionTypeError
+from syno_automl.interrupt import deferred_interrupt
 from syno_automl.search.mcts import MCTS, Observation, RolloutFact, SearchExhaustedError
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
@@ -52,6 +56,7 @@ __all__ = ["SynoSampler", "suggest_operator", "operator_json_of"]
 _RETRY_HISTORY = "retry_history"     # written by optuna.storages.RetryHeartbeatStaleTrialCallback
 _SYS_ROLLOUTS = "syno:rollouts"      # {"key": MCTS.facts_key, "facts": [RolloutFact.to_data(), ...]}
 _MAX_CONFLICTS = 16
+_PREFETCH_AHEAD = 4                  # decisions a prefetch prepares when its trial runs alone
 _log = logging.getLogger(__name__)
 
 
@@ -81,6 +86,29 @@ def _path_and_hash(text: str) -> tuple[tuple[str, ...], str] | None:
         return None
 
 
+def _write_rdb_attrs(storage: Any, trial_id: int, system: dict[str, Any], user: dict[str, Any]) -> bool:
+    """Sets a trial's attrs in one transaction when `storage` is an RDB storage (or Optuna's cache of one): False
+    when it is not (or this Optuna lacks the internals used), and nothing was written. Optuna has no public call
+    for several attrs: its RDBStorage commits each (set_trial_system_attr / set_trial_user_attr call the same
+    internal per attr, which this calls within one session). Held from a Ctrl-C, as SafeRDBStorage's writes."""
+    backend = storage._backend if type(storage).__name__ == "_CachedStorage" else storage  # (Optuna's RDB cache)
+    write = getattr(backend, "_set_trial_attr_without_commit", None)
+    if not isinstance(backend, RDBStorage) or write is None:
+        return False
+    try:  # (imported here: SQLAlchemy is loaded once an RDB storage exists, not with this module)
+        from optuna.storages._rdb import models
+        from optuna.storages._rdb.storage import _create_scoped_session
+    except ImportError:  # another Optuna's layout: one transaction per attr
+        return False
+    if not system and not user:
+        return True
+    with deferred_interrupt(), _create_scoped_session(backend.scoped_session, True) as session:
+        for model, attrs in ((models.TrialSystemAttributeModel, system), (models.TrialUserAttributeModel, user)):
+            for key, value in attrs.items():
+                write(session, model, trial_id, key, value)
+    return True
+
+
 class SynoSampler(BaseSampler):
     """Proposes one operator of `space` per trial by MCTS; other parameters go to `independent_sampler`.
 
@@ -97,8 +125,9 @@ class SynoSampler(BaseSampler):
         virtual_loss: visits with reward 0 that each RUNNING trial adds along its path.
         flops_bins: rollouts drawn over this many FLOPs bands of the space's budget (0: uniformly; MCTS).
         prefetch: after each decision, compute in a background thread the rollouts the next one will likely need
-            (MCTS.prefetch: the tree as it is, the trial just assigned running), while that trial is evaluated.
-            It changes no proposal, only how long the next decision takes.
+            (MCTS.prefetch: the tree as it is, the trial just assigned running), and when no other trial runs
+            those of the few after it, while that trial is evaluated. It changes no proposal, only how long the
+            next decisions take.
 
     Example:
         >>> sampler = SynoSampler(OperatorSpace("[N, C_in]", "[N, C_out]", primary=["N: 0", "C_in: 2",
@@ -146,7 +175,7 @@ class SynoSampler(BaseSampler):
         self._done: dict[int, tuple[str | None, TrialState]] = {}
         self._taken_done: set[str] = set()   # the operators of those trials
         self._retried: set[int] = set()      # trial numbers a RetryHeartbeatStaleTrialCallback retried
-        self._facts_read: set[int] = set()   # trials whose recorded rollouts were learned
+        self._facts_read: dict[int, int] = {}  # trial number -> how many of its recorded rollouts were learned
 
     # -- Optuna's sampler interface ---------------------------------------------------------------------
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -173,6 +202,11 @@ class SynoSampler(BaseSampler):
         self._independent.after_trial(study, trial, state, values)
         with self._lock:
             self._per_trial.pop(trial.number, None)
+            if self._study_key == self._key_of(study):
+                try:  # the trial is still RUNNING (Optuna finishes it after this call): its last write
+                    self._write(study, trial, self._facts_attr(trial, []))
+                except Exception as e:  # noqa: BLE001 -- a record to spare work: never worth failing a trial
+                    _log.debug("SynoSampler: rollouts not recorded on trial %d: %s", trial.number, e)
 
     def reseed_rng(self) -> None:
         # Proposals depend on (seed, trial number) only, so threads sharing this sampler need no new seed.
@@ -201,16 +235,24 @@ class SynoSampler(BaseSampler):
                     pass  # the trial fails in suggest_operator ("has no operator")
 
     # -- assignment -----------------------------------------------------------------------------------
-    def _set_system(self, study: Study, trial: FrozenTrial, key: str, value: Any) -> None:
-        study._storage.set_trial_system_attr(trial._trial_id, key, value)
-        trial.system_attrs[key] = value  # keep the Trial's cached copy in step with the storage
+    def _write(self, study: Study, trial: FrozenTrial, system: dict[str, Any] | None = None,
+               user: dict[str, Any] | None = None) -> None:
+        """Sets the trial's system and user attrs: in one transaction on an RDB storage (each attr is one there:
+        a commit, a disk sync on SQLite), else one by one. Keeps the Trial's cached copy in step."""
+        system, user = system or {}, user or {}
+        if not _write_rdb_attrs(study._storage, trial._trial_id, system, user):
+            for key, value in system.items():
+                study._storage.set_trial_system_attr(trial._trial_id, key, value)
+            for key, value in user.items():
+                study._storage.set_trial_user_attr(trial._trial_id, key, value)
+        trial.system_attrs.update(system)
+        trial.user_attrs.update(user)
 
-    def _set_user(self, study: Study, trial: FrozenTrial, key: str, value: Any) -> None:
-        study._storage.set_trial_user_attr(trial._trial_id, key, value)
-        trial.user_attrs[key] = value
+    def _error_attr(self, error: Exception) -> dict[str, Any]:
+        return {V.SYS_ERROR: {"type": type(error).__name__, "message": str(error)}}
 
     def _fail_assignment(self, study: Study, trial: FrozenTrial, error: Exception) -> None:
-        self._set_system(study, trial, V.SYS_ERROR, {"type": type(error).__name__, "message": str(error)})
+        self._write(study, trial, self._error_attr(error))
 
     def _assign_requested(self, study: Study, trial: FrozenTrial, text: Any) -> None:
         try:
@@ -220,45 +262,54 @@ class SynoSampler(BaseSampler):
         except OperatorFormatError as e:
             self._fail_assignment(study, trial, e)
             return
-        self._set_system(study, trial, V.SYS_SOURCE, "enqueued")
-        self._set_user(study, trial, V.OPERATOR, op.to_json())  # the request, canonical
-        self._set_user(study, trial, V.HASH, op.hash)
+        self._write(study, trial, {V.SYS_SOURCE: "enqueued"},
+                    {V.OPERATOR: op.to_json(), V.HASH: op.hash})  # the request, canonical
 
     def _assign_fresh(self, study: Study, trial: FrozenTrial) -> None:
         if self._prefetch_stop is not None:
             self._prefetch_stop.set()  # this decision's own rollouts come first (the prefetch's so far are kept)
         running, taken = self._sync(study)
+        facts: list[RolloutFact] = []  # the rollouts this decision sampled (and its prefetch), recorded on the trial
         for _ in range(_MAX_CONFLICTS):
             try:
                 proposal = self._tree.propose(trial.number, running, taken)
             except SearchExhaustedError as e:
-                self._record_facts(study, trial)
-                self._fail_assignment(study, trial, e)
+                self._write(study, trial, {**self._facts_attr(trial, facts), **self._error_attr(e)})
                 return
             op = proposal.operator
             self._operators[op.hash] = op
-            self._set_system(study, trial, V.SYS_LEAF, proposal.leaf)
-            self._set_system(study, trial, V.SYS_SOURCE, "fallback" if proposal.fallback else "mcts")
-            self._set_user(study, trial, V.OPERATOR, op.to_json())
+            # one write (one transaction on an RDB storage): the operator, where it came from, the rollouts
+            self._write(study, trial, {V.SYS_LEAF: proposal.leaf, V.SYS_SOURCE: "fallback" if proposal.fallback
+                                       else "mcts", **self._facts_attr(trial, facts)},
+                        {V.OPERATOR: op.to_json(), V.HASH: op.hash})
             # Write, then check: of two trials that picked the same operator at once, the one that reads
             # last sees the other and picks again, so no two trials keep the same one.
             if not self._held_elsewhere(study, trial, op.hash):
                 break
             taken.add(op.hash)
-        self._record_facts(study, trial)
-        self._set_user(study, trial, V.HASH, op.hash)
         if self._prefetch:  # the next decision sees this trial running (or finished: then it may walk elsewhere)
+            # Alone (no other trial running: one worker, trials one after another), the next few decisions are
+            # foreseen as well (the trials before each running), so that a decision with many rollouts to sample
+            # is spread over the evaluations of several trials; with other trials running, whose ends reshape
+            # the tree, only the next one.
             self._prefetch_stop = threading.Event()
             self._tree.prefetch(trial.number + 1, [*running, Observation(tuple(op.path), None, proposal.leaf)],
-                                taken | {op.hash}, self._prefetch_stop)
+                                taken | {op.hash}, self._prefetch_stop, ahead=1 if running else _PREFETCH_AHEAD)
 
-    def _record_facts(self, study: Study, trial: FrozenTrial) -> None:
-        """Keeps the rollouts this decision sampled on its trial, for the other samplers of this space and seed."""
-        facts = self._tree.take_new_facts()
-        if facts:
-            self._set_system(study, trial, _SYS_ROLLOUTS,
-                             {"key": self._tree.facts_key, "facts": [f.to_data() for f in facts]})
-            self._facts_read.add(trial.number)
+    def _facts_attr(self, trial: FrozenTrial, facts: list[RolloutFact]) -> dict[str, Any]:
+        """The system attr keeping on `trial`, for the other samplers of this space and seed, the rollouts this tree
+        (and its prefetch) sampled since the last record: `facts`, extended with them, after those the trial holds
+        already (a decision's, when its trial ends: the prefetch's meanwhile); {} when there are none."""
+        facts.extend(self._tree.take_new_facts())
+        if not facts:
+            return {}
+        key = self._tree.facts_key
+        held = trial.system_attrs.get(_SYS_ROLLOUTS)
+        data = list(held["facts"]) if isinstance(held, dict) and held.get("key") == key and \
+            isinstance(held.get("facts"), list) else []
+        data += [f.to_data() for f in facts]
+        self._facts_read[trial.number] = len(data)
+        return {_SYS_ROLLOUTS: {"key": key, "facts": data}}
 
     def _held_elsewhere(self, study: Study, trial: FrozenTrial, op_hash: str) -> bool:
         """Whether a trial other than `trial` holds the operator (trials finished before this decision's _sync
@@ -282,13 +333,18 @@ class SynoSampler(BaseSampler):
             return reward.failed
         return reward.value_of(trial.values)
 
+    @staticmethod
+    def _key_of(study: Study) -> tuple:
+        return study._study_id, study.study_name, id(study._storage)
+
     def _sync(self, study: Study) -> tuple[list[Observation], set[str]]:
         """Brings the tree up to date with the study; returns (running observations, taken hashes).
 
         Incremental: a finished trial is folded in once (the trials finished since the last call are the only ones
-        read in full), and the rollouts recorded on trials are learned once per trial.
+        read in full), and each rollout recorded on a trial is learned once (a running trial's record grows when it
+        ends: the rollouts its worker's prefetch sampled meanwhile are added).
         """
-        key = (study._study_id, study.study_name, id(study._storage))
+        key = self._key_of(study)
         if key != self._study_key:
             self._reset(key)
         trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
@@ -306,14 +362,14 @@ class SynoSampler(BaseSampler):
         running: list[Observation] = []
         taken = set(self._taken_done)
         for t in pending:
-            if t.number not in self._facts_read:
-                recorded = t.system_attrs.get(_SYS_ROLLOUTS)
-                if recorded is not None:
-                    self._facts_read.add(t.number)
-                    data = recorded.get("facts") if isinstance(recorded, dict) else None
-                    if isinstance(data, list) and recorded.get("key") == facts_key:  # else another space or seed
-                        facts = [RolloutFact.from_data(d) for d in data]
-                        self._tree.learn(f for f in facts if f is not None)
+            recorded = t.system_attrs.get(_SYS_ROLLOUTS)
+            if recorded is not None:
+                data = recorded.get("facts") if isinstance(recorded, dict) else None
+                read = self._facts_read.get(t.number, 0)
+                if isinstance(data, list) and recorded.get("key") == facts_key and len(data) > read:
+                    self._facts_read[t.number] = len(data)  # (else another space or seed)
+                    facts = [RolloutFact.from_data(d) for d in data[read:]]
+                    self._tree.learn(f for f in facts if f is not None)
             text = operator_json_of(t)
             parsed = _path_and_hash(text) if text is not None else None
             finished = t.state.is_finished()

@@ -28,6 +28,7 @@ from syno_automl.errors import TrialResultError
 from syno_automl.measure.paired import TRIAL_SPEED_PROTOCOL, PairedProtocol, SpeedupEstimate
 from syno_automl.runtime import parse_target
 from syno_automl.runtime.device import why_not_runnable
+from syno_automl.search.mcts import prefetch_paused
 from syno_automl.settings import SettingError
 from syno_automl.study.measurements import Measurement, MeasurementKey, MeasurementStore, cpu_name, sizes_of
 
@@ -177,7 +178,12 @@ class TrialSpeed:
         return found.estimate
 
     def _measure_fn(self) -> Measure:
-        return self._measure or (lambda o: self.probe.control() if o is None else self.probe.measure(o))
+        measure = self._measure or (lambda o: self.probe.control() if o is None else self.probe.measure(o))
+
+        def quietly(op: Any) -> SpeedupEstimate | None:
+            with prefetch_paused():   # the sampler's prefetch holds its rollouts while the models are timed
+                return measure(op)
+        return quietly
 
     def objective_value(self, trial: optuna.trial.Trial, baseline: bool) -> float:
         """The pareto study's second value: the time ratio 1 / speedup (measured) or the planned cost ratio; 1.0

@@ -5,7 +5,8 @@ Operators: --default-ops in-budget operators of the default space (small CNN on 
 builds it) and --resnet-ops of ResNet-18 at 16x16 (both drawn with ``space.sample(n, seed)``: in budget by
 construction). Each run is a fresh process (``--worker``) that prepares the same context, rebuilds the operators
 from their JSON and times every one against the original model by ``syno_automl.study.speed.measure_speedups``
-(the final stage's protocol: interleaved blocks, a ratio with its 95 % interval) on --target.
+(the final stage's protocol: interleaved blocks, the operators taking turns, a ratio with its 95 % reproducibility
+interval) on --target.
 
 Printed per setting and over all: test-retest Spearman of the two runs' ratios, the median |log ratio difference|,
 the share of operators whose each run's interval holds the other run's value (coverage), and the control's
@@ -114,6 +115,7 @@ def main() -> None:
     ap.add_argument("--target", default="cpu.eager")
     ap.add_argument("--seed", type=int, default=7, help="the operators' sample seed")
     ap.add_argument("--no-load", action="store_true", help="no third process keeping a core busy")
+    ap.add_argument("--save", type=Path, help="write both runs' estimates per setting (JSON) here")
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -121,6 +123,7 @@ def main() -> None:
         worker(args.worker, args.out)
         return
     rows, all_first, all_second = [], {"estimates": []}, {"estimates": []}
+    saved: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="syno_speed_") as tmp:
         for setting, count in (("default", args.default_ops), ("resnet18-16", args.resnet_ops)):
             if count <= 0:
@@ -135,11 +138,14 @@ def main() -> None:
                 if hog is not None:
                     hog.kill()
             rows.append(compare(setting, *runs))
+            saved[setting] = runs
             print(f"{setting}: {runs[0]['label']}; runs took {runs[0]['seconds']:.0f} s and {runs[1]['seconds']:.0f} s",
                   flush=True)
             all_first["estimates"] += runs[0]["estimates"]
             all_second["estimates"] += runs[1]["estimates"]
     rows.append(compare("all", all_first, all_second))
+    if args.save is not None:
+        args.save.write_text(json.dumps(saved, indent=1))
     load = "one core kept busy by a third process" if not args.no_load else "no added load"
     print(f"\nspeed reliability on {args.target}, two runs in separate processes, {load} (load average now "
           f"{os.getloadavg()[0]:.2f}):")

@@ -44,18 +44,22 @@ def _config(setting: str, target: str) -> Any:
 
 def worker(spec_path: Path, out_path: Path) -> None:
     """One run: prepare the setting's context, time each operator of the spec, write the estimates."""
+    from dataclasses import replace
+
     import torch
 
+    from syno_automl.measure.paired import SPEED_PROTOCOL
     from syno_automl.space import Operator
     from syno_automl.study import prepare
     from syno_automl.study.speed import measure_speedups
 
     spec = json.loads(spec_path.read_text())
+    protocol = replace(SPEED_PROTOCOL, **spec.get("protocol", {}))
     torch.set_num_threads(1)
     context = prepare(_config(spec["setting"], spec["target"]))
     ops = [Operator.from_json(context.space, text) for text in spec["ops"]]
     started = time.time()
-    speed = measure_speedups(context, ops, threads=1)
+    speed = measure_speedups(context, ops, threads=1, protocol=protocol)
     out_path.write_text(json.dumps({
         "label": speed.label, "seconds": time.time() - started,
         "control": speed.control.to_dict() if speed.control else None,
@@ -115,6 +119,7 @@ def main() -> None:
     ap.add_argument("--target", default="cpu.eager")
     ap.add_argument("--seed", type=int, default=7, help="the operators' sample seed")
     ap.add_argument("--no-load", action="store_true", help="no third process keeping a core busy")
+    ap.add_argument("--batch-pairs", type=int, help="the protocol's pairs per batch (default: the shipped one's)")
     ap.add_argument("--save", type=Path, help="write both runs' estimates per setting (JSON) here")
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -129,7 +134,8 @@ def main() -> None:
             if count <= 0:
                 continue
             spec = Path(tmp) / f"{setting}.json"
-            spec.write_text(json.dumps({"setting": setting, "target": args.target,
+            changes = {} if args.batch_pairs is None else {"batch_pairs": args.batch_pairs}
+            spec.write_text(json.dumps({"setting": setting, "target": args.target, "protocol": changes,
                                         "ops": _sample(setting, args.target, count, args.seed)}))
             hog = None if args.no_load else _busy_core()
             try:

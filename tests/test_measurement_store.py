@@ -161,10 +161,8 @@ def test_a_study_speed_objective_as_recorded_and_planned_before_it_existed(monke
     assert announce_speed_objective(fell_back, out).reason == "no CUDA here"
     assert "not measured: no CUDA here" in out.getvalue()
 
-    def no_cuda(accelerator, speed_target, also_measure=()):
-        raise SettingError(f"--target {speed_target}: torch sees no CUDA device here, so ...")
-
-    monkeypatch.setattr(trial_speed_module, "check_runnable_here", no_cuda)
+    monkeypatch.setattr(trial_speed_module, "why_not_runnable",   # as on a machine without CUDA (also on a GPU one)
+                        lambda target: "torch sees no CUDA device here" if target.cuda else None)
     measured = _study()
     record_speed_objective(measured, SpeedObjective(MEASURED, "cuda.compiled"))
     with pytest.raises(SettingError, match="measures its speed objective on cuda.compiled"):

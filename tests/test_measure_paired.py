@@ -53,7 +53,7 @@ def test_noise_asks_for_more_pairs_and_the_interval_holds_the_true_ratio():
         m = FakeMachine(1, noise)
         estimates.append(paired_speedup(m.model("A", 0.005), m.model("B", 0.004), clock=m.clock))
     quiet, noisy = estimates
-    assert quiet.pairs < noisy.pairs <= 40
+    assert quiet.pairs < noisy.pairs <= 48
     assert noisy.holds(1.25) and noisy.high - noisy.low > quiet.high - quiet.low
 
 
@@ -209,3 +209,24 @@ def test_t_quantiles():
     assert t_quantile(1) == 12.706 and t_quantile(5) == 2.571 and t_quantile(1000) == 1.96
     with pytest.raises(OptionError):
         t_quantile(0)
+
+
+def test_the_batches_go_through_the_copies_of_each_model_in_turn():
+    m = FakeMachine()
+    protocol = PairedProtocol(warmup=0, min_pairs=4, max_pairs=4, copies=2)
+    paired_speedup([m.model("A0", 0.02), m.model("A1", 0.02)], [m.model("B0", 0.02), m.model("B1", 0.02)],
+                   protocol, clock=m.clock)
+    assert m.calls == ["A0", "B0"] + ["A0", "B0", "B0", "A0"] + ["A1", "B1", "B1", "A1"]
+
+
+def test_copies_that_run_at_other_speeds_are_averaged_and_widen_the_interval():
+    """Where the memory layout moves a model's speed (here: the candidate's two copies 10 % apart), the ratio is
+    their average and the interval says how far apart they are; one copy alone would give a narrow interval
+    around its own speed."""
+    m = FakeMachine(5, 0.01)
+    fast, slow = m.model("B0", 0.004), m.model("B1", 0.0044)
+    both = paired_speedup(m.model("A", 0.005), [fast, slow], PairedProtocol(copies=2), clock=m.clock)
+    assert both.ratio == pytest.approx(1.25 / math.sqrt(1.1), rel=0.01)
+    one = paired_speedup(m.model("A", 0.005), fast, clock=m.clock)
+    assert one.ratio == pytest.approx(1.25, rel=0.01)
+    assert both.high - both.low > 2 * (one.high - one.low)

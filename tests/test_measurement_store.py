@@ -147,7 +147,7 @@ def test_the_trial_protocol_is_the_final_one_kept_short():
         now[0] += 0.001
 
     assert paired_speedup(steady, noisy, TRIAL_SPEED_PROTOCOL, clock=lambda: now[0], sync=drift).pairs == 20
-    assert paired_speedup(steady, steady, TRIAL_SPEED_PROTOCOL, clock=lambda: now[0]).pairs == 6
+    assert paired_speedup(steady, steady, TRIAL_SPEED_PROTOCOL, clock=lambda: now[0]).pairs == 8
 
 
 def test_a_study_speed_objective_as_recorded_and_planned_before_it_existed(monkeypatch):

@@ -17,7 +17,7 @@ from syno_automl.measure.paired import PairedProtocol
 from syno_automl.study import prepare
 from syno_automl.study.speed_process import SPEED_PROCESS_ENV, measure_in_fresh_process, speed_process_of
 
-BRIEF = PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=4, max_pairs=4)
+BRIEF = PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=4, max_pairs=4, copies=2)
 
 
 @pytest.fixture(scope="module")

@@ -11,15 +11,21 @@ Every speed figure goes through :func:`paired_speedups` (one candidate: :func:`p
    (``sync`` is ``torch.cuda.synchronize`` on a GPU); each pair gives one log ratio;
 4. pairs in batches of ``batch_pairs``; the candidates take turns batch by batch, so that each one's batches
    spread over the whole measurement and meet the same moments of the machine;
-5. more batches until the interval is within ``target_halfwidth`` of the ratio, or ``max_pairs`` pairs.
+5. each model in ``copies`` copies (its weights and inputs at other addresses: the caller makes them), the
+   batches going through them in turn: where a model's tensors lie in memory moves its speed (cache sets, page
+   and vector alignment), by up to 6 % for one operator measured here, and another process lays them out anew;
+6. more whole cycles of the copies until the interval is within ``target_halfwidth`` of the ratio, or
+   ``max_pairs`` pairs.
 
 **The interval** is computed from batch means, not single pairs: pairs timed back to back share the machine's
-state of that moment (they are correlated), which makes an interval over pairs too narrow: measured here, two
-processes' figures fell outside each other's pair intervals in half the cases. Batch means are the standard
-remedy for a correlated series. It is a *reproducibility* interval: the mean's 95 % interval (Student's t over
-the batch means) widened by √2, the range in which a re-measurement by this protocol on this machine falls 95 % of
-the time (the difference of two runs carries both runs' noise; a plain confidence interval of one run holds the
-other run's figure only ~83 % of the time even when exact).
+state of that moment and the same copies (they are correlated), which makes an interval over pairs too narrow:
+measured here, two processes' figures fell outside each other's pair intervals in half the cases. Batch means are
+the standard remedy for a correlated series, and the copies put the memory layout's share of the spread inside
+the interval (and average it in the ratio) instead of leaving it to tell two processes apart. It is a
+*reproducibility* interval: the mean's 95 % interval (Student's t over the batch means) widened by √2, the range in
+which a re-measurement by this protocol on this machine falls 95 % of the time (the difference of two runs carries
+both runs' noise; a plain confidence interval of one run holds the other run's figure only ~83 % of the time even
+when exact).
 
 The result reads ``1.41× [1.37, 1.45]``: the candidate runs 1.41 times as fast as the baseline, and another
 measurement here would give a figure in that range. Two figures whose intervals overlap are a tie; a candidate is
@@ -34,7 +40,7 @@ Example (a fake clock: the baseline takes 2 ms a call, the candidate 1 ms):
     >>> def candidate(): now[0] += 0.001
     >>> estimate = paired_speedup(baseline, candidate, clock=lambda: now[0])
     >>> estimate.text(), estimate.faster, estimate.pairs
-    ('2.00× [2.00, 2.00]', True, 12)
+    ('2.00× [2.00, 2.00]', True, 24)
 """
 from __future__ import annotations
 
@@ -44,7 +50,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Union
 
 from syno_automl.errors import OptionError
 
@@ -58,14 +64,16 @@ class PairedProtocol:
 
     warmup: int = 2                  # calls of each side before timing (compilation happens here)
     min_block_s: float = 0.02        # one block lasts at least this long
-    min_pairs: int = 12              # pairs of blocks before the stopping rule is asked
-    max_pairs: int = 40              # the cap: the interval is what it is then
+    min_pairs: int = 24              # pairs of blocks before the stopping rule is asked
+    max_pairs: int = 48              # the cap: the interval is what it is then
     target_halfwidth: float = 0.02   # stop once the interval is within ±2 % of the ratio
     batch_pairs: int = 2             # pairs in a row per batch: the interval is over batch means
+    copies: int = 4                  # copies of each model (weights and inputs elsewhere in memory) batches cycle
 
     def __post_init__(self) -> None:
-        if self.warmup < 0 or self.min_block_s <= 0 or self.batch_pairs < 1:
-            raise OptionError(f"a paired protocol needs warmup >= 0, min_block_s > 0 and batch_pairs >= 1, got {self}")
+        if self.warmup < 0 or self.min_block_s <= 0 or self.batch_pairs < 1 or self.copies < 1:
+            raise OptionError(f"a paired protocol needs warmup >= 0, min_block_s > 0, batch_pairs >= 1 and "
+                              f"copies >= 1, got {self}")
         if self.min_pairs < 2 * self.batch_pairs or self.max_pairs < self.min_pairs:
             raise OptionError(f"a paired protocol needs 2 batches at least (min_pairs >= 2 * batch_pairs) and "
                               f"min_pairs <= max_pairs, got {self}")
@@ -83,9 +91,10 @@ class PairedProtocol:
 
 SPEED_PROTOCOL = PairedProtocol()
 # a search trial's: the same protocol, shorter (<= 15 % of the default search's time): blocks of >= 20 ms as the
-# final stage's, but 6 to 20 pairs and a stop at +-4 %; on the default digits model (~10 ms a call on one thread)
-# at most ~1.2 s a trial. The final stage measures its finalists afresh with SPEED_PROTOCOL.
-TRIAL_SPEED_PROTOCOL = PairedProtocol(warmup=2, min_block_s=0.02, min_pairs=6, max_pairs=20, target_halfwidth=0.04)
+# final stage's, but 8 to 20 pairs, 2 copies and a stop at +-4 %; on the default digits model (~10 ms a call on one
+# thread) at most ~1.2 s a trial. The final stage measures its finalists afresh with SPEED_PROTOCOL.
+TRIAL_SPEED_PROTOCOL = PairedProtocol(warmup=2, min_block_s=0.02, min_pairs=8, max_pairs=20, target_halfwidth=0.04,
+                                      copies=2)
 
 
 @dataclass(frozen=True)
@@ -203,11 +212,18 @@ def _interval(logs: list[float], batch: int) -> tuple[float, float]:
     return mean, half
 
 
+Model = Union[Callable[[], Any], Sequence[Callable[[], Any]]]   # one call of a model, or of each of its copies
+
+
+def _copies(model: Model) -> list[Callable[[], Any]]:
+    return list(model) if isinstance(model, Sequence) else [model]
+
+
 @dataclass
 class _Side:
-    """One candidate under way: its calls per block, its blocks' times, its pairs' log ratios."""
+    """One candidate under way: its copies' calls, its calls per block, its blocks' times, its pairs' log ratios."""
 
-    fn: Callable[[], Any]
+    fns: list[Callable[[], Any]]
     number: int = 0
     times: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []))
     logs: list[float] = field(default_factory=list)
@@ -215,21 +231,25 @@ class _Side:
     failed: bool = False
 
 
-def _batch(baseline: Callable[[], Any], base_number: int, side: _Side, protocol: PairedProtocol,
+def _batch(bases: list[Callable[[], Any]], base_number: int, side: _Side, protocol: PairedProtocol,
            clock: Callable[[], float], sync: Callable[[], None]) -> None:
-    """`batch_pairs` pairs of `side` against the baseline, each pair's order the other of the one before."""
+    """`batch_pairs` pairs of `side` against the baseline, each pair's order the other of the one before; the
+    batch's copy of each model is the next in turn (batch b: copy b mod copies)."""
+    b = len(side.logs) // protocol.batch_pairs
+    fns = (bases[b % len(bases)], side.fns[b % len(side.fns)])
     for _ in range(protocol.batch_pairs):
         order = (0, 1) if len(side.logs) % 2 == 0 else (1, 0)   # A B, B A, A B ...
         times = [0.0, 0.0]
         for which in order:
-            fn, number = (baseline, base_number) if which == 0 else (side.fn, side.number)
-            times[which] = _block(fn, number, clock, sync)
+            times[which] = _block(fns[which], base_number if which == 0 else side.number, clock, sync)
             side.times[which].append(times[which])
         side.logs.append(math.log(times[0] / times[1]))
-    if len(side.logs) >= protocol.min_batches * protocol.batch_pairs:
+    batches = len(side.logs) // protocol.batch_pairs
+    cycle = max(len(bases), len(side.fns))
+    if batches >= protocol.min_batches and batches % cycle == 0:   # asked after whole cycles of the copies
         stop = math.log1p(protocol.target_halfwidth)
         side.done = (_interval(side.logs, protocol.batch_pairs)[1] <= stop
-                     or len(side.logs) >= protocol.max_batches * protocol.batch_pairs)
+                     or batches + cycle > protocol.max_batches)
 
 
 def _estimate(side: _Side, protocol: PairedProtocol, conditions: Conditions | None) -> SpeedupEstimate | None:
@@ -241,55 +261,62 @@ def _estimate(side: _Side, protocol: PairedProtocol, conditions: Conditions | No
                            conditions)
 
 
-def paired_speedups(baseline: Callable[[], Any], candidates: Sequence[Callable[[], Any]],
-                    protocol: PairedProtocol = SPEED_PROTOCOL, *, clock: Callable[[], float] = time.perf_counter,
-                    sync: Callable[[], None] = lambda: None,
+def _warm(fns: list[Callable[[], Any]], protocol: PairedProtocol, clock: Callable[[], float],
+          sync: Callable[[], None]) -> int:
+    """Warm-up calls of every copy; the calls per block, calibrated on the first."""
+    for fn in fns:
+        for _ in range(protocol.warmup):
+            fn()
+    return _calibrate(fns[0], protocol.min_block_s, clock, sync)
+
+
+def paired_speedups(baseline: Model, candidates: Sequence[Model], protocol: PairedProtocol = SPEED_PROTOCOL, *,
+                    clock: Callable[[], float] = time.perf_counter, sync: Callable[[], None] = lambda: None,
                     conditions: Conditions | None = None) -> list[SpeedupEstimate | None]:
-    """Times each of `candidates` against `baseline` (each a call of a model on its inputs) by the protocol, the
-    candidates taking turns batch by batch. A candidate that raises gets None and the others go on; the baseline
-    raising ends them all (it raises)."""
-    for _ in range(protocol.warmup):
-        baseline()
-    base_number = _calibrate(baseline, protocol.min_block_s, clock, sync)
-    sides = [_Side(fn) for fn in candidates]
+    """Times each of `candidates` against `baseline` by the protocol, the candidates taking turns batch by batch.
+    A model is one call of it on its inputs, or a list of such calls, one per copy of the model (its weights and
+    inputs at other addresses): the batches go through the copies in turn. A candidate that raises gets None and
+    the others go on; the baseline raising ends them all (it raises)."""
+    bases = _copies(baseline)
+    base_number = _warm(bases, protocol, clock, sync)
+    sides = [_Side(_copies(model)) for model in candidates]
     for side in sides:
         try:
-            for _ in range(protocol.warmup):
-                side.fn()
-            side.number = _calibrate(side.fn, protocol.min_block_s, clock, sync)
+            side.number = _warm(side.fns, protocol, clock, sync)
         except Exception:  # noqa: BLE001 -- a candidate that cannot run is unmeasured, the others still count
             side.failed = side.done = True
     turn = 0
     while not all(side.done for side in sides):
         waiting = [side for side in sides if not side.done]
         for side in waiting[turn % len(waiting):] + waiting[:turn % len(waiting)]:   # who goes first rotates
-            _run_batch(baseline, base_number, side, protocol, clock, sync)
+            _run_batch(bases, base_number, side, protocol, clock, sync)
         turn += 1
     return [_estimate(side, protocol, conditions) for side in sides]
 
 
-def _run_batch(baseline: Callable[[], Any], base_number: int, side: _Side, protocol: PairedProtocol,
+def _run_batch(bases: list[Callable[[], Any]], base_number: int, side: _Side, protocol: PairedProtocol,
                clock: Callable[[], float], sync: Callable[[], None]) -> None:
     """One batch of `side`; a candidate that raises is marked failed (the baseline's own error propagates: it is
     checked by running it alone)."""
     try:
-        _batch(baseline, base_number, side, protocol, clock, sync)
+        _batch(bases, base_number, side, protocol, clock, sync)
     except Exception:  # noqa: BLE001 -- the candidate's, unless the baseline fails alone too
-        baseline()   # the baseline's own failure ends them all: it raises here
+        for fn in bases:
+            fn()   # the baseline's own failure ends them all: it raises here
         side.failed = side.done = True
 
 
-def paired_speedup(baseline: Callable[[], Any], candidate: Callable[[], Any],
-                   protocol: PairedProtocol = SPEED_PROTOCOL, *, clock: Callable[[], float] = time.perf_counter,
-                   sync: Callable[[], None] = lambda: None, conditions: Conditions | None = None) -> SpeedupEstimate:
-    """Times `candidate` against `baseline` by the protocol; raises what either raises."""
-    for _ in range(protocol.warmup):
-        baseline()
-        candidate()
-    base_number = _calibrate(baseline, protocol.min_block_s, clock, sync)
-    side = _Side(candidate, _calibrate(candidate, protocol.min_block_s, clock, sync))
+def paired_speedup(baseline: Model, candidate: Model, protocol: PairedProtocol = SPEED_PROTOCOL, *,
+                   clock: Callable[[], float] = time.perf_counter, sync: Callable[[], None] = lambda: None,
+                   conditions: Conditions | None = None) -> SpeedupEstimate:
+    """Times `candidate` against `baseline` by the protocol (a model: as :func:`paired_speedups`); raises what
+    either raises."""
+    bases = _copies(baseline)
+    base_number = _warm(bases, protocol, clock, sync)
+    fns = _copies(candidate)
+    side = _Side(fns, _warm(fns, protocol, clock, sync))
     while not side.done:
-        _batch(baseline, base_number, side, protocol, clock, sync)
+        _batch(bases, base_number, side, protocol, clock, sync)
     estimate = _estimate(side, protocol, conditions)
     assert estimate is not None
     return estimate

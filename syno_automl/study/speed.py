@@ -80,7 +80,7 @@ class SpeedProbe:
         self.where = (f"cpu ({self.threads} thread{'s' if self.threads > 1 else ''})" if self.target.device == "cpu"
                       else torch.cuda.get_device_name() if self.runs else "cuda (none here)")
         self._example: Any = None
-        self._baseline: Callable[[], Any] | None = None
+        self._baseline: list[Callable[[], Any]] | None = None
 
     @property
     def example(self) -> Any:
@@ -96,15 +96,21 @@ class SpeedProbe:
         return (f"{self.target}: torch {'compiled' if self.target.compiled else 'eager'} inference, "
                 f"{self.conditions().batch}, {self.where}, {self.precision}")
 
-    def _call(self, model: Any) -> Callable[[], Any]:
+    def _call(self, model: Any) -> list[Callable[[], Any]]:
+        """The protocol's copies of `model` (each its own weights and input: other addresses), each as one call;
+        one on a compiled target (each copy would be compiled again)."""
+        import copy
+
         import torch
 
         model = model.to(self.target.device)
         if self.target.compiled:
-            model = torch.compile(model, dynamic=False)
-        return _caller(model, self.example, self.target.device, self.precision)
+            return [_caller(torch.compile(model, dynamic=False), self.example, self.target.device, self.precision)]
+        models = [model] + [copy.deepcopy(model) for _ in range(self.protocol.copies - 1)]
+        inputs = [self.example] + [self.example.clone() for _ in range(self.protocol.copies - 1)]
+        return [_caller(m, x, self.target.device, self.precision) for m, x in zip(models, inputs)]
 
-    def _original(self) -> Callable[[], Any]:
+    def _original(self) -> list[Callable[[], Any]]:
         from syno_automl.placeholder import placeholders
 
         if self._baseline is None:
@@ -114,9 +120,14 @@ class SpeedProbe:
             self._baseline = self._call(model)
         return self._baseline
 
+    def _control(self) -> list[Callable[[], Any]]:
+        """The original against itself: its copies in another order (each batch one copy against another)."""
+        calls = self._original()
+        return calls[1:] + calls[:1]
+
     def control(self) -> SpeedupEstimate | None:
         """The original against itself: the protocol's own noise, here and now."""
-        return self._timed(lambda: self._original()) if self.runs else None
+        return self._timed(self._control) if self.runs else None
 
     def measure(self, op: Any) -> SpeedupEstimate | None:
         """`op` substituted (fresh weights) against the original; None when it cannot be built or timed."""
@@ -141,7 +152,7 @@ class SpeedProbe:
 
         if not self.runs:
             return None, [None] * len(ops)
-        calls: list[Callable[[], Any] | None] = [self._original()]
+        calls: list[list[Callable[[], Any]] | None] = [self._control()]
         for op in ops:
             try:
                 calls.append(self._call(substituted_models(self.context.substitution, op)[1]))
@@ -158,7 +169,7 @@ class SpeedProbe:
         estimates = [next(timed) if c is not None else None for c in calls]
         return estimates[0], estimates[1:]
 
-    def _timed(self, candidate: Callable[[], Callable[[], Any]]) -> SpeedupEstimate | None:
+    def _timed(self, candidate: Callable[[], list[Callable[[], Any]]]) -> SpeedupEstimate | None:
         import torch
 
         from syno_automl.measure.timing import torch_threads

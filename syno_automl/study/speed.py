@@ -71,6 +71,9 @@ class SpeedProbe:
                  protocol: PairedProtocol = SPEED_PROTOCOL) -> None:
         import torch
 
+        from syno_automl.measure.allocator import steady_allocator
+
+        steady_allocator()   # the process's allocation history no longer moves a CPU model's speed
         self.context = context
         self.target = target or context.resolved.speed
         self.protocol = protocol

@@ -60,10 +60,7 @@ def worker(spec_path: Path, out_path: Path) -> None:
     ops = [Operator.from_json(context.space, text) for text in spec["ops"]]
     started = time.time()
     speed = measure_speedups(context, ops, threads=1, protocol=protocol)
-    out_path.write_text(json.dumps({
-        "label": speed.label, "seconds": time.time() - started,
-        "control": speed.control.to_dict() if speed.control else None,
-        "estimates": [e.to_dict() if e is not None else None for e in speed.estimates]}))
+    out_path.write_text(json.dumps({**speed.to_dict(), "seconds": time.time() - started}))
 
 
 def _sample(setting: str, target: str, count: int, seed: int) -> list[str]:

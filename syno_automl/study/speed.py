@@ -10,11 +10,11 @@ fp16 through ``torch.autocast``), `threads` torch threads on a CPU.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from syno_automl.measure.paired import SPEED_PROTOCOL, Conditions, PairedProtocol, SpeedupEstimate, paired_speedup
+from syno_automl.measure.paired import SPEED_PROTOCOL, Conditions, PairedProtocol, SpeedupEstimate
 from syno_automl.runtime import SpeedTarget
 
 __all__ = ["SpeedMeasurement", "SpeedProbe", "measure_speedups", "precision_name"]
@@ -33,6 +33,19 @@ class SpeedMeasurement:
     @property
     def measured(self) -> bool:
         return self.baseline_ms is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON, a pipe to another process)."""
+        return {"label": self.label, "baseline_ms": self.baseline_ms,
+                "control": self.control.to_dict() if self.control else None,
+                "estimates": [e.to_dict() if e else None for e in self.estimates],
+                "conditions": asdict(self.conditions) if self.conditions else None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SpeedMeasurement:
+        return cls(data["label"], [SpeedupEstimate.from_dict(e) if e else None for e in data["estimates"]],
+                   SpeedupEstimate.from_dict(data["control"]) if data["control"] else None, data["baseline_ms"],
+                   Conditions(**data["conditions"]) if data["conditions"] else None)
 
 
 def precision_name(precision: str) -> str:
@@ -130,60 +143,46 @@ class SpeedProbe:
 
     def control(self) -> SpeedupEstimate | None:
         """The original against itself: the protocol's own noise, here and now."""
-        return self._timed(self._control) if self.runs else None
+        return self._timed([self._control()])[0] if self.runs else None
 
     def measure(self, op: Any) -> SpeedupEstimate | None:
         """`op` substituted (fresh weights) against the original; None when it cannot be built or timed."""
-        from syno_automl.measure.substituted_model import substituted_models
-
-        if not self.runs:
-            return None
-        try:
-            _, model = substituted_models(self.context.substitution, op)
-        except Exception:  # noqa: BLE001 -- an operator that cannot be installed: unmeasured
-            return None
-        return self._timed(lambda: self._call(model))
+        return self._timed([self._candidate(op)])[0] if self.runs else None
 
     def measure_all(self, ops: list[Any]) -> tuple[SpeedupEstimate | None, list[SpeedupEstimate | None]]:
         """The control and each of `ops` against the original, taking turns batch by batch (so that every figure
         meets the same moments of the machine); None for an operator that cannot be built or timed."""
+        if not self.runs:
+            return None, [None] * len(ops)
+        estimates = self._timed([self._control(), *(self._candidate(op) for op in ops)])
+        return estimates[0], estimates[1:]
+
+    def _candidate(self, op: Any) -> list[Callable[[], Any]] | None:
+        """`op` substituted (fresh weights), as the protocol's copies; None when it cannot be installed."""
+        from syno_automl.measure.substituted_model import substituted_models
+
+        try:
+            return self._call(substituted_models(self.context.substitution, op)[1])
+        except Exception:  # noqa: BLE001 -- an operator that cannot be installed: unmeasured
+            return None
+
+    def _timed(self, candidates: list[list[Callable[[], Any]] | None]) -> list[SpeedupEstimate | None]:
+        """Each candidate (None: not built) against the original by the protocol, in turns; all None when the
+        original itself fails to run."""
         import torch
 
         from syno_automl.measure.paired import paired_speedups
-        from syno_automl.measure.substituted_model import substituted_models
         from syno_automl.measure.timing import torch_threads
 
-        if not self.runs:
-            return None, [None] * len(ops)
-        calls: list[list[Callable[[], Any]] | None] = [self._control()]
-        for op in ops:
-            try:
-                calls.append(self._call(substituted_models(self.context.substitution, op)[1]))
-            except Exception:  # noqa: BLE001 -- an operator that cannot be installed: unmeasured
-                calls.append(None)
-        runnable = [c for c in calls if c is not None]
+        runnable = [c for c in candidates if c is not None]
         sync = torch.cuda.synchronize if self.target.cuda else (lambda: None)
         try:
             with torch_threads(self.threads):
                 timed = iter(paired_speedups(self._original(), runnable, self.protocol, sync=sync,
                                              conditions=self.conditions()))
-        except Exception:  # noqa: BLE001 -- the original itself fails to run: nothing is measured
-            return None, [None] * len(ops)
-        estimates = [next(timed) if c is not None else None for c in calls]
-        return estimates[0], estimates[1:]
-
-    def _timed(self, candidate: Callable[[], list[Callable[[], Any]]]) -> SpeedupEstimate | None:
-        import torch
-
-        from syno_automl.measure.timing import torch_threads
-
-        sync = torch.cuda.synchronize if self.target.cuda else (lambda: None)
-        try:
-            with torch_threads(self.threads):
-                return paired_speedup(self._original(), candidate(), self.protocol, sync=sync,
-                                      conditions=self.conditions())
-        except Exception:  # noqa: BLE001 -- a model that fails to run is unmeasured, the others still count
-            return None
+        except Exception:  # noqa: BLE001 -- the original fails to run: nothing is measured
+            return [None] * len(candidates)
+        return [next(timed) if c is not None else None for c in candidates]
 
 
 def measure_speedups(context: Any, ops: list[Any], target: SpeedTarget | None = None, threads: int | None = None,

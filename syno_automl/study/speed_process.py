@@ -13,7 +13,6 @@ handles it and ends the child at once (SIGKILL), then raises.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import multiprocessing
 import os
 import pickle
@@ -23,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from syno_automl.errors import OptionError
-from syno_automl.measure.paired import SPEED_PROTOCOL, Conditions, PairedProtocol, SpeedupEstimate
+from syno_automl.measure.paired import SPEED_PROTOCOL, PairedProtocol
 from syno_automl.runtime import SpeedTarget
 from syno_automl.study.speed import SpeedMeasurement, measure_speedups
 
@@ -58,7 +57,7 @@ def _child(config: Any, texts: list[str], target: SpeedTarget | None, threads: i
         context = prepare(config)
         ops = [Operator.from_json(context.space, text) for text in texts]
         speed = measure_speedups(context, ops, target, threads, protocol)
-        answer.put(("ok", _to_data(speed)))
+        answer.put(("ok", speed.to_dict()))
     except BaseException as exc:  # noqa: BLE001 -- whatever it was, the parent times in its own process
         answer.put(("error", f"{type(exc).__name__}: {str(exc).strip()[:300]}"))
 
@@ -75,20 +74,6 @@ def _sigint_blocked() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-def _to_data(speed: SpeedMeasurement) -> dict[str, Any]:
-    return {"label": speed.label, "baseline_ms": speed.baseline_ms,
-            "control": speed.control.to_dict() if speed.control else None,
-            "estimates": [e.to_dict() if e else None for e in speed.estimates],
-            "conditions": dataclasses.asdict(speed.conditions) if speed.conditions else None}
-
-
-def _from_data(data: dict[str, Any]) -> SpeedMeasurement:
-    return SpeedMeasurement(
-        data["label"], [SpeedupEstimate.from_dict(e) if e else None for e in data["estimates"]],
-        SpeedupEstimate.from_dict(data["control"]) if data["control"] else None, data["baseline_ms"],
-        Conditions(**data["conditions"]) if data["conditions"] else None)
 
 
 def measure_in_fresh_process(context: Any, ops: list[Any], target: SpeedTarget | None = None,
@@ -119,7 +104,7 @@ def measure_in_fresh_process(context: Any, ops: list[Any], target: SpeedTarget |
                     status, data = "error", f"the process ended (exit status {child.exitcode})"
                     break
         if status == "ok":
-            speed = _from_data(data)
+            speed = SpeedMeasurement.from_dict(data)
             speed.label += " (a fresh process)"
             return speed
         why = str(data)

@@ -131,6 +131,34 @@ def test_training_on_gpu_reduces_loss() -> None:
 
 
 @cuda
+def test_trial_callbacks_on_gpu() -> None:
+    """What a search trial adds on a GPU: SynoSubstitution given a CPU example (the search's), and SlowTrialGuard
+    timing the trained model against a baseline factory that builds on the CPU. Both failed every trial of the
+    first search on an H200 (input on CUDA, weights on the CPU)."""
+    import lightning as L
+    from torch import nn
+
+    from lightning_modules import build_model
+    from lightning_modules.learners import ImageClassifier
+    from syno_automl.search.callbacks import SynoSubstitution
+    from syno_automl.search.time_limits import SlowTrialGuard
+
+    torch.manual_seed(0)
+    dm, _, sub = _digits_cnn()
+    op = sub.space.sample(1, seed=0)[0]
+    x = next(iter(dm.train_dataloader()))[0]
+    substitution = SynoSubstitution(op, layer=nn.Conv2d, example_input=x, flops_ratio=1.0, max_depth=8,
+                                    where=lambda n, m: m.in_channels != 1)
+    guard = SlowTrialGuard(600, baseline=lambda: build_model("small_cnn", 10, 1), probe_steps=1)
+    trainer = L.Trainer(max_epochs=1, accelerator="gpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, limit_train_batches=4,
+                        limit_val_batches=2, callbacks=[substitution, guard])
+    trainer.fit(ImageClassifier(build_model("small_cnn", 10, 1), num_classes=10), datamodule=dm)
+    assert guard.slowdown is not None and guard.slowdown > 0
+    assert "val_acc" in trainer.callback_metrics
+
+
+@cuda
 def test_sampled_operators_train_the_same_on_gpu_and_cpu() -> None:
     """Eight SGD steps of a small CNN with a sampled operator in its convolutions, from the same weights on the
     same batches: the losses on the GPU follow the CPU's (whether an operator learns fast is its own business)."""

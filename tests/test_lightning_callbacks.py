@@ -65,6 +65,19 @@ def test_substitution_happens_before_the_optimizer(digits, search_space):
     assert [m for m in task.modules() if isinstance(m, Placeholder)] == placeholders
 
 
+def test_setup_runs_the_example_where_the_weights_are(digits, search_space):
+    """Lightning reports the accelerator as the module's device before its setup hooks, while the weights are
+    still on the CPU (they move after them): on a GPU the example went to CUDA and every trial failed. Here a
+    device the weights are not on ('meta') stands in for it."""
+    op = _cheap_operator(search_space)
+    task = ImageClassifier(build_model("small_cnn", 10, 1), num_classes=10)
+    task._device = torch.device("meta")
+    x = next(iter(digits.train_dataloader()))[0]
+    cb = SynoSubstitution(op, layer=nn.Conv2d, flops_ratio=0.5, example_input=x, **WHERE)
+    cb.setup(_trainer([]), task, "fit")
+    assert cb.substitution is not None and cb.flops is not None and cb.flops > 0
+
+
 def test_budget_is_checked(digits, search_space):
     op = max(search_space.sample(6, seed=1), key=lambda o: o.total_flops())
     task = ImageClassifier(build_model("small_cnn", 10, 1), num_classes=10)

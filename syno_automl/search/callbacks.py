@@ -198,8 +198,12 @@ class SynoSubstitution(L.Callback):
         if self.trial is not None and not self._is_baseline():
             self.operator = suggest_operator(self.trial)
         example = self.example_input if self.example_input is not None else example_batch(trainer, pl_module)
-        example = example.to(pl_module.device) if isinstance(example, torch.Tensor) else example
         module = substituted_module(pl_module, self.layer)
+        # where the module's weights are now: at `setup` Lightning may already report the accelerator as
+        # pl_module.device while the weights are still on the CPU (they move after the setup hooks)
+        where = next(iter(module.parameters()), None)
+        device = where.device if where is not None else pl_module.device
+        example = example.to(device) if isinstance(example, torch.Tensor) else example
         sub = substitute(module, self.layer, example, **self.substitute_options)
         self.substitution = sub
         self.baseline_flops = sub.baseline_flops

@@ -110,8 +110,8 @@ def relative_step_time(module: nn.Module, baseline: nn.Module | Callable[[], nn.
     """Seconds of one forward+backward of `module` over the same for `baseline`, on the inputs of `batch`.
 
     Copies of both are timed alternately (one warm-up each, then the median of `repeats`) in this process's CPU
-    time, so other processes' load hardly counts and what remains slows both alike; the copies leave the
-    trained module's gradients, statistics and RNG untouched.
+    time (on a GPU: wall time, synchronized), so other processes' load hardly counts and what remains slows both
+    alike; the copies leave the trained module's gradients, statistics and RNG untouched.
     """
     import copy
     import statistics
@@ -123,18 +123,24 @@ def relative_step_time(module: nn.Module, baseline: nn.Module | Callable[[], nn.
                         f"got {type(x).__name__}")
     x = x.detach()
     times: dict[str, list[float]] = {"module": [], "baseline": []}
-    with torch.random.fork_rng(devices=[]):
+    # on a GPU the step runs on the device: wall time after a synchronize (CPU time would count only the launches)
+    cuda = x.device.type == "cuda"
+    clock = time.perf_counter if cuda else time.process_time
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()] if cuda else []):
         models = {"module": _detached_copy(module),
                   "baseline": copy.deepcopy(baseline) if isinstance(baseline, nn.Module) else baseline()}
         for m in models.values():
-            m.train()
+            m.to(x.device).train()   # the baseline factory builds on the CPU; the batch is where training runs
         for round_ in range(repeats + 1):
             for name, m in models.items():
-                started = time.process_time()
+                sync()
+                started = clock()
                 out = m(x)
                 (out[0] if isinstance(out, (tuple, list)) else out).float().sum().backward()
+                sync()
                 if round_:   # round 0 warms up
-                    times[name].append(time.process_time() - started)
+                    times[name].append(clock() - started)
                 m.zero_grad(set_to_none=True)
     return statistics.median(times["module"]) / max(statistics.median(times["baseline"]), 1e-9)
 

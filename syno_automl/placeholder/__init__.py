@@ -24,8 +24,11 @@ Two ways to get placeholders into a model:
 
 The modules: ``slot.py`` (the :class:`Placeholder` module), ``hand_placed.py`` (:func:`placeholders`,
 :func:`record_shapes`, :func:`space_for`, :func:`install`), ``layers.py`` (the layers :func:`substitute` can
-replace: default specs, FLOPs and cost, why a layer is left alone), ``substitution.py`` (:func:`substitute`, its
-result :class:`Substitution` and the conventions it follows).
+replace: default specs, FLOPs and cost, why a layer is left alone), ``substitution.py`` (:func:`substitute` and
+the conventions it follows) and its steps: ``sites.py`` (find the candidate layers, observe one forward pass,
+choose), ``space_spec.py`` (the space's spec; each layer's mapping, FLOPs and cost), ``budgets.py`` (the ratios as
+budgets, the space's options), ``empty_space.py`` (``check=True``: budgets that leave no operator are refused) and
+``result.py`` (its result :class:`Substitution`, and the placeholders put in).
 """
 from __future__ import annotations
 

@@ -275,6 +275,10 @@ class OperatorSpace:
         """This space's twin that decides children by structure only (built once, on the first replay)."""
         if getattr(self, "_structural_native", None) is None:
             options = {"max_depth": self.max_depth, **self.options, "structural": True}
+            # a replayed operator's native node lives here and prices its cost here: without the profile, a
+            # cuda.compiled space's replayed operators were priced on cpu.eager (192,524x their layers' cost)
+            if self.cost_profile is not None:
+                options["cost_profile"] = self.cost_profile.native()
             self._structural_native = _native.Space(self.input_shape, self.output_shape, self.primary,
                                                     self.coefficients, self.mappings, self.fixed, options)
         return self._structural_native

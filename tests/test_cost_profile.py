@@ -16,7 +16,7 @@ import torch
 from _syno_helpers import assert_cost_bounds_hold
 from torch import nn
 
-from syno_automl import OperatorSpace
+from syno_automl import Operator, OperatorSpace
 from syno_automl.calibrate import calibrate
 from syno_automl.cost_profile import SHIPPED, CostProfile, load, resolve
 from syno_automl.errors import CostProfileError, SynoError
@@ -205,6 +205,28 @@ def test_the_conv_itself_costs_its_layer_cost(target):
     sub = substitute(model, nn.Conv2d, x, cost_ratio=None, max_depth=6, target=target)
     conv = known.conv2d(sub.space)
     assert sub.cost_ratio(conv) == pytest.approx(1.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("target", SHIPPED)
+def test_a_replayed_operator_is_priced_by_the_space_profile(target):
+    """An operator loaded from JSON (the search's opening, a resumed study, another process) lives in the space's
+    structural twin; the twin once dropped the profile, and the grouped conv of a cuda.compiled ResNet-18 space was
+    priced on cpu.eager, 192,524x its layers. Replayed or walked, the conv costs its layer and the 2-group conv less."""
+    from syno_automl import known
+
+    model, x = _conv_model()
+    small = substitute(model, nn.Conv2d, x, cost_ratio=None, max_depth=8, target=target).space
+    n, c, h, k = 128, 64, 32, 3  # ResNet-18's first 3x3 convs at 32x32, batch 128
+    sp = small.with_mappings([{"N": n, "C_in": c, "C_out": c, "H": h, "W": h, "k": k}])
+    layer = resolve(target).layer_cost(2 * n * c * c * k * k * h * h, n * c * h * h, n * c * h * h, c * c * k * k)
+    for op, flops_ratio in ((known.conv2d(sp), 1.0), (known.grouped_conv2d(sp, "s"), 0.5)):
+        replayed = Operator.from_json(sp, op.to_json())
+        assert replayed.cost(0) == op.cost(0) and replayed.total_cost() == op.total_cost()
+        ratio = replayed.cost(0)["total"] / layer
+        if flops_ratio == 1.0:
+            assert ratio == pytest.approx(1.0, rel=1e-9)
+        else:  # half the FLOPs, the same reads and writes
+            assert flops_ratio <= ratio < 1.0
 
 
 def test_substitute_has_a_cost_budget_by_default():

@@ -229,6 +229,21 @@ def test_a_replayed_operator_is_priced_by_the_space_profile(target):
             assert flops_ratio <= ratio < 1.0
 
 
+def test_an_operator_of_another_space_is_priced_by_the_substitution_profile():
+    """A substitution priced on cuda.compiled given an operator made in a cpu.eager space of the same shapes: its
+    cost ratio is in the substitution's units (its conv costs 1x), not the other profile's."""
+    from syno_automl import known
+
+    model, x = _conv_model()
+    gpu = substitute(model, nn.Conv2d, x, cost_ratio=None, max_depth=8, target="cuda.compiled")
+    model, x = _conv_model()
+    cpu = substitute(model, nn.Conv2d, x, cost_ratio=None, max_depth=8, target="cpu.eager").space
+    for op in (known.conv2d(cpu), known.grouped_conv2d(cpu, "s")):
+        own = gpu.cost_ratio(Operator.from_json(gpu.space, op.to_json()))
+        assert gpu.cost_ratio(op) == pytest.approx(own, rel=1e-9)
+    assert gpu.cost_ratio(known.conv2d(cpu)) == pytest.approx(1.0, rel=1e-9)
+
+
 def test_substitute_has_a_cost_budget_by_default():
     model, x = _conv_model()
     on = substitute(model, nn.Conv2d, x, max_depth=5, check=False)  # depth 5 at 1x cost: empty, refused by the check

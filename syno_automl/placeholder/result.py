@@ -71,7 +71,14 @@ class Substitution:
 
     def operator_cost(self, op: Operator) -> float:
         """The operator's planned cost (``total``) summed over all placeholders (what ``cost_ratio`` limits)."""
-        return sum(op.cost(self.mapping_for(op, i))["total"] for i in range(len(self.placeholders)))
+        return sum(c["total"] for c in self.operator_costs(op))
+
+    def operator_costs(self, op: Operator) -> list[dict[str, float]]:
+        """The operator's planned cost figures in each placeholder, priced by this substitution's profile (the
+        units of ``baseline_cost``), whatever space `op` was made in."""
+        # an operator of another space carries that space's profile in its own totals
+        target = None if op.space is self.space else (self.space.cost_profile or "cpu.eager")
+        return [op.cost(self.mapping_for(op, i), target=target) for i in range(len(self.placeholders))]
 
     def cost_ratio(self, op: Operator) -> float:
         return self.operator_cost(op) / self.baseline_cost if self.baseline_cost else math.inf

@@ -255,7 +255,7 @@ class SynoSubstitution(L.Callback):
 
 def _cost_figures(sub: Substitution, op: Operator) -> dict[str, float]:
     """Planned cost of `op` over the substitution's placeholders: summed total and materialized, largest peak."""
-    costs = [op.cost(sub.mapping_for(op, i)) for i in range(len(sub.placeholders))]
+    costs = sub.operator_costs(op)
     total = sum(c["total"] for c in costs)
     return {"cost": total, "cost_ratio": total / sub.baseline_cost if sub.baseline_cost else math.inf,
             "materialized": sum(c["materialized"] for c in costs), "peak": max(c["peak"] for c in costs)}

@@ -1,12 +1,15 @@
 """Speed reliability (issue 32): does the speed protocol agree with itself? Each operator's whole-model speedup is
-measured twice, in two separate processes, while a third process keeps one core busy; the two runs are compared.
+measured twice, as the final stage measures it (its sessions, each a fresh process, pooled), while a third
+process keeps one core busy; the two runs are compared.
 
 Operators: --default-ops in-budget operators of the default space (small CNN on digits, as ``syno-automl search``
 builds it) and --resnet-ops of ResNet-18 at 16x16 (both drawn with ``space.sample(n, seed)``: in budget by
-construction). Each run is a fresh process (``--worker``) that prepares the same context, rebuilds the operators
-from their JSON and times every one against the original model by ``syno_automl.study.speed.measure_speedups``
-(the final stage's protocol: interleaved blocks, the operators taking turns, a ratio with its 95 % reproducibility
-interval) on --target.
+construction). Each session is a fresh process (``--worker``) that prepares the same context, rebuilds the
+operators from their JSON and times every one against the original model by
+``syno_automl.study.speed.measure_speedups`` with the final stage's session protocol (interleaved blocks, the
+operators taking turns); a run pools its --sessions sessions by ``syno_automl.study.speed_sessions.pool_measurements``,
+as the final stage does (a ratio with its 95 % reproducibility interval) on --target. So one run is 2 processes by
+default, and the two runs 4.
 
 Printed per setting and over all: test-retest Spearman of the two runs' ratios, the median |log ratio difference|,
 the share of operators whose each run's interval holds the other run's value (coverage), and the control's
@@ -36,10 +39,10 @@ SETTINGS = {  # name -> SearchConfig keyword arguments
 }
 
 
-def _config(setting: str, target: str) -> Any:
+def _config(setting: str, target: str, precision: str = "32") -> Any:
     from syno_automl.config import SearchConfig
 
-    return SearchConfig(tracking_uri=None, speed_target=target, **SETTINGS[setting])
+    return SearchConfig(tracking_uri=None, speed_target=target, precision=precision, **SETTINGS[setting])
 
 
 def worker(spec_path: Path, out_path: Path) -> None:
@@ -48,15 +51,15 @@ def worker(spec_path: Path, out_path: Path) -> None:
 
     import torch
 
-    from syno_automl.measure.paired import SPEED_PROTOCOL
     from syno_automl.space import Operator
     from syno_automl.study import prepare
     from syno_automl.study.speed import measure_speedups
+    from syno_automl.study.speed_sessions import SESSION_PROTOCOL
 
     spec = json.loads(spec_path.read_text())
-    protocol = replace(SPEED_PROTOCOL, **spec.get("protocol", {}))
+    protocol = replace(SESSION_PROTOCOL, **spec.get("protocol", {}))
     torch.set_num_threads(1)
-    context = prepare(_config(spec["setting"], spec["target"]))
+    context = prepare(_config(spec["setting"], spec["target"], spec["precision"]))
     ops = [Operator.from_json(context.space, text) for text in spec["ops"]]
     started = time.time()
     speed = measure_speedups(context, ops, threads=1, protocol=protocol)
@@ -84,9 +87,23 @@ def _spearman(a: list[float], b: list[float]) -> float:
     return cov / var if var else float("nan")
 
 
-def _run(spec: Path, out: Path) -> dict[str, Any]:
+def _session(spec: Path, out: Path) -> dict[str, Any]:
     subprocess.run([sys.executable, __file__, "--worker", str(spec), "--out", str(out)], check=True)
     return json.loads(out.read_text())
+
+
+def _run(spec: Path, out: Path, sessions: int) -> dict[str, Any]:
+    """One measurement as the final stage makes it: `sessions` fresh processes, one after another, pooled."""
+    from syno_automl.study.speed import SpeedMeasurement
+    from syno_automl.study.speed_process import FRESH_LABEL
+    from syno_automl.study.speed_sessions import pool_measurements
+
+    found = [_session(spec, out.with_suffix(f".{k}.json")) for k in range(sessions)]
+    measured = [SpeedMeasurement.from_dict(f) for f in found]
+    for m in measured:
+        m.label += FRESH_LABEL   # each session was a process of its own, as the final stage's
+    pooled = pool_measurements(measured)
+    return {**pooled.to_dict(), "seconds": sum(f["seconds"] for f in found)}
 
 
 def _busy_core() -> subprocess.Popen:
@@ -114,9 +131,13 @@ def main() -> None:
     ap.add_argument("--default-ops", type=int, default=24)
     ap.add_argument("--resnet-ops", type=int, default=12)
     ap.add_argument("--target", default="cpu.eager")
+    ap.add_argument("--precision", default="32",
+                    help="the training precision setting: 32, bf16-mixed (timed under autocast)")
     ap.add_argument("--seed", type=int, default=7, help="the operators' sample seed")
     ap.add_argument("--no-load", action="store_true", help="no third process keeping a core busy")
     ap.add_argument("--batch-pairs", type=int, help="the protocol's pairs per batch (default: the shipped one's)")
+    ap.add_argument("--sessions", type=int, default=None,
+                    help="sessions (fresh processes) per run, pooled (default: the final stage's)")
     ap.add_argument("--save", type=Path, help="write both runs' estimates per setting (JSON) here")
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -124,6 +145,9 @@ def main() -> None:
     if args.worker is not None:
         worker(args.worker, args.out)
         return
+    from syno_automl.study.speed_sessions import FINAL_SESSIONS
+
+    sessions = args.sessions or FINAL_SESSIONS
     rows, all_first, all_second = [], {"estimates": []}, {"estimates": []}
     saved: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="syno_speed_") as tmp:
@@ -132,11 +156,12 @@ def main() -> None:
                 continue
             spec = Path(tmp) / f"{setting}.json"
             changes = {} if args.batch_pairs is None else {"batch_pairs": args.batch_pairs}
-            spec.write_text(json.dumps({"setting": setting, "target": args.target, "protocol": changes,
+            spec.write_text(json.dumps({"setting": setting, "target": args.target, "precision": args.precision,
+                                        "protocol": changes,
                                         "ops": _sample(setting, args.target, count, args.seed)}))
             hog = None if args.no_load else _busy_core()
             try:
-                runs = [_run(spec, Path(tmp) / f"{setting}-{k}.json") for k in (1, 2)]
+                runs = [_run(spec, Path(tmp) / f"{setting}-{k}.json", sessions) for k in (1, 2)]
             finally:
                 if hog is not None:
                     hog.kill()
@@ -150,8 +175,8 @@ def main() -> None:
     if args.save is not None:
         args.save.write_text(json.dumps(saved, indent=1))
     load = "one core kept busy by a third process" if not args.no_load else "no added load"
-    print(f"\nspeed reliability on {args.target}, two runs in separate processes, {load} (load average now "
-          f"{os.getloadavg()[0]:.2f}):")
+    print(f"\nspeed reliability on {args.target}, two runs of {sessions} fresh processes each, {load} "
+          f"(load average now {os.getloadavg()[0]:.2f}):")
     print("| setting | operators | Spearman | median abs log diff | coverage | pairs (median) | controls |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for r in rows:

@@ -383,9 +383,10 @@ def _rows() -> list[Setting]:
           "target; planned: no timing, the operator's planned cost ratio (deterministic: the same seed gives the "
           "same search whatever the machine's load)", "--speed-objective", choices=("measured", "planned"),
           legacy="planned"),
-        S("speed_process", str, None, "where the final stage times its finalists and the original: fresh, a new "
-          "process (nothing the trials left in the search's process weighs on the verdict's figures; ~8 s to start); "
-          "same, the search's process (default: fresh, or $SYNO_AUTOML_SPEED_PROCESS)", "--speed-process",
+        S("speed_process", str, None, "where the final stage's two timing sessions run: fresh, a new process each "
+          "(nothing the trials left in the search's process weighs on the verdict's figures, and the interval holds "
+          "the spread between processes; ~8 s each to start); same, the search's process (default: fresh, or "
+          "$SYNO_AUTOML_SPEED_PROCESS)", "--speed-process",
           choices=("fresh", "same"), optional=True, recorded=False),
         S("pruner", str, "hyperband", "stop trials that learn slower than the others, after each epoch, with "
           "Optuna's HyperbandPruner or SuccessiveHalvingPruner", "--pruner", choices=("hyperband", "halving", "none"),

@@ -100,3 +100,19 @@ def worker(storage_url: str, study_name: str, n_trials: int, seed: int, sleep: f
     study = optuna.load_study(study_name=study_name, storage=storage, sampler=SynoSampler(tiny_space(), seed=seed))
     study.optimize(functools.partial(objective, sleep=sleep), n_trials=n_trials)
     return os.getpid()
+
+
+def brief_speed_protocol():
+    """A brief speed protocol (4 pairs, 2 copies, 5 ms blocks): the speed paths' structure checked in seconds,
+    never their figures."""
+    from syno_automl.measure.paired import PairedProtocol
+
+    return PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=4, max_pairs=4, copies=2)
+
+
+def speed_context(speed_process: str):
+    """The default search's context at depth 6, its final stage timed where `speed_process` says."""
+    from syno_automl.config import SearchConfig
+    from syno_automl.study import prepare
+
+    return prepare(SearchConfig(tracking_uri=None, speed_process=speed_process, max_depth=6))

@@ -10,19 +10,18 @@ import threading
 import time
 
 import pytest
+from _syno_helpers import brief_speed_protocol, speed_context
 
 from syno_automl.config import SearchConfig
 from syno_automl.errors import OptionError
-from syno_automl.measure.paired import PairedProtocol
-from syno_automl.study import prepare
 from syno_automl.study.speed_process import SPEED_PROCESS_ENV, measure_in_fresh_process, speed_process_of
 
-BRIEF = PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=4, max_pairs=4, copies=2)
+BRIEF = brief_speed_protocol()
 
 
 @pytest.fixture(scope="module")
 def context():
-    return prepare(SearchConfig(tracking_uri=None, speed_process="fresh", max_depth=6))
+    return speed_context("fresh")
 
 
 def test_the_figures_come_back_from_a_fresh_process(context):

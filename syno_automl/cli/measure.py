@@ -187,15 +187,22 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
 
 
 def _remeasured(context: Any, study: Any, run: Any | None, op: Any) -> str:
-    """`op` (None: the original against itself) timed afresh on the speed target by the final stage's protocol,
-    never read from the study's measurement store: the store and the run get the new figure."""
-    from syno_automl.measure.paired import SPEED_PROTOCOL
+    """`op` (None: the original against itself) timed afresh on the speed target as the final stage times (its
+    sessions in fresh processes, pooled; three here, as one operator and the control alone give the spread
+    between sessions few degrees of freedom), never read from the study's measurement store: the store and the
+    run get the new figure."""
+    from syno_automl.study.speed_sessions import REMEASURE_SESSIONS, measure_final
     from syno_automl.study.trial_speed import MEASURED, SpeedObjective, TrialSpeed, cannot_run
 
     target = context.resolved.speed.name
     if cannot_run(target):
         return f", speed not measured ({target} cannot run here)"
-    speed = TrialSpeed(context, SpeedObjective(MEASURED, target), protocol=SPEED_PROTOCOL)
+
+    def pooled(o: Any) -> Any:
+        measured = measure_final(context, [] if o is None else [o], sessions=REMEASURE_SESSIONS)
+        return measured.control if o is None else measured.estimates[0]
+
+    speed = TrialSpeed(context, SpeedObjective(MEASURED, target), measure=pooled)
     estimate = speed.remeasure(study, run, op)
     return f", speedup {estimate.text()} on {target}" if estimate is not None else f", speed not measured on {target}"
 

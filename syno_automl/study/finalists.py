@@ -19,7 +19,8 @@ The whole substituted model and the original one are then timed by the speed pro
 example batch, or for the lm task the first validation batch of tokens --, each operator against the original in
 interleaved blocks, a ratio with its 95 % interval; a control, the original against itself, shows the protocol's
 own noise; lm: tokens/s, the baseline's the batch's tokens over its median latency, an operator's the baseline's
-times its speedup, so that the speedup is the ratio of tokens/s). The
+times its speedup, so that the speedup is the ratio of tokens/s), in two sessions -- fresh processes -- pooled, so
+that the interval holds what changes from one process to the next (:mod:`syno_automl.study.speed_sessions`). The
 :class:`~syno_automl.study.verdict.FinalResult` names the fastest operator within ``config.final_margin`` of the
 baseline (image: accuracy lost, absolute; lm: val_loss gained, absolute nats) whose speedup's interval lies above
 1, operators tied with it in value and speed named by a stated rule (fewer FLOPs, then parameters, then hash); or
@@ -56,7 +57,7 @@ from syno_automl.search.objectives import (
     speed_ratio_of,
 )
 from syno_automl.study.speed import SpeedMeasurement, measure_speedups
-from syno_automl.study.speed_process import SAME, measure_in_fresh_process, speed_process_of
+from syno_automl.study.speed_sessions import measure_final
 from syno_automl.study.verdict import Finalist, FinalResult, describe_kind
 
 __all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "measured_targets",
@@ -280,13 +281,11 @@ def measured_targets(context: Any) -> list[SpeedTarget]:
 
 
 def _timed_stage(context: Any, ops: list[Any], target: SpeedTarget | None = None) -> SpeedMeasurement:
-    """The speed protocol over the finalists (nothing to time without one), in the process --speed-process
-    names: a fresh one (the default) or the search's own."""
+    """The speed protocol over the finalists (nothing to time without one), in two sessions pooled, each in the
+    process --speed-process names: a fresh one (the default) or the search's own (study/speed_sessions.py)."""
     if not ops:
         return SpeedMeasurement("not timed")
-    if speed_process_of(context.config) == SAME:
-        return measure_speedups(context, ops, target)
-    return measure_in_fresh_process(context, ops, target)
+    return measure_final(context, ops, target)
 
 
 def _apply_speeds(speed: SpeedMeasurement, baseline: Finalist, candidates: list[Finalist]) -> None:

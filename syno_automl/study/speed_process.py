@@ -26,11 +26,13 @@ from syno_automl.measure.paired import SPEED_PROTOCOL, PairedProtocol
 from syno_automl.runtime import SpeedTarget
 from syno_automl.study.speed import SpeedMeasurement, measure_speedups
 
-__all__ = ["FRESH", "SAME", "SPEED_PROCESS_ENV", "speed_process_of", "measure_in_fresh_process"]
+__all__ = ["FRESH", "SAME", "SPEED_PROCESS_ENV", "FRESH_LABEL", "speed_process_of", "measure_in_fresh_process"]
 
 FRESH, SAME = "fresh", "same"
 #: the default of --speed-process where the flag is not given
 SPEED_PROCESS_ENV = "SYNO_AUTOML_SPEED_PROCESS"
+#: the end of the label of a measurement made in a fresh process
+FRESH_LABEL = " (a fresh process)"
 
 
 def speed_process_of(config: Any) -> str:
@@ -105,7 +107,7 @@ def measure_in_fresh_process(context: Any, ops: list[Any], target: SpeedTarget |
                     break
         if status == "ok":
             speed = SpeedMeasurement.from_dict(data)
-            speed.label += " (a fresh process)"
+            speed.label += FRESH_LABEL
             return speed
         why = str(data)
     except (OSError, ValueError, TypeError, AttributeError, RuntimeError, pickle.PicklingError) as exc:

@@ -1,0 +1,72 @@
+"""The final stage's speed figures: the speed protocol run in ``FINAL_SESSIONS`` sessions, each in a fresh process
+(one after another: never two timing at once), and pooled (:func:`syno_automl.measure.pooled.pool_sessions`).
+
+Why more than one process: a new process lays the models out anew and moves a ratio by a few per cent more than
+one process's interval holds (ResNet-18 operators: 1.9 % median between two processes, intervals of ±1.8 %); two
+sessions let the interval hold that spread, estimated over all finalists and the control together. Each session
+runs half the pairs of a single-session measurement (``SESSION_PROTOCOL``), so the timing costs about the same;
+the second process's start-up (imports and the context: ~8 s on the default search) is the price.
+
+``--speed-process same`` runs the sessions in the search's own process (each with new copies of the models): for
+quick checks and tests; its label says so.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from syno_automl.errors import OptionError
+from syno_automl.measure.paired import SPEED_PROTOCOL, PairedProtocol
+from syno_automl.measure.pooled import pool_sessions
+from syno_automl.runtime import SpeedTarget
+from syno_automl.study.speed import SpeedMeasurement, measure_speedups
+from syno_automl.study.speed_process import FRESH_LABEL, SAME, measure_in_fresh_process, speed_process_of
+
+__all__ = ["FINAL_SESSIONS", "REMEASURE_SESSIONS", "SESSION_PROTOCOL", "measure_final", "pool_measurements"]
+
+FINAL_SESSIONS = 2
+# ``reevaluate``'s: one operator and the control in 3 sessions give the spread 4 degrees of freedom (t = 2.78);
+# in 2 they would give it 2 (t = 4.30)
+REMEASURE_SESSIONS = 3
+# one session's share: whole cycles of the 4 copies (8 pairs each), 16 to 24 pairs, a stop at ±2.8 % (the
+# single-session ±2 % times √2: the pooled mean of two gets back to about ±2 % before the spread between processes)
+SESSION_PROTOCOL = replace(SPEED_PROTOCOL, min_pairs=16, max_pairs=24, target_halfwidth=0.028)
+
+
+def measure_final(context: Any, ops: list[Any], target: SpeedTarget | None = None, *,
+                  sessions: int = FINAL_SESSIONS, protocol: PairedProtocol = SESSION_PROTOCOL,
+                  process: str | None = None) -> SpeedMeasurement:
+    """`ops` and the control against the original on `target`, in `sessions` sessions (fresh processes, or the
+    search's own per --speed-process), pooled. Never raises for an operator: one that cannot be timed gets None."""
+    if sessions < 1:
+        raise OptionError(f"sessions must be >= 1, got {sessions}")
+    process = process or speed_process_of(context.config)
+    runs: list[SpeedMeasurement] = []
+    for _ in range(sessions):
+        run = (measure_speedups(context, ops, target, protocol=protocol) if process == SAME
+               else measure_in_fresh_process(context, ops, target, protocol=protocol))
+        if not run.measured:   # nothing here can time it (no CUDA device): a second session would say the same
+            return run
+        runs.append(run)
+    return pool_measurements(runs)
+
+
+def pool_measurements(runs: list[SpeedMeasurement]) -> SpeedMeasurement:
+    """The sessions' measurements as one: the control and the operators pooled together; the label says how."""
+    if len(runs) == 1:
+        return runs[0]
+    pooled = pool_sessions([[run.control, *run.estimates] for run in runs])
+    control = pooled[0]
+    return SpeedMeasurement(_pooled_label(runs), pooled[1:], control,
+                            control.baseline_ms if control is not None else runs[0].baseline_ms,
+                            runs[0].conditions)
+
+
+def _pooled_label(runs: list[SpeedMeasurement]) -> str:
+    labels = [run.label for run in runs]
+    if len(set(labels)) > 1:   # a session fell back to the search's process: each says why
+        return f"pooled over {len(runs)} sessions: " + "; ".join(labels)
+    label = labels[0]
+    if label.endswith(FRESH_LABEL):
+        return f"{label[:-len(FRESH_LABEL)]} ({len(runs)} fresh processes, pooled)"
+    return f"{label} ({len(runs)} sessions in the search's process, pooled)"

@@ -1,0 +1,111 @@
+"""The final stage's sessions pooled (syno_automl.measure.pooled, syno_automl.study.speed_sessions): the figure is
+the sessions' geometric mean, the interval holds the spread between sessions estimated over all candidates, never
+narrower than a candidate's own, and the stage runs its sessions and labels them. No test reads a clock."""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from _syno_helpers import brief_speed_protocol, speed_context
+
+from syno_automl.errors import OptionError
+from syno_automl.measure.paired import SpeedupEstimate
+from syno_automl.measure.pooled import pool_sessions
+from syno_automl.study.speed import SpeedMeasurement
+from syno_automl.study.speed_sessions import measure_final, pool_measurements
+
+
+def _estimate(ratio: float, half: float = 0.01, pairs: int = 16) -> SpeedupEstimate:
+    return SpeedupEstimate(ratio, ratio * math.exp(-half), ratio * math.exp(half), pairs, 10.0, 10.0 / ratio)
+
+
+def test_the_figure_is_the_geometric_mean_and_the_pairs_add_up():
+    pooled = pool_sessions([[_estimate(1.44)], [_estimate(1.69)]])[0]
+    assert pooled is not None
+    assert pooled.ratio == pytest.approx(math.sqrt(1.44 * 1.69)) and pooled.pairs == 32
+
+
+def test_the_interval_holds_the_spread_between_sessions():
+    """Six candidates whose two sessions differ by ±3 % while each session's own interval is ±1 %: the pooled
+    interval is as wide as that spread says, not as one session's."""
+    first = [_estimate(r) for r in (1.0, 1.2, 1.4, 1.6, 1.8, 2.0)]
+    second = [_estimate(r * math.exp(0.03 * (-1) ** i)) for i, r in enumerate((1.0, 1.2, 1.4, 1.6, 1.8, 2.0))]
+    for pooled in pool_sessions([first, second]):
+        assert pooled is not None
+        half = math.log(pooled.high / pooled.ratio)
+        # two sessions 0.03 apart: a session's sd about their mean 0.03 / sqrt(2); the reproducibility of a mean
+        # of two: t(6) * sd * sqrt(2 / 2)
+        assert half == pytest.approx(2.447 * 0.03 / math.sqrt(2), rel=1e-3)
+
+
+def test_a_noisier_candidate_keeps_its_own_wider_interval():
+    quiet = [[_estimate(1.5, 0.005), _estimate(1.3, 0.2)], [_estimate(1.5, 0.005), _estimate(1.3, 0.2)]]
+    steady, noisy = pool_sessions(quiet)
+    assert steady is not None and noisy is not None
+    assert math.log(steady.high / steady.ratio) == pytest.approx(math.sqrt(0.005 ** 2 / 2))
+    assert math.log(noisy.high / noisy.ratio) == pytest.approx(math.sqrt(0.2 ** 2 / 2))
+
+
+def test_missing_sessions():
+    one = _estimate(1.2)
+    pooled = pool_sessions([[one, None, None], [_estimate(1.3), _estimate(1.1), None]])
+    assert pooled[0] is not None and pooled[0].pairs == 32
+    assert pooled[1] is not None and pooled[1].ratio == 1.1   # measured once: that session's figure
+    assert pooled[2] is None
+    with pytest.raises(OptionError):
+        pool_sessions([[one], [one, one]])
+    with pytest.raises(OptionError):
+        pool_sessions([])
+
+
+def test_coverage_of_simulated_processes():
+    """Simulated: each process shifts a candidate's log ratio by N(0, 2 %) and each session's own interval sees
+    only N(0, 0.7 %). One session's interval holds another measurement's figure in far fewer than 90 % of cases;
+    the pooled interval (2 sessions, 6 candidates) in about 95 %."""
+    rng = random.Random(0)
+    truths = [math.log(1.0 + 0.1 * i) for i in range(6)]
+
+    def session() -> list[SpeedupEstimate | None]:
+        return [_estimate(math.exp(t + rng.gauss(0, 0.02) + rng.gauss(0, 0.007)), half=1.96 * 0.007 * math.sqrt(2))
+                for t in truths]
+
+    single = pooled = total = 0
+    for _ in range(300):
+        a, b, c, d = session(), session(), session(), session()
+        single += sum(x is not None and y is not None and x.holds(y.ratio) for x, y in zip(a, b))
+        first, second = pool_sessions([a, b]), pool_sessions([c, d])
+        pooled += sum(x is not None and y is not None and x.holds(y.ratio) for x, y in zip(first, second))
+        total += len(truths)
+    assert single / total < 0.6
+    assert 0.9 <= pooled / total <= 0.99
+
+
+BRIEF = brief_speed_protocol()
+
+
+@pytest.fixture(scope="module")
+def context():
+    return speed_context("same")
+
+
+def test_the_final_stage_runs_two_sessions_and_says_so(context):
+    ops = context.space.sample(2, seed=3)
+    speed = measure_final(context, ops, protocol=BRIEF)
+    assert speed.label.endswith("(2 sessions in the search's process, pooled)"), speed.label
+    assert speed.control is not None and speed.control.pairs == 8
+    assert len(speed.estimates) == 2 and all(e is not None and e.pairs == 8 for e in speed.estimates)
+    assert speed.baseline_ms is not None and speed.baseline_ms > 0
+    one = measure_final(context, ops, protocol=BRIEF, sessions=1)
+    assert one.control is not None and one.control.pairs == 4 and "pooled" not in one.label
+    with pytest.raises(OptionError):
+        measure_final(context, ops, sessions=0)
+
+
+def test_labels_of_fresh_and_fallen_back_sessions():
+    fresh = [SpeedMeasurement("cpu.eager: eager (a fresh process)", [None], None, 1.0) for _ in range(2)]
+    assert pool_measurements(fresh).label == "cpu.eager: eager (2 fresh processes, pooled)"
+    mixed = [fresh[0], SpeedMeasurement("cpu.eager: eager (in the search's process: a fresh one failed: X)",
+                                        [None], None, 1.0)]
+    assert pool_measurements(mixed).label.startswith("pooled over 2 sessions: ")
+    assert "failed: X" in pool_measurements(mixed).label

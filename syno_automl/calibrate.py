@@ -33,6 +33,7 @@ import numpy as np
 
 from syno_automl.cost_profile import COEFFICIENTS, TARGETS, CostProfile
 from syno_automl.errors import CostProfileError, EmptySpaceError, OptionTypeError
+from syno_automl.runtime.device import why_not_runnable
 from syno_automl.runtime.target import parse_target
 from syno_automl.space import Operator, OperatorSpace
 
@@ -141,8 +142,9 @@ def calibrate(space_or_substitution: Any, target: str, *, operators: int = 24, s
         raise CostProfileError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
     parsed = parse_target(target)
     device = parsed.device
-    if parsed.cuda and not torch.cuda.is_available():
-        raise CostProfileError(f"target {target} needs a CUDA device, and torch.cuda.is_available() is False")
+    why = why_not_runnable(parsed)
+    if why is not None:
+        raise CostProfileError(f"target {target} needs a CUDA device: {why}")
     space = _space_of(space_or_substitution)
     try:
         ops = space.sample(operators, seed=seed, time_limit=sample_time)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from syno_automl.errors import OptionError
+from syno_automl.runtime.device import why_not_runnable
 from syno_automl.runtime.target import KERNEL_TARGETS, parse_target
 from syno_automl.space import Operator
 
@@ -37,12 +38,9 @@ def kernel_sources(op: Operator, target: str, mapping: Any = 0) -> dict[str, str
     kind, execution = parsed.device, parsed.execution
     if kind == "tvm":
         return _tvm_sources(op, execution, mapping)
-    if kind == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise OptionError(f"kernel_sources: target {target} needs a CUDA device (torch.cuda.is_available() "
-                              f"is False)")
+    why = why_not_runnable(parsed)
+    if why is not None:
+        raise OptionError(f"kernel_sources: target {target} needs a CUDA device: {why}")
     if execution == "eager":
         return {f"{target}/operator.py": op.to_source(mapping)}
     return {f"{target}/inductor_{k}.py": code for k, code in enumerate(_inductor_code(op, mapping, kind))}

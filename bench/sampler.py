@@ -19,8 +19,10 @@ Timed, on an in-memory storage and on SQLite (a temporary file), for each sample
     the study.
 For SynoSampler `study.ask()` runs the whole decision (before_trial: the tree brought up to date with the study,
 the MCTS walk and its rollouts, the operator written on the trial). The ratios are ours / TPE's in the same run;
-nothing is asserted about time. --profile prints cProfile's top for each part. With --trial-seconds S each told
-trial is held S seconds first (its evaluation): SynoSampler's prefetch works then, TPE's figures do not change.
+nothing is asserted about time. Each ask's process CPU time (all threads) is printed too: other work on a shared
+machine stretches it less than the wall time. --profile prints cProfile's top for each part. With --trial-seconds S
+each told trial is held S seconds first (its evaluation): SynoSampler's prefetch works then, TPE's figures do not
+change.
 
     python bench/sampler.py                       # 1,000 trials, in-memory and SQLite
     python bench/sampler.py --trial-seconds 1          # a 1 s evaluation between decisions (the default's: 1-3 s)
@@ -114,17 +116,19 @@ def tpe_suggest(trial: optuna.Trial) -> None:
 
 
 def time_asks(study: optuna.Study, k: int, suggest, value_of, profile: cProfile.Profile | None,
-              trial_seconds: float = 0.0) -> list[float]:
-    """Seconds of each of k `study.ask()` (plus `suggest`), each trial told `value_of(trial)` untimed, after
-    `trial_seconds` (the trial's evaluation)."""
+              trial_seconds: float = 0.0) -> list[tuple[float, float]]:
+    """(wall seconds, process CPU seconds) of each of k `study.ask()` (plus `suggest`), each trial told
+    `value_of(trial)` untimed, after `trial_seconds` (the trial's evaluation). The CPU time is the process's, all
+    threads (a rollout's two sampling threads, a prefetch finishing the rollout the ask waits for): a figure that
+    the other work on the machine does not stretch."""
     out = []
     for _ in range(k):
         if profile is not None:
             profile.enable()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         trial = study.ask()
         suggest(trial)
-        out.append(time.perf_counter() - started)
+        out.append((time.perf_counter() - started, time.process_time() - cpu))
         if profile is not None:
             profile.disable()
         time.sleep(trial_seconds)
@@ -142,6 +146,7 @@ class Figures(NamedTuple):
     first: float        # the first ask of the sampler on the stored trials
     warm: list[float]   # its next asks
     cold: float         # a new sampler's (and for SQLite a new storage object's) first ask, after those
+    cpu: tuple[float, list[float], float]  # the same asks' process CPU seconds (first, warm, cold)
 
 
 def measure_one(kind: str, tmp: Path, name: str, trials: list, make_sampler, suggest, value_of, args,
@@ -162,7 +167,7 @@ def measure_one(kind: str, tmp: Path, name: str, trials: list, make_sampler, sug
         if profile is not None:
             print(f"\n--- cProfile: {label} {part} ({kind}) ---")
             pstats.Stats(profile).sort_stats("cumulative").print_stats(args.profile_lines)
-    return Figures(first, warm, cold)
+    return Figures(first[0], [w for w, _ in warm], cold[0], (first[1], [c for _, c in warm], cold[1]))
 
 
 def measure(kind: str, tmp: Path, args, space, config, context, pool) -> dict[str, Figures]:
@@ -221,6 +226,15 @@ def main() -> None:
             print(f"| {kind} | {name} | {f.first * 1e3:.1f} ms | {statistics.median(f.warm) * 1e3:.1f} ms | "
                   f"{statistics.mean(f.warm) * 1e3:.1f} ms | {min(f.warm) * 1e3:.1f}-{max(f.warm) * 1e3:.1f} ms | "
                   f"{f.cold * 1e3:.1f} ms |")
+    print("\nCPU time of the process during the same asks (all its threads; load-independent, as far as a shared "
+          "cache allows):")
+    print("| storage | sampler | first (CPU) | warm (median CPU) | cold (CPU) |")
+    print("|---|---|---:|---:|---:|")
+    for kind, figures in rows:
+        for name, f in figures.items():
+            first_cpu, warm_cpu, cold_cpu = f.cpu
+            print(f"| {kind} | {name} | {first_cpu * 1e3:.1f} ms | {statistics.median(warm_cpu) * 1e3:.1f} ms | "
+                  f"{cold_cpu * 1e3:.1f} ms |")
     for kind, figures in rows:
         for name, f in figures.items():
             print(f"{kind} {name} warm asks (ms): {' '.join(f'{t * 1e3:.0f}' for t in f.warm)}")

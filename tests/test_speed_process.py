@@ -6,6 +6,7 @@ from __future__ import annotations
 import _thread
 import copy
 import multiprocessing
+import signal
 import threading
 import time
 
@@ -43,7 +44,16 @@ def test_a_config_that_cannot_be_sent_is_timed_here_and_says_why(context):
     assert speed.estimates[0] is not None and speed.control is not None
 
 
-def test_a_ctrl_c_while_the_child_measures_ends_it(context):
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt, as in a terminal, even where pytest runs with SIGINT ignored (a background
+    job: interrupt_main() then does nothing)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_while_the_child_measures_ends_it(context, ctrl_c_raises):
     def interrupt_once_started() -> None:
         while not multiprocessing.active_children():
             time.sleep(0.01)

@@ -42,7 +42,9 @@ def drawn(space: OperatorSpace, **kwargs) -> tuple[list[str], dict[int, int]]:
 def test_a_call_generates_the_prefix_children_once(count: int, threads: int) -> None:
     space = OperatorSpace(**SPEC, threads=threads)
     hashes, made = drawn(space, count=count, seed=3, max_attempts=48 * min(count, 4))
-    assert hashes and made[3] == 1  # the prefix: once, not once per descent (16 a batch)
+    # the prefix: once, not once per descent (16 a batch); with threads, descents that reach it at the same moment
+    # may each generate it (the memo is checked, then filled: the same children), at most once a thread
+    assert hashes and 1 <= made[3] <= threads
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])

@@ -110,9 +110,15 @@ def brief_speed_protocol():
     return PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=4, max_pairs=4, copies=2)
 
 
-def speed_context(speed_process: str):
-    """The default search's context at depth 6, its final stage timed where `speed_process` says."""
-    from syno_automl.config import SearchConfig
-    from syno_automl.study import prepare
+def speed_context_fixture(speed_process: str):
+    """A module's `context` fixture: the default search's context at depth 6, its final stage timed where
+    `speed_process` says (``context = speed_context_fixture("fresh")`` at a test module's top)."""
+    import pytest
 
-    return prepare(SearchConfig(tracking_uri=None, speed_process=speed_process, max_depth=6))
+    @pytest.fixture(scope="module")
+    def context():
+        from syno_automl.config import SearchConfig
+        from syno_automl.study import prepare
+
+        return prepare(SearchConfig(tracking_uri=None, speed_process=speed_process, max_depth=6))
+    return context

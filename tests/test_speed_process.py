@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from _syno_helpers import brief_speed_protocol, speed_context
+from _syno_helpers import brief_speed_protocol, speed_context_fixture
 
 from syno_automl.config import SearchConfig
 from syno_automl.errors import OptionError
@@ -20,9 +20,7 @@ from syno_automl.study.speed_process import SPEED_PROCESS_ENV, measure_in_fresh_
 BRIEF = brief_speed_protocol()
 
 
-@pytest.fixture(scope="module")
-def context():
-    return speed_context("fresh")
+context = speed_context_fixture("fresh")
 
 
 def test_the_figures_come_back_from_a_fresh_process(context):

@@ -7,7 +7,7 @@ import math
 import random
 
 import pytest
-from _syno_helpers import brief_speed_protocol, speed_context
+from _syno_helpers import brief_speed_protocol, speed_context_fixture
 
 from syno_automl.errors import OptionError
 from syno_automl.measure.paired import SpeedupEstimate
@@ -84,9 +84,7 @@ def test_coverage_of_simulated_processes():
 BRIEF = brief_speed_protocol()
 
 
-@pytest.fixture(scope="module")
-def context():
-    return speed_context("same")
+context = speed_context_fixture("same")
 
 
 def test_the_final_stage_runs_two_sessions_and_says_so(context):

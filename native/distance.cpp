@@ -46,7 +46,7 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 int views(int u, int v) { return std::max({ceil_div(u, 2), ceil_div(v, 2), ceil_div(u + v, 3)}); }
 
-using Counts = std::vector<std::pair<Size, int>>;
+using Counts = DistanceScratch::Counts;
 
 void add(Counts& counts, const Size& s) {
     for (auto& [size, c] : counts)
@@ -80,26 +80,33 @@ bool feasible(const SizeContext& ctx, const Size& q, const Moves& m) {
 
 }  // namespace
 
-int shape_distance(const Space& space, const ShapeSummary& n) {
+int shape_distance(const Space& space, const ShapeSummary& n, DistanceScratch& scratch) {
     const Options& o = space.options;
     auto available = [&](Prim p) { return o.max_count[static_cast<int>(p)] != 0; };
 
-    Counts have, want, reduces;
+    Counts& have = scratch.have;
+    Counts& reduces = scratch.reduces;
+    const Counts& want = scratch.want;
+    if (scratch.desired < 0) {
+        scratch.want.clear();
+        scratch.numel_want = Size{};
+        scratch.desired = 0;
+        for (auto& in : space.input)
+            if (in.fixed_output < 0)
+                add(scratch.want, in.size), ++scratch.desired, scratch.numel_want = scratch.numel_want * in.size;
+    }
+    const int desired = scratch.desired;
+    have.clear(), reduces.clear();
     for (const Size& d : n.data) add(have, d);
     for (const Size& r : n.reduces) add(reduces, r);
-    int desired = 0;
-    for (auto& in : space.input)
-        if (in.fixed_output < 0) add(want, in.size), ++desired;
     int matched = matching(have, want);
     int u = static_cast<int>(n.data.size()) - matched;
     int v = desired - matched;
     int r = static_cast<int>(n.reduces.size()) - matching(reduces, want);
 
-    Size numel_have, numel_want;
+    Size numel_have;
     for (const Size& d : n.data) numel_have = numel_have * d;
-    for (auto& in : space.input)
-        if (in.fixed_output < 0) numel_want = numel_want * in.size;
-    Size q = numel_have / numel_want;
+    Size q = numel_have / scratch.numel_want;
     bool reduce = n.reducing && n.reductions < o.max_reductions && available(Prim::Reduce);
     bool expand = available(Prim::Expand);
     Moves view_moves{reduce, expand, reduce || available(Prim::Stride) || expand,
@@ -128,34 +135,11 @@ ShapeSummary summarize(const NodeState& n) {
     return s;
 }
 
-int shape_distance(const Space& space, const NodeState& n) { return shape_distance(space, summarize(n)); }
-
-bool may_reach(const Space& space, const NodeState& parent, const std::vector<const Dim*>& consumed,
-               const std::vector<Size>& produced, Prim prim) {
-    // The count limit, as build_child checks it, but before any coordinate is interned (memory).
-    int limit = space.options.max_count[static_cast<int>(prim)];
-    if (limit >= 0 && parent.counts[static_cast<int>(prim)] >= limit) return false;
-    for (const Size& p : produced)
-        if (!space.valid_extent(p)) return false;
-    if (!space.options.distance_pruning) return true;
-    ShapeSummary s = summarize(parent);
-    for (const Dim* d : consumed) {
-        if (d->is(DimKind::ShareR)) continue;
-        auto it = std::find(s.data.begin(), s.data.end(), d->size);
-        if (it != s.data.end()) s.data.erase(it);
-        if (d->is_bare_reduce()) {
-            auto r = std::find(s.reduces.begin(), s.reduces.end(), d->size);
-            if (r != s.reduces.end()) s.reduces.erase(r);
-        }
-    }
-    for (const Size& p : produced) s.data.push_back(p);
-    if (prim == Prim::Reduce)
-        for (const Size& p : produced) s.reduces.push_back(p);
-    if (prim != Prim::Reduce) s.reducing = false;
-    else ++s.reductions;
-    if (prim == Prim::Contraction) ++s.contractions;
-    int d = shape_distance(space, s);
-    return d < kUnreachable && parent.depth + 1 + d <= space.options.max_depth;
+int shape_distance(const Space& space, const ShapeSummary& n) {
+    DistanceScratch scratch;
+    return shape_distance(space, n, scratch);
 }
+
+int shape_distance(const Space& space, const NodeState& n) { return shape_distance(space, summarize(n)); }
 
 }  // namespace syno

@@ -78,6 +78,17 @@ public:
         }
         return rejects;
     }
+    // Counts `tried` applications of `rule`, `rejected` of them rejecting: what `check` counts one by one, for a
+    // caller that tallies many checks first (an atomic add per check is a cost on hot paths).
+    void add(RuleId rule, uint64_t tried, uint64_t rejected) {
+        if (!tried) return;
+        Slot& s = slots_[slot_index()];
+        s.tried[rule].fetch_add(tried, std::memory_order_relaxed);
+        if (rejected) {
+            s.rejected[rule].fetch_add(rejected, std::memory_order_relaxed);
+            s.rejected_at_depth[depth_slot()].fetch_add(rejected, std::memory_order_relaxed);
+        }
+    }
     // The depth of the node whose children are being generated on this thread (for per-depth rates).
     static int& current_depth() {
         thread_local int depth = 0;

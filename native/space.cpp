@@ -235,12 +235,22 @@ NodePtr make_child(const Space& space, const NodePtr& parent, Step step, std::ar
     return child;
 }
 
+bool pruned_before_build(const Space& space, const NodeState& parent, Prim prim,
+                         const std::array<int8_t, kMaxVariables>& usage_delta, double flops_delta, double params_delta) {
+    const Options& o = space.options;
+    int p = static_cast<int>(prim);
+    if (o.max_count[p] >= 0 && parent.counts[p] + 1 > o.max_count[p]) return true;
+    if (!space.within_allowance(parent, usage_delta)) return true;
+    if (parent.depth + 1 > o.max_depth) return true;
+    if (!o.structural && o.flops_pruning && parent.flops_bound + flops_delta > o.max_flops) return true;
+    return !o.structural && parent.params + params_delta > o.max_params;
+}
+
 NodePtr build_child(const Space& space, const NodePtr& parent, Step step, std::array<int8_t, kMaxVariables> usage_delta,
                     double flops_delta, double params_delta) {
     const Options& o = space.options;
     int prim = static_cast<int>(step.prim);
-    if (o.max_count[prim] >= 0 && parent->counts[prim] + 1 > o.max_count[prim]) return nullptr;
-    if (!space.within_allowance(*parent, usage_delta)) return nullptr;
+    if (pruned_before_build(space, *parent, step.prim, usage_delta, flops_delta, params_delta)) return nullptr;
     for (const Dim* d : step.produced)
         if (!space.valid_extent(d->size)) return nullptr;
 
@@ -279,9 +289,6 @@ NodePtr build_child(const Space& space, const NodePtr& parent, Step step, std::a
         c.latest_leader = step.consumed.front()->hash;
     }
     c.step = std::move(step);
-    if (c.depth > o.max_depth) return nullptr;
-    if (!o.structural && o.flops_pruning && c.flops_bound > o.max_flops) return nullptr;
-    if (!o.structural && c.params > o.max_params) return nullptr;
     c.distance = shape_distance(space, c);
     if (o.distance_pruning && c.depth + c.distance > o.max_depth) return nullptr;  // also when unreachable
     return child;

@@ -172,6 +172,15 @@ struct ShapeSummary {
     bool reducing = false;
     int reductions = 0;
 };
+ShapeSummary summarize(const NodeState&);
+struct DistanceScratch {  // shape_distance's working vectors, for a caller that asks many times about one space
+    using Counts = std::vector<std::pair<Size, int>>;
+    Counts have, reduces;
+    Counts want;              // the space's input sizes, counted once
+    Size numel_want;
+    int desired = -1;         // -1: `want` not counted yet
+};
+int shape_distance(const Space&, const ShapeSummary&, DistanceScratch&);
 int shape_distance(const Space&, const ShapeSummary&);
 int shape_distance(const Space&, const NodeState&);
 // Cheap pre-check before building a child: can the child (parent minus `consumed` plus `produced` data
@@ -179,6 +188,27 @@ int shape_distance(const Space&, const NodeState&);
 // Saves interning coordinates of dead children.
 bool may_reach(const Space& space, const NodeState& parent, const std::vector<const Dim*>& consumed,
                const std::vector<Size>& produced, Prim prim);
+// may_reach for the candidates of one node, which may have hundreds (CONTRACTION's groups): the node's summary is
+// made once, and each candidate's in reused vectors. Holds `space` and `parent` by reference.
+class ReachCheck {
+public:
+    ReachCheck(const Space& space, const NodeState& parent);
+    bool operator()(const std::vector<const Dim*>& consumed, const std::vector<Size>& produced, Prim prim);
+    // may_reach's shape-distance test alone, for a caller that checked the count limit and the produced sizes.
+    bool distance_allows(const std::vector<const Dim*>& consumed, const std::vector<Size>& produced, Prim prim);
+
+private:
+    const Space& space_;
+    const NodeState& parent_;
+    ShapeSummary summary_, candidate_;
+    DistanceScratch scratch_;
+};
+
+// Whether make_child prunes a child of `parent` by `prim` with these deltas on what it knows before building it:
+// the primitive's count, the size allowance, the depth, the FLOPs and parameter budgets (then the sizes and the
+// shape distance). For a generator that knows the deltas before interning the child's coordinates.
+bool pruned_before_build(const Space& space, const NodeState& parent, Prim prim,
+                         const std::array<int8_t, kMaxVariables>& usage_delta, double flops_delta, double params_delta);
 
 // Builds a child from `parent` by replacing `step.consumed` with `step.produced` in the frontier. Returns
 // nullptr when the child is pruned (depth, distance, budgets, invalid sizes).

@@ -31,13 +31,19 @@ inline std::array<int8_t, kMaxVariables> abs_usage(const Size& s, const SizeCont
     return u;
 }
 
-// Distance pre-check before any coordinate is interned; a failure counts as a pruned candidate.
-inline bool pruned_early(const Space& space, const NodeState& node, const std::vector<const Dim*>& consumed,
-                         const std::vector<Size>& produced, Prim prim) {
-    if (may_reach(space, node, consumed, produced, prim)) return false;
+// A candidate pruned before make_child was called, counted as make_child counts a pruned child.
+inline void count_pruned(const Space& space) {
     int slot = RuleCounters::depth_slot();
     space.depth_counters.canonical[slot].fetch_add(1, std::memory_order_relaxed);
     space.depth_counters.pruned[slot].fetch_add(1, std::memory_order_relaxed);
+}
+
+// Distance pre-check (may_reach, by the node's ReachCheck) before any coordinate is interned; a failure counts as a
+// pruned candidate.
+inline bool pruned_early(const Space& space, ReachCheck& reach, const std::vector<const Dim*>& consumed,
+                         const std::vector<Size>& produced, Prim prim) {
+    if (reach(consumed, produced, prim)) return false;
+    count_pruned(space);
     return true;
 }
 

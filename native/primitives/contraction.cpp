@@ -1,57 +1,32 @@
 // CONTRACTION: a group of SHAREs introducing one new weight. An inner SHARE keeps its data side (the
 // coordinate is multiplied, and summed if it is a reduction); an outer SHARE also EXPANDs its data side (the
 // coordinate exists only in the weight, like C_out of a convolution).
-#include <algorithm>
+//
+// The groups are the 3^n role assignments of the n data coordinates (an odometer), and nearly all are rejected
+// (in the default space 1 in 50 passes the shape distance, 1 in 200 makes a child): a group is a pair of bit masks
+// (inner, outer) checked against the node's facts computed once (contraction_facts.hpp), and one that the FLOPs
+// or size budgets reject interns no coordinate. The rules are checked in the same order on the same groups as
+// ever: the children (in the same order) and the rule counters are unchanged.
+#include "contraction_facts.hpp"
 
 #include "../hash.hpp"
-#include "../priors.hpp"
-#include "common.hpp"
 
 namespace syno {
 
 namespace {
 
-enum class Role : uint8_t { None, Inner, Outer };
-
-// FLOPs of this contraction's einsum, exactly: every data coordinate that is alive at this cut is a letter
-// (bare reductions not in the group were already summed), as is every coordinate of the group.
-double contraction_flops(const Space& space, const NodeState& n, const std::vector<const Dim*>& group) {
-    double total = 0;
-    for (size_t v = 0; v < space.ctx.valuations.size(); ++v) {
-        double letters = 1;
-        for (const Dim* d : n.frontier) {
-            if (d->is(DimKind::ShareR)) continue;
-            bool in_group = std::find(group.begin(), group.end(), d) != group.end();
-            if (d->is_bare_reduce() && !in_group) continue;
-            letters *= space.ctx.approx(d->size, static_cast<int>(v));
-        }
-        for (int i : space.fixed_inputs) letters *= space.ctx.approx(space.input[i].size, static_cast<int>(v));
-        total += 2 * letters;
-    }
-    return total;
-}
+using contraction::bit;
+using contraction::for_each;
+using contraction::Mask;
 
 // The space priors a CONTRACTION decides alone (priors.hpp): every one is final once the contraction is made.
-bool priors_allow(const Space& space, const NodeState& n, const std::vector<const Dim*>& dims,
-                  const std::vector<Role>& roles) {
+bool priors_allow(const Space& space, contraction::Tally& rules, const contraction::NodeFacts& f, Mask inner,
+                  Mask outer) {
     const Options& o = space.options;
-    auto& rules = space.rules;
-    std::vector<const Dim*> outer;
-    size_t inner = 0;
-    bool other = false, wrong_rank = false;
-    for (size_t k = 0; k < dims.size(); ++k) {
-        if (roles[k] == Role::Inner) ++inner;
-        if (roles[k] != Role::Outer) continue;
-        outer.push_back(dims[k]);
-        OuterKind kind = outer_kind(dims[k]);
-        other |= kind == OuterKind::Other;
-        wrong_rank |= kind == OuterKind::LowRank && largest_value(space, dims[k]->size) != o.prior_lowrank_size;
-    }
-    if (o.prior_weight_io && rules.check(PriorWeightInputOutput, inner == 0 || outer.empty())) return false;
-    if (o.prior_outer_kinds && rules.check(PriorOuterKind, other)) return false;
-    if (o.prior_lowrank_size > 0 && rules.check(PriorLowRankSize, wrong_rank)) return false;
-    if (o.prior_max_outer > 0 &&
-        rules.check(PriorOuterProduct, outer_product(space, n, outer) > o.prior_max_outer))
+    if (o.prior_weight_io && rules.check(PriorWeightInputOutput, inner == 0 || outer == 0)) return false;
+    if (o.prior_outer_kinds && rules.check(PriorOuterKind, (outer & f.other) != 0)) return false;
+    if (o.prior_lowrank_size > 0 && rules.check(PriorLowRankSize, (outer & f.wrong_rank) != 0)) return false;
+    if (o.prior_max_outer > 0 && rules.check(PriorOuterProduct, f.outer_product(outer) > o.prior_max_outer))
         return false;
     return true;
 }
@@ -61,63 +36,80 @@ bool priors_allow(const Space& space, const NodeState& n, const std::vector<cons
 void generate_contraction(const Space& space, const NodePtr& node, std::vector<NodePtr>& out) {
     const Options& o = space.options;
     if (node->contractions >= o.max_weights) return;
-    auto& rules = space.rules;
-    auto dims = data_dims(space, *node);
+    const contraction::NodeFacts facts(space, *node, data_dims(space, *node), !o.structural && o.prior_max_outer > 0);
+    const std::vector<const Dim*>& dims = facts.dims;
     const size_t n = dims.size();
-    std::vector<Role> roles(n, Role::None);
-    // Odometer over {None, Inner, Outer}^n, in a fixed order.
+    contraction::Tally rules(space);
+    ReachCheck reach(space, *node);
+    contraction::DistanceMemo distance(facts);
+    const int limit = o.max_count[static_cast<int>(Prim::Contraction)];
+    const bool count_left = limit < 0 || node->counts[static_cast<int>(Prim::Contraction)] < limit;
+    std::vector<uint8_t> roles(n, 0);  // 0 none, 1 inner, 2 outer: the odometer's digits
+    Mask inner = 0, outer = 0;
+    int shares = 0;  // the group's size (kept by the odometer: popcount is a library call without -mpopcnt)
+    std::vector<const Dim*> group;
+    std::vector<Size> kept;
+    // Odometer over {None, Inner, Outer}^n, in a fixed order (coordinate 0 the fastest digit).
     while (true) {
         size_t i = 0;
-        while (i < n) {
-            roles[i] = static_cast<Role>((static_cast<int>(roles[i]) + 1) % 3);
-            if (roles[i] != Role::None) break;
-            ++i;
+        for (; i < n; ++i) {
+            roles[i] = static_cast<uint8_t>((roles[i] + 1) % 3);
+            if (roles[i] == 1) { inner |= bit(i), ++shares; break; }
+            if (roles[i] == 2) { inner &= ~bit(i), outer |= bit(i); break; }
+            outer &= ~bit(i), --shares;  // back to none: carry
         }
         if (i == n) break;
-        std::vector<const Dim*> group;
-        std::vector<Size> kept;
-        bool outer_reduce = false;
-        for (size_t k = 0; k < n; ++k)
-            if (roles[k] != Role::None) {
-                group.push_back(dims[k]);
-                if (roles[k] == Role::Inner) kept.push_back(dims[k]->size);
-                outer_reduce |= roles[k] == Role::Outer && dims[k]->is_bare_reduce();
-            }
-        if (static_cast<int>(group.size()) > o.max_shares) continue;
-        if (rules.check(NoExpandReduce, outer_reduce)) continue;
-        if (o.canonical_rules && rules.check(ContractionNeedsTwoShares, group.size() < 2)) continue;
-        bool depends = node->contractions == 0;
-        for (const Dim* d : group) depends |= d->depends_on(node->latest_group);
+        const Mask members = inner | outer;
+        if (shares > o.max_shares) continue;
+        if (rules.check(NoExpandReduce, (outer & facts.bare_reduce) != 0)) continue;
+        if (o.canonical_rules && rules.check(ContractionNeedsTwoShares, shares < 2)) continue;
         // Independent of the previous contraction: it could come first, so require a canonical order.
-        if (rules.check(IndependentContractionsOrdered, !depends && group.front()->hash <= node->latest_leader)) continue;
-        if (!o.structural && !priors_allow(space, *node, dims, roles)) continue;
+        bool depends = node->contractions == 0 || (members & facts.depends) != 0;
+        const Dim* front = dims[static_cast<size_t>(std::countr_zero(members))];
+        if (rules.check(IndependentContractionsOrdered, !depends && front->hash <= node->latest_leader)) continue;
+        if (!o.structural && !priors_allow(space, rules, facts, inner, outer)) continue;
 
-        if (pruned_early(space, *node, group, kept, Prim::Contraction)) continue;
-        uint64_t g = fnv1a("Contraction");
-        for (size_t k = 0; k < n; ++k)
-            if (roles[k] != Role::None) g = combine(combine(g, dims[k]->hash), static_cast<uint64_t>(roles[k]));
-        Step step{Prim::Contraction, group, {}, {}, {}, g};
-        std::array<int8_t, kMaxVariables> usage{};
+        group.clear();
+        kept.clear();
+        for_each(members, [&](size_t k) {
+            group.push_back(dims[k]);
+            if (inner & bit(k)) kept.push_back(dims[k]->size);
+        });
+        // may_reach: the count, the kept sizes (its inner SHAREs'), the shape distance
+        if (!count_left || (inner & ~facts.valid) != 0 ||
+            !distance.allows(members, outer, [&] { return reach.distance_allows(group, kept, Prim::Contraction); })) {
+            rules.pruned();
+            continue;
+        }
         double params = 0, min_weight = 1e300;
-        for (size_t v = 0; v < space.ctx.valuations.size(); ++v) {
+        for (size_t v = 0; v < facts.mappings; ++v) {
             double w = 1;
-            for (const Dim* d : group) w *= space.ctx.approx(d->size, static_cast<int>(v));
+            for_each(members, [&](size_t k) { w *= facts.at(k, v); });
             params += w;
             min_weight = std::min(min_weight, w);
         }
         if (!o.structural && min_weight < o.min_weight_params) continue;  // a search-time filter
-        for (size_t k = 0; k < n; ++k) {
-            if (roles[k] == Role::None) continue;
+        std::array<int8_t, kMaxVariables> usage{};
+        for_each(members, [&](size_t k) {
+            for (int j = 0; j < kMaxVariables; ++j) usage[j] = static_cast<int8_t>(usage[j] + facts.usage[k][j]);
+        });
+        double flops = facts.flops(members);
+        // the SHAREs' sizes (as build_child checks them), then the budgets: without interning the SHAREs
+        if ((members & ~facts.valid) != 0 || pruned_before_build(space, *node, Prim::Contraction, usage, flops, params)) {
+            rules.pruned();
+            continue;
+        }
+        uint64_t g = fnv1a("Contraction");
+        for_each(members, [&](size_t k) { g = combine(combine(g, dims[k]->hash), uint64_t{roles[k]}); });
+        Step step{Prim::Contraction, group, {}, {}, {}, g};
+        for_each(members, [&](size_t k) {
             const Dim* d = dims[k];
             const Dim* lhs = space.store.unary(DimKind::ShareL, d, d->size, {}, g);
             const Dim* rhs = space.store.unary(DimKind::ShareR, d, d->size, {}, g);
-            if (roles[k] == Role::Inner) step.produced.push_back(lhs);
+            if (inner & bit(k)) step.produced.push_back(lhs);
             else step.expanded.push_back(lhs);
             step.produced.push_back(rhs);
-            auto u = abs_usage(d->size, space.ctx, true);
-            for (int j = 0; j < kMaxVariables; ++j) usage[j] = static_cast<int8_t>(usage[j] + u[j]);
-        }
-        double flops = contraction_flops(space, *node, group);
+        });
         if (auto c = make_child(space, node, std::move(step), usage, flops, params)) out.push_back(c);
     }
 }

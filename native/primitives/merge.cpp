@@ -29,6 +29,7 @@ bool window_fits_block(const SizeContext& ctx, const Size& window, const Size& b
 }  // namespace
 
 void generate_merge(const Space& space, const NodePtr& node, std::vector<NodePtr>& out) {
+    ReachCheck reach(space, *node);
     auto& rules = space.rules;
     for (const Dim* d : data_dims(space, *node)) {
         if (rules.check(MergeAboveSplit, d->is(DimKind::Split))) continue;
@@ -44,7 +45,7 @@ void generate_merge(const Space& space, const NodePtr& node, std::vector<NodePtr
             for (int i = 0; i < space.ctx.count(); ++i)
                 usage[i] = static_cast<int8_t>(
                     (std::abs(major.exponent[i]) + std::abs(block.exponent[i]) - std::abs(d->size.exponent[i])) / 2);
-            if (pruned_early(space, *node, {d}, {major, block}, Prim::Merge)) continue;
+            if (pruned_early(space, reach, {d}, {major, block}, Prim::Merge)) continue;
             const Dim* lhs = space.store.unary(DimKind::MergeL, d, major, block);
             const Dim* rhs = space.store.unary(DimKind::MergeR, d, block, block);
             Step step{Prim::Merge, {d}, {lhs, rhs}, {}, block};

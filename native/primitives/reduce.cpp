@@ -5,9 +5,10 @@ namespace syno {
 
 void generate_reduce(const Space& space, const NodePtr& node, std::vector<NodePtr>& out) {
     if (node->reductions >= space.options.max_reductions) return;
+    ReachCheck reach(space, *node);
     for (const Size& domain : space.enumerate_sizes(*node, false)) {
         if (space.rules.check(ReduceOrder, node->reductions > 0 && node->last_reduction.lex_less(domain))) continue;
-        if (pruned_early(space, *node, {}, {domain}, Prim::Reduce)) continue;
+        if (pruned_early(space, reach, {}, {domain}, Prim::Reduce)) continue;
         int multiplicity = 0;
         for (const Dim* d : node->frontier)
             if (d->is(DimKind::Reduce) && d->size == domain) ++multiplicity;

@@ -4,6 +4,7 @@
 namespace syno {
 
 void generate_split(const Space& space, const NodePtr& node, std::vector<NodePtr>& out) {
+    ReachCheck reach(space, *node);
     auto& rules = space.rules;
     auto dims = data_dims(space, *node);
     for (const Dim* l : dims) {
@@ -14,7 +15,7 @@ void generate_split(const Space& space, const NodePtr& node, std::vector<NodePtr
             if (rules.check(SplitUndoesMerge, undoes_merge)) continue;
             if (rules.check(SplitOfReductions, l->is_bare_reduce() && r->is_bare_reduce())) continue;
             if (rules.check(ViewsCommuteWithContraction, commutes_with_latest_contraction(*node, {l, r}))) continue;
-            if (pruned_early(space, *node, {l, r}, {l->size * r->size}, Prim::Split)) continue;
+            if (pruned_early(space, reach, {l, r}, {l->size * r->size}, Prim::Split)) continue;
             const Dim* above = space.store.binary(DimKind::Split, l, r, l->size * r->size);
             Step step{Prim::Split, {l, r}, {above}};
             if (auto c = make_child(space, node, std::move(step), {})) out.push_back(c);

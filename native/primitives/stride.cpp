@@ -4,6 +4,7 @@
 namespace syno {
 
 void generate_stride(const Space& space, const NodePtr& node, std::vector<NodePtr>& out) {
+    ReachCheck reach(space, *node);
     auto& rules = space.rules;
     std::vector<Size> strides;
     for (const Size& s : space.enumerate_sizes(*node, true)) {
@@ -16,7 +17,7 @@ void generate_stride(const Space& space, const NodePtr& node, std::vector<NodePt
         if (rules.check(StrideChain, d->is(DimKind::Stride))) continue;
         if (rules.check(ViewsCommuteWithContraction, commutes_with_latest_contraction(*node, {d}))) continue;
         for (const Size& s : strides) {
-            if (pruned_early(space, *node, {d}, {d->size * s}, Prim::Stride)) continue;
+            if (pruned_early(space, reach, {d}, {d->size * s}, Prim::Stride)) continue;
             Step step{Prim::Stride, {d}, {space.store.unary(DimKind::Stride, d, d->size * s, s)}, {}, s};
             if (auto c = make_child(space, node, std::move(step), abs_usage(s, space.ctx))) out.push_back(c);
         }

@@ -33,6 +33,7 @@ bool ratio_ok(const Space& space, const Dim* m, const Dim* w) {
 }  // namespace
 
 void generate_unfold(const Space& space, const NodePtr& node, std::vector<NodePtr>& out) {
+    ReachCheck reach(space, *node);
     auto& rules = space.rules;
     auto dims = data_dims(space, *node);
     for (const Dim* m : dims) {
@@ -43,7 +44,7 @@ void generate_unfold(const Space& space, const NodePtr& node, std::vector<NodePt
             bool out_of_order = m->is(DimKind::Unfold) && w->size.lex_less(m->b->size);
             if (rules.check(UnfoldOrder, out_of_order)) continue;
             if (rules.check(ViewsCommuteWithContraction, commutes_with_latest_contraction(*node, {m, w}))) continue;
-            if (pruned_early(space, *node, {m, w}, {m->size}, Prim::Unfold)) continue;
+            if (pruned_early(space, reach, {m, w}, {m->size}, Prim::Unfold)) continue;
             Step step{Prim::Unfold, {m, w}, {space.store.binary(DimKind::Unfold, m, w, m->size)}};
             if (auto c = make_child(space, node, std::move(step), {})) out.push_back(c);
         }

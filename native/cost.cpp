@@ -1,9 +1,9 @@
 #include "cost.hpp"
 
 #include <algorithm>
-#include <set>
 #include <stdexcept>
 
+#include "int_set.hpp"
 #include "lower.hpp"
 #include "plan.hpp"
 
@@ -18,6 +18,11 @@ public:
     // bound: count only from steps[from] on, and only what does not depend on T's layout (plan_cost_bound).
     Walker(const Program& p, size_t from, bool bound)
         : p_(p), dims_(p.input.dims), layout_(p.input.dims), from_(from), bound_(bound) {
+        // the sizes by id, read at every step (ids are 0, 1, ...: a map lookup each time cost more than the walk)
+        if (!p.sizes.empty() && p.sizes.begin()->first >= 0 && p.sizes.rbegin()->first < kDenseIds) {
+            sizes_.assign(static_cast<size_t>(p.sizes.rbegin()->first) + 1, kUnknown);
+            for (auto [d, n] : p.sizes) sizes_[static_cast<size_t>(d)] = static_cast<double>(n);
+        }
         cost_.peak = numel(phys());
     }
 
@@ -58,6 +63,8 @@ public:
 
 private:
     double size(int d) const {
+        if (d >= 0 && static_cast<size_t>(d) < sizes_.size() && sizes_[static_cast<size_t>(d)] != kUnknown)
+            return sizes_[static_cast<size_t>(d)];
         auto it = p_.sizes.find(d);
         if (it == p_.sizes.end()) throw std::logic_error("internal error: cost of an unknown coordinate");
         return static_cast<double>(it->second);
@@ -240,7 +247,7 @@ private:
                 weight_cost(other);
                 std::vector<int> od = viewed_dims(other), mine = dims;
                 for (auto [from, to] : v.rename) std::replace(mine.begin(), mine.end(), from, to);
-                std::set<int> letters(mine.begin(), mine.end());
+                IntSet letters(mine.begin(), mine.end());
                 letters.insert(od.begin(), od.end());
                 double l = 1;
                 for (int d : letters) l *= size(d);
@@ -268,11 +275,11 @@ private:
         const ProgramTensor& weight = p_.weights[static_cast<size_t>(s.weight)];
         const std::vector<int> w = viewed_dims(weight);
         weight_cost(weight);
-        std::set<int> wset(w.begin(), w.end()), oset(s.out.begin(), s.out.end());
+        IntSet wset(w.begin(), w.end()), oset(s.out.begin(), s.out.end());
         std::vector<int> tphys = phys();
-        std::set<int> letters(tphys.begin(), tphys.end());
+        IntSet letters(tphys.begin(), tphys.end());
         letters.insert(w.begin(), w.end());
-        std::set<int> still_virtual;
+        IntSet still_virtual;
         for (int d : s.out)
             if (virtual_.count(d) && !wset.count(d)) still_virtual.insert(d);
         for (int d : s.out)
@@ -320,7 +327,7 @@ private:
     // What a bound's first contraction reads less of T than it would if it were a convolution: unfolds of the
     // completion (or of the path) right before it may make it one, which reads T before them. Their windows are
     // at most two of T's summed letters, each of an odd size (space.cpp refuses even windows): the two largest such.
-    double conv_read_divisor(const std::vector<int>& tphys, const std::set<int>& wset, const std::set<int>& oset) const {
+    double conv_read_divisor(const std::vector<int>& tphys, const IntSet& wset, const IntSet& oset) const {
         if (!first_) return 1;
         std::vector<double> ks;
         for (int d : tphys)
@@ -334,7 +341,7 @@ private:
     // unfold (unfold), contract summing every window against the weight and keeping every main dim: one conv1d
     // (conv2d) on T before the unfolds (codegen/torch_contract.py emit_conv), no im2col copy.
     bool conv(const std::vector<const ProgramStep*>& us, const ProgramStep& c) {
-        std::set<int> srcs;
+        IntSet srcs;
         for (const ProgramStep* u : us) {
             int s = u->src[0];
             if (srcs.count(s) || virtual_.count(s)) return false;
@@ -349,15 +356,15 @@ private:
         };
         const ProgramTensor& weight = p_.weights[static_cast<size_t>(c.weight)];
         const std::vector<int> w = viewed_dims(weight);
-        std::set<int> wset(w.begin(), w.end()), oset(c.out.begin(), c.out.end());
-        std::set<int> windows, mains;
+        IntSet wset(w.begin(), w.end()), oset(c.out.begin(), c.out.end());
+        IntSet windows, mains;
         for (const ProgramStep* u : us) {
             int m = r(u->dst[0]), win = r(u->dst[1]);
             if (!oset.count(m) || wset.count(m) || !wset.count(win) || oset.count(win)) return false;
             windows.insert(win);
             mains.insert(m);
         }
-        std::set<int> tset;
+        IntSet tset;
         for (int d : phys())
             if (!srcs.count(d)) {
                 int x = r(d);
@@ -371,7 +378,7 @@ private:
                 if (virtual_.count(d) && (wset.count(r(d)) || !oset.count(r(d)))) return false;
         }
         double letters = 1;
-        std::set<int> all(tset);
+        IntSet all(tset);
         all.insert(w.begin(), w.end());
         all.insert(mains.begin(), mains.end());
         for (int d : c.out)
@@ -395,7 +402,7 @@ private:
         if (!contiguous_ || layout_ != order) relayout(numel(pre));
         end_run(false);
         std::vector<int> out_phys;
-        std::set<int> still_virtual;
+        IntSet still_virtual;
         for (int d : dims_)
             if (virtual_.count(d)) still_virtual.insert(r(d));
         for (int d : c.out)
@@ -416,9 +423,12 @@ private:
         return true;
     }
 
+    static constexpr int kDenseIds = 1 << 12;
+    static constexpr double kUnknown = -1;
     const Program& p_;
+    std::vector<double> sizes_;  // p_.sizes by id (kUnknown: none); empty when the ids are not small
     std::vector<int> dims_;
-    std::set<int> virtual_;
+    IntSet virtual_;
     std::vector<int> layout_;  // stored dims in memory order (meaningful while contiguous_)
     bool contiguous_ = true;
     size_t from_;

@@ -83,10 +83,10 @@ public:
             for (auto s : w.shape) n *= static_cast<double>(s);
             p_.params += n;
         }
-        for (auto& [d, i] : ids_) p_.sizes[i] = size(d);
+        for (size_t i = 0; i < dims_.size(); ++i) p_.sizes[static_cast<int>(i)] = size_of_id(static_cast<int>(i));
         plan(p_);  // reorders view steps only: FLOPs (counted above, in canonical order) are unchanged
         p_.cost = plan_cost(p_);
-        return p_;
+        return std::move(p_);  // (the Lowerer is done with it)
     }
 
     // The steps below a partial node, on the data tensor at its cut (lower_partial in lower.hpp).
@@ -113,18 +113,17 @@ public:
             reduce_bare();
         }
         p_.output.dims = t_;
-        for (auto& [d, i] : ids_) p_.sizes[i] = size(d);
+        for (size_t i = 0; i < dims_.size(); ++i) p_.sizes[static_cast<int>(i)] = size_of_id(static_cast<int>(i));
         plan(p_);
-        return p_;
+        return std::move(p_);  // (the Lowerer is done with it)
     }
 
 private:
-    int id(const Dim* d) {
-        auto it = ids_.find(d);
-        if (it != ids_.end()) return it->second;
-        int i = static_cast<int>(ids_.size());
-        ids_[d] = i;
-        return i;
+    int id(const Dim* d) {  // (a program has tens of coordinates: a scan beats a hash)
+        auto it = std::find(dims_.begin(), dims_.end(), d);
+        if (it != dims_.end()) return static_cast<int>(it - dims_.begin());
+        dims_.push_back(d), sizes_.push_back(kUnsized);
+        return static_cast<int>(dims_.size()) - 1;
     }
     int64_t size(const Dim* d) const {
         auto v = space_.ctx.value(d->size, v_);
@@ -133,13 +132,13 @@ private:
     }
     double numel(const std::vector<int>& dims) {
         double n = 1;
-        for (int d : dims) n *= static_cast<double>(sizes_of_id(d));
+        for (int d : dims) n *= static_cast<double>(size_of_id(d));
         return n;
     }
-    int64_t sizes_of_id(int i) {
-        for (auto& [d, k] : ids_)
-            if (k == i) return size(d);
-        throw std::logic_error("internal error: unknown coordinate id");
+    int64_t size_of_id(int i) {
+        int64_t& s = sizes_.at(static_cast<size_t>(i));  // (out of range: an internal error)
+        if (s == kUnsized) s = size(dims_[static_cast<size_t>(i)]);
+        return s;
     }
     void track_peak(double elements) { p_.peak_elements = std::max(p_.peak_elements, elements); }
     size_t position(int d) const {
@@ -164,9 +163,8 @@ private:
         }
     }
     const Dim* dim_of(int i) const {
-        for (auto& [d, k] : ids_)
-            if (k == i) return d;
-        throw std::logic_error("internal error: unknown coordinate id");
+        if (i < 0 || static_cast<size_t>(i) >= dims_.size()) throw std::logic_error("internal error: unknown coordinate id");
+        return dims_[static_cast<size_t>(i)];
     }
 
     void apply(const Step& s) {
@@ -312,7 +310,10 @@ private:
     int v_;
     std::vector<const Step*> path_;
     std::map<const Dim*, int> reduction_ordinal_;
-    std::map<const Dim*, int> ids_;
+    // Coordinate ids: the dims by id (with each id's size, computed once: numel asks for it at every step)
+    static constexpr int64_t kUnsized = -1;
+    std::vector<const Dim*> dims_;
+    std::vector<int64_t> sizes_;
     std::set<int> weight_reductions_;
     std::vector<uint64_t> weight_groups_;  // the weights' contraction groups, in forward order
     std::vector<int> t_;

@@ -1,9 +1,9 @@
 #include "plan.hpp"
 
 #include <algorithm>
-#include <set>
 #include <stdexcept>
 
+#include "int_set.hpp"
 #include "lower.hpp"
 
 namespace syno {
@@ -64,7 +64,7 @@ void move_weight_views(Program& p) {
         }
         for (auto [from, to] : steps[i].rename) std::replace(t.begin(), t.end(), from, to);
         ProgramTensor& w = p.weights[static_cast<size_t>(steps[i].weight)];
-        std::set<int> only;  // coordinates of the product that come from w alone
+        IntSet only;  // coordinates of the product that come from w alone
         for (int d : viewed_dims(w))
             if (std::find(t.begin(), t.end(), d) == t.end()) only.insert(d);
         size_t j = i + 1;
@@ -94,7 +94,7 @@ int renamed(const std::vector<std::pair<int, int>>& rename, int d) {
 }
 
 double elements(const Program& p, const std::vector<int>& dims) {
-    std::set<int> once(dims.begin(), dims.end());
+    IntSet once(dims.begin(), dims.end());
     double n = 1;
     for (int d : once) n *= static_cast<double>(p.sizes.at(d));
     return n;

@@ -30,8 +30,8 @@ std::string quoted(const std::string& text) {
 }
 
 int8_t checked_exponent(int a, int b, int sum) {
-    if (a == kOverflow || b == kOverflow || sum < -kMaxExponent || sum > kMaxExponent) return kOverflow;
-    return static_cast<int8_t>(sum);
+    bool overflow = (a == kOverflow) | (b == kOverflow) | (sum < -kMaxExponent) | (sum > kMaxExponent);
+    return overflow ? kOverflow : static_cast<int8_t>(sum);
 }
 
 }  // namespace
@@ -50,6 +50,7 @@ std::string echo(const std::string& text, size_t around, char quote) {
 SpecError::SpecError(const std::string& text, size_t pos, const std::string& expected)
     : std::invalid_argument(echo(text, pos, '"') + ": " + expected + " at position " + std::to_string(pos)), position(pos) {}
 
+// (branch-free loops: the compiler vectorizes them; sizes are multiplied in every shape distance)
 Size Size::operator*(const Size& other) const {
     Size r;
     for (int i = 0; i < kMaxVariables; ++i)
@@ -95,11 +96,17 @@ std::optional<int64_t> SizeContext::value(const Size& s, int v) const {
     __int128 num = 1, den = 1;
     for (int i = 0; i < count(); ++i) {
         int e = s.exponent[i];
+        if (e == 0) continue;
         __int128 base = valuations[v][i];
         for (int k = 0; k < std::abs(e); ++k) {
             if (e > 0) num *= base; else den *= base;
             if (num > (__int128(1) << 62) || den > (__int128(1) << 62)) return std::nullopt;
         }
+    }
+    if (num >= 0 && den > 0) {  // (the usual case) in [0, 2^62]: a 64-bit division (a 128-bit one is a library call)
+        int64_t n = static_cast<int64_t>(num), d = static_cast<int64_t>(den);
+        if (n % d != 0) return std::nullopt;
+        return n / d;
     }
     if (den == 0 || num % den != 0) return std::nullopt;
     return static_cast<int64_t>(num / den);

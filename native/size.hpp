@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -40,7 +41,13 @@ struct Variable {
 struct Size {
     std::array<int8_t, kMaxVariables> exponent{};
     bool overflowed() const;  // some exponent left [-kMaxExponent, kMaxExponent] in * or /
-    bool operator==(const Size&) const = default;
+    bool operator==(const Size& other) const {  // two word compares (the default calls memcmp: a hot path)
+        static_assert(sizeof(exponent) == 2 * sizeof(uint64_t));
+        uint64_t a[2], b[2];
+        std::memcpy(a, exponent.data(), sizeof a);
+        std::memcpy(b, other.exponent.data(), sizeof b);
+        return a[0] == b[0] && a[1] == b[1];
+    }
     Size operator*(const Size& other) const;
     Size operator/(const Size& other) const;
     bool is_one() const;

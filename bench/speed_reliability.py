@@ -1,6 +1,6 @@
 """Speed reliability (issue 32): does the speed protocol agree with itself? Each operator's whole-model speedup is
 measured twice, as the final stage measures it (its sessions, each a fresh process, pooled), while a third
-process keeps one core busy; the two runs are compared.
+process keeps one core busy; the runs (--runs, 2 by default) are compared.
 
 Operators: --default-ops in-budget operators of the default space (small CNN on digits, as ``syno-automl search``
 builds it) and --resnet-ops of ResNet-18 at 16x16 (both drawn with ``space.sample(n, seed)``: in budget by
@@ -11,9 +11,11 @@ operators taking turns); a run pools its --sessions sessions by ``syno_automl.st
 as the final stage does (a ratio with its 95 % reproducibility interval) on --target. So one run is 2 processes by
 default, and the two runs 4.
 
-Printed per setting and over all: test-retest Spearman of the two runs' ratios, the median |log ratio difference|,
-the share of operators whose each run's interval holds the other run's value (coverage), and the control's
-interval (the original against itself) per run. Figures only, nothing asserted; the issue's bar: Spearman >= 0.9,
+Printed per setting and over all, over every pair of runs: test-retest Spearman of the runs' ratios, the median
+|log ratio difference|, the share of operators whose each run's interval holds the other run's value (coverage);
+the common shift (the standard deviation over runs of a run's mean log ratio: what moves every operator alike from
+one run to the next, which the final stage's interval takes from ``RUN_DRIFT``); and the control's interval (the
+original against itself) per run. Figures only, nothing asserted; the issue's bar: Spearman >= 0.9,
 median |log diff| <= 3 %, coverage >= 90 %.
 
     nice -n 5 python bench/speed_reliability.py                      # 24 default + 12 ResNet-18 operators
@@ -103,25 +105,47 @@ def _run(spec: Path, out: Path, sessions: int) -> dict[str, Any]:
     for m in measured:
         m.label += FRESH_LABEL   # each session was a process of its own, as the final stage's
     pooled = pool_measurements(measured)
-    return {**pooled.to_dict(), "seconds": sum(f["seconds"] for f in found)}
+    return {**pooled.to_dict(), "seconds": sum(f["seconds"] for f in found), "sessions": found}
 
 
 def _busy_core() -> subprocess.Popen:
-    """A process that keeps one core busy until killed (the machine's load during both runs)."""
+    """A process that keeps one core busy until killed (the machine's load during the runs)."""
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
-def compare(name: str, first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
-    pairs = [(a, b) for a, b in zip(first["estimates"], second["estimates"]) if a and b]
-    ra, rb = [a["ratio"] for a, _ in pairs], [b["ratio"] for _, b in pairs]
-    diffs = [abs(math.log(x / y)) for x, y in zip(ra, rb)]
-    held = sum((a["low"] <= b["ratio"] <= a["high"]) + (b["low"] <= a["ratio"] <= b["high"]) for a, b in pairs)
-    row = {"setting": name, "operators": len(pairs), "spearman": _spearman(ra, rb) if len(pairs) > 2 else math.nan,
+def _shift(runs: list[dict[str, Any]]) -> float:
+    """The standard deviation over runs of the run's mean log ratio (the operators measured in every run): a shift
+    common to every operator between runs, which no interval from inside one run can see (R - 1 degrees of
+    freedom; the operators' own noise, divided by their number, is a small part of it)."""
+    ok = [i for i in range(len(runs[0]["estimates"])) if all(r["estimates"][i] for r in runs)]
+    if len(runs) < 2 or not ok:
+        return math.nan
+    means = [statistics.fmean(math.log(r["estimates"][i]["ratio"]) for i in ok) for r in runs]
+    return statistics.stdev(means)
+
+
+def compare(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Test-retest figures over every pair of runs: Spearman (the median over pairs), the median |log ratio
+    difference|, and coverage (each run's interval holding the other's figure, both ways, over all pairs)."""
+    spearmans, diffs, held, checks = [], [], 0, 0
+    for j in range(len(runs)):
+        for k in range(j + 1, len(runs)):
+            pairs = [(a, b) for a, b in zip(runs[j]["estimates"], runs[k]["estimates"]) if a and b]
+            ra, rb = [a["ratio"] for a, _ in pairs], [b["ratio"] for _, b in pairs]
+            if len(pairs) > 2:
+                spearmans.append(_spearman(ra, rb))
+            diffs += [abs(math.log(x / y)) for x, y in zip(ra, rb)]
+            held += sum((a["low"] <= b["ratio"] <= a["high"]) + (b["low"] <= a["ratio"] <= b["high"])
+                        for a, b in pairs)
+            checks += 2 * len(pairs)
+    estimates = [e for r in runs for e in r["estimates"] if e]
+    row = {"setting": name, "operators": len(runs[0]["estimates"]),
+           "spearman": statistics.median(spearmans) if spearmans else math.nan,
            "median_abs_log_diff": statistics.median(diffs) if diffs else math.nan,
-           "coverage": held / (2 * len(pairs)) if pairs else math.nan,
-           "pairs_median": statistics.median([e["pairs"] for e, _ in pairs] + [e["pairs"] for _, e in pairs])
-           if pairs else math.nan}
-    controls = [r["control"] for r in (first, second) if r.get("control")]
+           "coverage": held / checks if checks else math.nan,
+           "pairs_median": statistics.median(e["pairs"] for e in estimates) if estimates else math.nan,
+           "shift": _shift(runs)}
+    controls = [r["control"] for r in runs if r.get("control")]
     row["controls"] = ", ".join(f"{c['ratio']:.3f} [{c['low']:.3f}, {c['high']:.3f}]" for c in controls)
     return row
 
@@ -138,7 +162,8 @@ def main() -> None:
     ap.add_argument("--batch-pairs", type=int, help="the protocol's pairs per batch (default: the shipped one's)")
     ap.add_argument("--sessions", type=int, default=None,
                     help="sessions (fresh processes) per run, pooled (default: the final stage's)")
-    ap.add_argument("--save", type=Path, help="write both runs' estimates per setting (JSON) here")
+    ap.add_argument("--runs", type=int, default=2, help="runs per setting, one after another (default 2)")
+    ap.add_argument("--save", type=Path, help="write every run's estimates and sessions per setting (JSON) here")
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -148,7 +173,9 @@ def main() -> None:
     from syno_automl.study.speed_sessions import FINAL_SESSIONS
 
     sessions = args.sessions or FINAL_SESSIONS
-    rows, all_first, all_second = [], {"estimates": []}, {"estimates": []}
+    if args.runs < 2:
+        ap.error("--runs must be 2 or more (the figures compare runs)")
+    rows, everything = [], [{"estimates": []} for _ in range(args.runs)]
     saved: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="syno_speed_") as tmp:
         for setting, count in (("default", args.default_ops), ("resnet18-16", args.resnet_ops)):
@@ -161,27 +188,29 @@ def main() -> None:
                                         "ops": _sample(setting, args.target, count, args.seed)}))
             hog = None if args.no_load else _busy_core()
             try:
-                runs = [_run(spec, Path(tmp) / f"{setting}-{k}.json", sessions) for k in (1, 2)]
+                runs = [_run(spec, Path(tmp) / f"{setting}-{k}.json", sessions) for k in range(args.runs)]
             finally:
                 if hog is not None:
                     hog.kill()
-            rows.append(compare(setting, *runs))
+            rows.append(compare(setting, runs))
             saved[setting] = runs
-            print(f"{setting}: {runs[0]['label']}; runs took {runs[0]['seconds']:.0f} s and {runs[1]['seconds']:.0f} s",
-                  flush=True)
-            all_first["estimates"] += runs[0]["estimates"]
-            all_second["estimates"] += runs[1]["estimates"]
-    rows.append(compare("all", all_first, all_second))
+            took = ", ".join(f"{r['seconds']:.0f}" for r in runs)
+            print(f"{setting}: {runs[0]['label']}; runs took {took} s", flush=True)
+            for whole, run in zip(everything, runs):
+                whole["estimates"] += run["estimates"]
+    rows.append(compare("all", everything))
     if args.save is not None:
         args.save.write_text(json.dumps(saved, indent=1))
     load = "one core kept busy by a third process" if not args.no_load else "no added load"
-    print(f"\nspeed reliability on {args.target}, two runs of {sessions} fresh processes each, {load} "
+    print(f"\nspeed reliability on {args.target}, {args.runs} runs of {sessions} fresh processes each, {load} "
           f"(load average now {os.getloadavg()[0]:.2f}):")
-    print("| setting | operators | Spearman | median abs log diff | coverage | pairs (median) | controls |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print("| setting | operators | Spearman | median abs log diff | coverage | pairs (median) | common shift (sd) "
+          "| controls |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         print(f"| {r['setting']} | {r['operators']} | {r['spearman']:.3f} | {100 * r['median_abs_log_diff']:.2f} % | "
-              f"{100 * r['coverage']:.0f} % | {r['pairs_median']:.0f} | {r.get('controls', '')} |")
+              f"{100 * r['coverage']:.0f} % | {r['pairs_median']:.0f} | {100 * r['shift']:.2f} % | "
+              f"{r.get('controls', '')} |")
     print("bar: Spearman >= 0.9, median abs log diff <= 3 %, coverage >= 90 %")
 
 

@@ -15,6 +15,12 @@ same pooled measurement, made again, falls 95 % of the time, so its half-width i
 deviation of the difference of two such means (``s * sqrt(2 / S)``), and never narrower than the candidate's own
 sessions say (a candidate noisier than the others keeps its own, wider interval).
 
+**A shift common to every candidate between runs** (the machine's state minutes later: on a VM on a shared host
+the memory system and the clock do not stay put) moves every operator's ratio alike and no run sees it from
+inside: its sessions share it. :func:`with_run_drift` adds it to an interval as a stated term (the standard
+deviation ``drift`` of that shift in log ratio, measured by ``bench/speed_reliability.py --runs``), in quadrature:
+the difference of two runs carries two such shifts, so the term's 95 % half-width is ``1.96 * sqrt(2) * drift``.
+
 Example (two sessions, two candidates; the second session 2 % slower for the first candidate):
     >>> from syno_automl.measure.paired import SpeedupEstimate
     >>> a = [SpeedupEstimate(1.50, 1.48, 1.52, 16, 10.0, 6.7), SpeedupEstimate(1.00, 0.99, 1.01, 16, 10.0, 10.0)]
@@ -27,11 +33,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 
 from syno_automl.errors import OptionError
 from syno_automl.measure.paired import SpeedupEstimate, t_quantile
 
-__all__ = ["pool_sessions"]
+__all__ = ["pool_sessions", "with_run_drift"]
 
 
 def pool_sessions(sessions: Sequence[Sequence[SpeedupEstimate | None]]) -> list[SpeedupEstimate | None]:
@@ -76,3 +83,18 @@ def _pooled(found: list[SpeedupEstimate], spread: float, df: int) -> SpeedupEsti
     return SpeedupEstimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half),
                            sum(e.pairs for e in found), statistics.median(e.baseline_ms for e in found),
                            statistics.median(e.candidate_ms for e in found), first.conditions)
+
+
+def with_run_drift(estimate: SpeedupEstimate, drift: float) -> SpeedupEstimate:
+    """`estimate` with its interval widened by a shift common to all candidates between runs, of standard deviation
+    `drift` (log ratio): the half-widths (log) add in quadrature, the figure stays.
+
+    >>> with_run_drift(SpeedupEstimate(1.5, 1.5 / math.exp(0.02), 1.5 * math.exp(0.02), 16, 10.0, 6.7), 0.01).text()
+    '1.50× [1.45, 1.55]'
+    """
+    if not drift >= 0:
+        raise OptionError(f"a run drift is a standard deviation (>= 0), got {drift}")
+    # the interval is symmetric in log ratio by construction; its wider side is kept should one not be
+    half = max(math.log(estimate.ratio / estimate.low), math.log(estimate.high / estimate.ratio))
+    widened = math.hypot(half, 1.96 * math.sqrt(2.0) * drift)
+    return replace(estimate, low=estimate.ratio * math.exp(-widened), high=estimate.ratio * math.exp(widened))

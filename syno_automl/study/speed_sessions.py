@@ -7,6 +7,11 @@ sessions let the interval hold that spread, estimated over all finalists and the
 runs half the pairs of a single-session measurement (``SESSION_PROTOCOL``), so the timing costs about the same;
 the second process's start-up (imports and the context: ~8 s on the default search) is the price.
 
+The operators' intervals also hold a shift common to every operator between runs (``RUN_DRIFT``, added by
+:func:`syno_automl.measure.pooled.with_run_drift`): the sessions of one run share the machine's state of those
+minutes, so their spread cannot show it. The control (the original against itself) has no such term: both of its
+sides are the same model, and the machine moves them alike.
+
 ``--speed-process same`` runs the sessions in the search's own process (each with new copies of the models): for
 quick checks and tests; its label says so.
 """
@@ -17,17 +22,24 @@ from typing import Any
 
 from syno_automl.errors import OptionError
 from syno_automl.measure.paired import SPEED_PROTOCOL, PairedProtocol
-from syno_automl.measure.pooled import pool_sessions
+from syno_automl.measure.pooled import pool_sessions, with_run_drift
 from syno_automl.runtime import SpeedTarget
 from syno_automl.study.speed import SpeedMeasurement, measure_speedups
 from syno_automl.study.speed_process import FRESH_LABEL, SAME, measure_in_fresh_process, speed_process_of
 
-__all__ = ["FINAL_SESSIONS", "REMEASURE_SESSIONS", "SESSION_PROTOCOL", "measure_final", "pool_measurements"]
+__all__ = ["FINAL_SESSIONS", "REMEASURE_SESSIONS", "RUN_DRIFT", "SESSION_PROTOCOL", "measure_final",
+           "pool_measurements"]
 
 FINAL_SESSIONS = 2
 # ``reevaluate``'s: one operator and the control in 3 sessions give the spread 4 degrees of freedom (t = 2.78);
 # in 2 they would give it 2 (t = 4.30)
 REMEASURE_SESSIONS = 3
+# the standard deviation of a shift common to every operator's log ratio between runs minutes apart (its 95 % term
+# in an interval: 1.96 * sqrt(2) * 1.2 % = ±3.3 %), measured on this project's 2-core VM with one core kept busy by
+# `bench/speed_reliability.py --runs 4`: 1.20 % over 4 runs of 12 ResNet-18 operators (3 degrees of freedom), as
+# two runs of them gave before (+1.7 % apart); the default model's 24: 2.16 % at load 3.4, 0.14 % at load 2.
+# Measured on the CPU only: a CUDA target takes the same term until a GPU run measures its own.
+RUN_DRIFT = 0.012
 # one session's share: whole cycles of the 4 copies (8 pairs each), 16 to 24 pairs, a stop at ±2.8 % (the
 # single-session ±2 % times √2: the pooled mean of two gets back to about ±2 % before the spread between processes)
 SESSION_PROTOCOL = replace(SPEED_PROTOCOL, min_pairs=16, max_pairs=24, target_halfwidth=0.028)
@@ -52,17 +64,19 @@ def measure_final(context: Any, ops: list[Any], target: SpeedTarget | None = Non
 
 
 def pool_measurements(runs: list[SpeedMeasurement]) -> SpeedMeasurement:
-    """The sessions' measurements as one: the control and the operators pooled together; the label says how."""
-    if len(runs) == 1:
-        return runs[0]
+    """The sessions' measurements as one: the control and the operators pooled together, the operators' intervals
+    widened by the run drift; the label says how."""
     pooled = pool_sessions([[run.control, *run.estimates] for run in runs])
     control = pooled[0]
-    return SpeedMeasurement(_pooled_label(runs), pooled[1:], control,
+    estimates = [None if e is None else with_run_drift(e, RUN_DRIFT) for e in pooled[1:]]
+    return SpeedMeasurement(_pooled_label(runs), estimates, control,
                             control.baseline_ms if control is not None else runs[0].baseline_ms,
                             runs[0].conditions)
 
 
 def _pooled_label(runs: list[SpeedMeasurement]) -> str:
+    if len(runs) == 1:
+        return runs[0].label
     labels = [run.label for run in runs]
     if len(set(labels)) > 1:   # a session fell back to the search's process: each says why
         return f"pooled over {len(runs)} sessions: " + "; ".join(labels)

@@ -29,7 +29,8 @@ std::string quoted(const std::string& text) {
     return out;
 }
 
-int8_t checked_exponent(int a, int b, int sum) {
+// (in 16 bits, which hold any sum or difference of two exponents: the compiler's vector lanes are twice as many)
+int8_t checked_exponent(int16_t a, int16_t b, int16_t sum) {
     bool overflow = (a == kOverflow) | (b == kOverflow) | (sum < -kMaxExponent) | (sum > kMaxExponent);
     return overflow ? kOverflow : static_cast<int8_t>(sum);
 }
@@ -54,14 +55,16 @@ SpecError::SpecError(const std::string& text, size_t pos, const std::string& exp
 Size Size::operator*(const Size& other) const {
     Size r;
     for (int i = 0; i < kMaxVariables; ++i)
-        r.exponent[i] = checked_exponent(exponent[i], other.exponent[i], exponent[i] + other.exponent[i]);
+        r.exponent[i] = checked_exponent(exponent[i], other.exponent[i],
+                                         static_cast<int16_t>(exponent[i] + other.exponent[i]));
     return r;
 }
 
 Size Size::operator/(const Size& other) const {
     Size r;
     for (int i = 0; i < kMaxVariables; ++i)
-        r.exponent[i] = checked_exponent(exponent[i], other.exponent[i], exponent[i] - other.exponent[i]);
+        r.exponent[i] = checked_exponent(exponent[i], other.exponent[i],
+                                         static_cast<int16_t>(exponent[i] - other.exponent[i]));
     return r;
 }
 
@@ -80,6 +83,11 @@ bool Size::is_one() const {
 bool Size::lex_less(const Size& other) const { return exponent < other.exponent; }
 
 uint64_t Size::hash() const {
+    static const uint64_t one = Size{}.hash_of_exponents();  // (every view's and SHARE's `param`: asked most)
+    return is_one() ? one : hash_of_exponents();
+}
+
+uint64_t Size::hash_of_exponents() const {
     uint64_t h = fnv1a("Size");
     for (int i = 0; i < kMaxVariables; ++i) h = combine(h, static_cast<uint64_t>(exponent[i] + 128) + (uint64_t(i) << 8));
     return h;

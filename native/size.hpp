@@ -54,6 +54,9 @@ struct Size {
     // Lexicographic order on exponents (used for canonical orders only).
     bool lex_less(const Size& other) const;
     uint64_t hash() const;
+
+private:
+    uint64_t hash_of_exponents() const;
 };
 
 class SizeContext {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <stdexcept>
 
@@ -37,6 +38,8 @@ size_t DeadSet::size() const {
 
 namespace {
 
+std::atomic<uint64_t> next_space_id{1};
+
 void add_variable(std::vector<Variable>& vars, const std::string& spec_text, bool primary) {
     ParsedSpec spec = parse_spec(spec_text);
     for (auto& v : vars)
@@ -55,7 +58,7 @@ void add_variable(std::vector<Variable>& vars, const std::string& spec_text, boo
 Space::Space(const std::string& input_shape, const std::string& output_shape, const std::vector<std::string>& primary,
              const std::vector<std::string>& coefficients, const std::vector<std::map<std::string, int64_t>>& mappings,
              const Options& opts, const std::vector<std::string>& fixed)
-    : options(opts) {
+    : options(opts), id(next_space_id.fetch_add(1, std::memory_order_relaxed)) {
     std::vector<Variable> vars;
     for (auto& s : primary) add_variable(vars, s, true);
     for (auto& s : coefficients) add_variable(vars, s, false);
@@ -157,7 +160,22 @@ bool Space::valid_extent(const Size& s) const {
 }
 
 bool Space::admissible(const Size& s) const {
-    return options.structural ? ctx.is_legal(s) : ctx.is_valid_extent(s);
+    if (options.structural) return ctx.is_legal(s);
+    // A pure function of the size, asked for every candidate's new sizes (merge blocks, split products: tens per
+    // expanded node) and exact integer arithmetic under every mapping each time: remembered per thread, by space.
+    struct Entry {
+        uint64_t space = 0, lo = 0, hi = 0;
+        bool verdict = false;
+    };
+    static constexpr size_t kEntries = 1024;
+    thread_local std::array<Entry, kEntries> memo{};
+    uint64_t lo, hi;
+    static_assert(sizeof s.exponent == sizeof lo + sizeof hi);
+    std::memcpy(&lo, s.exponent.data(), sizeof lo);
+    std::memcpy(&hi, s.exponent.data() + sizeof lo, sizeof hi);
+    Entry& e = memo[mix64(lo ^ mix64(hi ^ id)) % kEntries];
+    if (e.space != id || e.lo != lo || e.hi != hi) e = {id, lo, hi, ctx.is_valid_extent(s)};
+    return e.verdict;
 }
 
 double Space::sum_over_mappings(const Size& s) const {

@@ -96,6 +96,7 @@ struct Space {
     mutable std::unordered_map<uint64_t, std::shared_ptr<const std::vector<NodePtr>>> children_cache;
     mutable DepthCounters depth_counters;
     NodePtr root;
+    const uint64_t id;  // distinct for every Space of the process (a key of per-thread memos: admissible)
     std::vector<int> mapping_multiplicity;  // placeholders per valuation (valuations are the mappings)
 
     Space(const std::string& input_shape, const std::string& output_shape, const std::vector<std::string>& primary,

@@ -18,11 +18,12 @@ Timed, on an in-memory storage and on SQLite (a temporary file), for each sample
     a new storage object, so nothing is cached): what the issue calls the first decision of a sampler started on
     the study.
 For SynoSampler `study.ask()` runs the whole decision (before_trial: the tree brought up to date with the study,
-the MCTS walk and its rollouts, the operator written on the trial). The ratios are ours / TPE's in the same run;
-nothing is asserted about time. Each ask's process CPU time (all threads) is printed too: other work on a shared
-machine stretches it less than the wall time. --profile prints cProfile's top for each part. With --trial-seconds S
-each told trial is held S seconds first (its evaluation): SynoSampler's prefetch works then, TPE's figures do not
-change.
+the MCTS walk and its rollouts, the operator written on the trial). As `open_study` does in a worker, the heap is
+frozen (gc.freeze) once its study is loaded (--no-freeze: not), and thawed before TPE's figures (a plain Optuna
+process). The ratios are ours / TPE's in the same run; nothing is asserted about time. Each ask's process CPU time
+(all threads) is printed too: other work on a shared machine stretches it less than the wall time. --profile prints
+cProfile's top for each part. With --trial-seconds S each told trial is held S seconds first (its evaluation):
+SynoSampler's prefetch works then, TPE's figures do not change.
 
     python bench/sampler.py                       # 1,000 trials, in-memory and SQLite
     python bench/sampler.py --trial-seconds 1          # a 1 s evaluation between decisions (the default's: 1-3 s)
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import hashlib
 import json
 import os
@@ -150,19 +152,27 @@ class Figures(NamedTuple):
 
 
 def measure_one(kind: str, tmp: Path, name: str, trials: list, make_sampler, suggest, value_of, args,
-                label: str) -> Figures:
+                label: str, freeze: bool = False) -> Figures:
+    """`freeze`: the heap frozen after each load_study, as open_study does (syno_automl.study.opening.freeze_heap),
+    and thawed at the end."""
     storage = new_storage(kind, tmp, name)
     optuna.create_study(study_name=name, storage=storage, direction="maximize").add_trials(trials)
     if kind != "memory":  # a worker opens its own storage (no cache of the trials yet)
         storage = new_storage(kind, tmp, name)
     profiles = {part: cProfile.Profile() if args.profile else None for part in ("first", "warm", "cold")}
     study = optuna.load_study(study_name=name, storage=storage, sampler=make_sampler())
+    if freeze:
+        gc.freeze()
     first = time_asks(study, 1, suggest, value_of, profiles["first"], args.trial_seconds)[0]
     warm = time_asks(study, args.asks, suggest, value_of, profiles["warm"], args.trial_seconds)
     if kind != "memory":
         storage = new_storage(kind, tmp, name)
     study = optuna.load_study(study_name=name, storage=storage, sampler=make_sampler())
+    if freeze:  # (a new worker's heap: frozen once its study is open)
+        gc.freeze()
     cold = time_asks(study, 1, suggest, value_of, profiles["cold"])[0]
+    if freeze:
+        gc.unfreeze()
     for part, profile in profiles.items():
         if profile is not None:
             print(f"\n--- cProfile: {label} {part} ({kind}) ---")
@@ -182,7 +192,7 @@ def measure(kind: str, tmp: Path, args, space, config, context, pool) -> dict[st
     rng = random.Random(args.seed + 1)
     return {
         "SynoSampler": measure_one(kind, tmp, "syno", syno_trials(pool, args.seed), syno_sampler, lambda t: None,
-                                   syno_value, args, "SynoSampler"),
+                                   syno_value, args, "SynoSampler", freeze=not args.no_freeze),
         "TPESampler": measure_one(kind, tmp, "tpe", tpe_trials(len(pool), args.seed),
                                   lambda: optuna.samplers.TPESampler(seed=args.seed), tpe_suggest,
                                   lambda t: rng.uniform(0.2, 0.97), args if args.profile_tpe else
@@ -200,6 +210,8 @@ def main() -> None:
                         help="seconds between each ask and its tell, as a trial's evaluation (default: %(default)s: "
                              "none; SynoSampler prefetches the next decision's rollouts meanwhile)")
     parser.add_argument("--no-prefetch", action="store_true", help="SynoSampler(prefetch=False)")
+    parser.add_argument("--no-freeze", action="store_true",
+                        help="SynoSampler's heap not frozen after load_study (open_study freezes it)")
     parser.add_argument("--cache", default=tempfile.gettempdir(), help="folder of the sampled operators' cache")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top of SynoSampler's asks")
     parser.add_argument("--profile-tpe", action="store_true", help="and of TPESampler's")

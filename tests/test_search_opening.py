@@ -3,6 +3,7 @@ new study's first operator trials, and the tree goes on from their rewards."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 
 import optuna
 import pytest
@@ -73,6 +74,14 @@ def test_a_new_study_enqueues_the_opening_after_the_baseline_and_a_resume_adds_n
 
     unopened = _config(tmp_path, opening="none", study="unopened")
     assert [t.user_attrs.get(V.BASELINE) for t in open_study(unopened, context).trials] == [True]
+
+
+def test_an_opened_study_leaves_the_heap_frozen(context, tmp_path):
+    """A worker's heap (modules, torch, the model, the space) is out of the collector's full passes once its study is
+    open: its first decision reads every trial, which triggers one (bench/sampler.py)."""
+    config = _config(tmp_path, study="frozen")
+    open_study(config, dataclasses.replace(context, config=config))
+    assert gc.get_freeze_count() > 0
 
 
 def test_the_tree_goes_on_from_the_opening_reward(context, tmp_path):

@@ -33,12 +33,17 @@ struct NodeFacts {
     std::vector<double> value;        // value[k * mappings + v]: coordinate k's size at mapping v (approx)
     std::vector<double> fixed_value;  // the pass-through inputs' sizes, by mapping then input
     std::vector<double> outer_base;   // product of the node's contractions' non-low-rank outer sizes, by mapping
+    // No exponent of a product of any of the coordinates' sizes, in any order, can leave the range (sum of the
+    // magnitudes at most kMaxExponent): the shape distance is then the same whatever order it multiplies them in.
+    bool order_free = true;
 
     NodeFacts(const Space& space, const NodeState& node, std::vector<const Dim*> data, bool outer_needed)
         : dims(std::move(data)), mappings(space.ctx.valuations.size()) {
         if (dims.size() >= 64) throw std::length_error("a CONTRACTION over more than 63 data coordinates");
         const Options& o = space.options;
+        std::array<int, kMaxVariables> magnitude{};
         for (size_t k = 0; k < dims.size(); ++k) {
+            for (int i = 0; i < kMaxVariables; ++i) magnitude[i] += std::abs(dims[k]->size.exponent[i]);
             const Dim* d = dims[k];
             OuterKind kind = outer_kind(d);
             if (d->is_bare_reduce()) bare_reduce |= bit(k);
@@ -50,6 +55,7 @@ struct NodeFacts {
             usage.push_back(abs_usage(d->size, space.ctx, true));
             for (size_t v = 0; v < mappings; ++v) value.push_back(space.ctx.approx(d->size, static_cast<int>(v)));
         }
+        for (int m : magnitude) order_free = order_free && m <= kMaxExponent;
         for (size_t v = 0; v < mappings; ++v)
             for (int i : space.fixed_inputs) fixed_value.push_back(space.ctx.approx(space.input[i].size, static_cast<int>(v)));
         if (!outer_needed) return;
@@ -121,13 +127,15 @@ private:
 };
 
 // The shape distance's verdict on a group (ReachCheck::distance_allows) depends only on the sizes it takes from the
-// node's data (its outer SHAREs': an inner SHARE keeps its size) and from its bare reductions (every member's), so
-// it is computed once per such pair of coordinate sets, not once per group (3^n groups, 2^n outer sets).
+// node's data (its outer SHAREs': an inner SHARE keeps its size) and from its bare reductions (every member's), as
+// multisets (when no product of them can overflow: NodeFacts::order_free), so it is computed once per such pair of
+// coordinate sets, not once per group (3^n groups, 2^n outer sets).
 class DistanceMemo {
 public:
     explicit DistanceMemo(const NodeFacts& f) : n_(f.dims.size()) {
         for_each(f.bare_reduce, [&](size_t k) { reduce_bit_.push_back(k); });
-        if (n_ + reduce_bit_.size() <= kMaxBits) verdicts_.assign(size_t{1} << (n_ + reduce_bit_.size()), kUnknown);
+        if (f.order_free && n_ + reduce_bit_.size() <= kMaxBits)
+            verdicts_.assign(size_t{1} << (n_ + reduce_bit_.size()), kUnknown);
     }
     template <typename Compute>
     bool allows(Mask group, Mask outer, Compute compute) {
@@ -144,7 +152,7 @@ private:
     static constexpr int8_t kUnknown = -1;
     size_t n_;
     std::vector<size_t> reduce_bit_;
-    std::vector<int8_t> verdicts_;  // by (outer set, bare reductions in the group); empty: too many coordinates
+    std::vector<int8_t> verdicts_;  // by (outer set, bare reductions in the group); empty: not kept
 };
 
 }  // namespace syno::contraction

@@ -522,7 +522,9 @@ class MCTS:
         op_hash, suffix = fact.completions[index]
         op = self._ops.get((fact.leaf, fact.count, index))
         leaf_path = leaf.path
-        if op is not None and op.path[: len(leaf_path)] == leaf_path:
+        # the cached operator only if it is this fact's completion: a fact learned later for the same (leaf, count)
+        # (another worker's record) may list other completions, and the caller checked `op_hash`, not the cache's
+        if op is not None and op.hash == op_hash and op.path[: len(leaf_path)] == leaf_path:
             return op
         node = leaf
         try:

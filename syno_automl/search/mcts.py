@@ -260,7 +260,7 @@ class MCTS:
         self._kids: dict[str, list[_Kid]] = {}
         self._deadline = math.inf
         self._samples: dict[tuple[str, int], RolloutFact] = {}  # (leaf, count) -> its completions
-        self._ops: dict[tuple[str, int, int], Operator] = {}  # (leaf, count, index) -> the completion, built
+        self._ops: dict[str, Operator] = {}  # a completion's hash -> it, built (by hash: a fact's index is not stable)
         self._new_facts: list[RolloutFact] = []  # sampled since the last take_new_facts
         self._fallbacks: dict[tuple[int, int], tuple[list[Operator], bool]] = {}  # recent decisions' global draws
         self._facts_key: str | None = None
@@ -510,8 +510,8 @@ class MCTS:
             ops, exhausted = self._sample(count, seed, leaf, self.limits.rollout_attempts * min(count, 4))
             depth = len(leaf.path)
             fact = RolloutFact(leaf.key, count, tuple((op.hash, tuple(op.path[depth:])) for op in ops), exhausted)
-            for i, op in enumerate(ops):
-                self._ops[(leaf.key, count, i)] = op
+            for op in ops:
+                self._ops[op.hash] = op
             self._samples[memo_key] = fact
             self._new_facts.append(fact)
         return fact
@@ -520,11 +520,11 @@ class MCTS:
         """Completion `index` of `fact` as an Operator whose path goes through `leaf`'s (the walk's route to it),
         or None when the fact does not hold in this space (then it is forgotten)."""
         op_hash, suffix = fact.completions[index]
-        op = self._ops.get((fact.leaf, fact.count, index))
+        # cached by hash, not by (leaf, count, index): a fact forgotten and then learned again from another worker's
+        # record for the same (leaf, count) may list other completions, and the caller checked `op_hash`
+        op = self._ops.get(op_hash)
         leaf_path = leaf.path
-        # the cached operator only if it is this fact's completion: a fact learned later for the same (leaf, count)
-        # (another worker's record) may list other completions, and the caller checked `op_hash`, not the cache's
-        if op is not None and op.hash == op_hash and op.path[: len(leaf_path)] == leaf_path:
+        if op is not None and op.path[: len(leaf_path)] == leaf_path:
             return op
         node = leaf
         try:
@@ -536,7 +536,7 @@ class MCTS:
         if op is None:
             self._samples.pop((fact.leaf, fact.count), None)
             return None
-        self._ops[(fact.leaf, fact.count, index)] = op
+        self._ops[op_hash] = op
         return op
 
     def _rollout(self, leaf: Node, taken: set[str], calls: list[int]) -> Operator | None:

@@ -94,8 +94,9 @@ def _session(spec: Path, out: Path) -> dict[str, Any]:
     return json.loads(out.read_text())
 
 
-def _run(spec: Path, out: Path, sessions: int) -> dict[str, Any]:
+def _run(spec: Path, out: Path, sessions: int, target: str) -> dict[str, Any]:
     """One measurement as the final stage makes it: `sessions` fresh processes, one after another, pooled."""
+    from syno_automl.runtime import parse_target
     from syno_automl.study.speed import SpeedMeasurement
     from syno_automl.study.speed_process import FRESH_LABEL
     from syno_automl.study.speed_sessions import pool_measurements
@@ -104,7 +105,7 @@ def _run(spec: Path, out: Path, sessions: int) -> dict[str, Any]:
     measured = [SpeedMeasurement.from_dict(f) for f in found]
     for m in measured:
         m.label += FRESH_LABEL   # each session was a process of its own, as the final stage's
-    pooled = pool_measurements(measured)
+    pooled = pool_measurements(measured, parse_target(target))
     return {**pooled.to_dict(), "seconds": sum(f["seconds"] for f in found), "sessions": found}
 
 
@@ -150,6 +151,12 @@ def compare(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
+def _row_text(r: dict[str, Any]) -> str:
+    return (f"| {r['setting']} | {r['operators']} | {r['spearman']:.3f} | {100 * r['median_abs_log_diff']:.2f} % | "
+            f"{100 * r['coverage']:.0f} % | {r['pairs_median']:.0f} | {100 * r['shift']:.2f} % | "
+            f"{r.get('controls', '')} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--default-ops", type=int, default=24)
@@ -188,14 +195,16 @@ def main() -> None:
                                         "ops": _sample(setting, args.target, count, args.seed)}))
             hog = None if args.no_load else _busy_core()
             try:
-                runs = [_run(spec, Path(tmp) / f"{setting}-{k}.json", sessions) for k in range(args.runs)]
+                runs = [_run(spec, Path(tmp) / f"{setting}-{k}.json", sessions, args.target) for k in range(args.runs)]
             finally:
                 if hog is not None:
                     hog.kill()
             rows.append(compare(setting, runs))
             saved[setting] = runs
+            if args.save is not None:   # each setting as it ends: a run cut short keeps what it finished
+                args.save.write_text(json.dumps(saved, indent=1))
             took = ", ".join(f"{r['seconds']:.0f}" for r in runs)
-            print(f"{setting}: {runs[0]['label']}; runs took {took} s", flush=True)
+            print(f"{setting}: {runs[0]['label']}; runs took {took} s\n{_row_text(rows[-1])}", flush=True)
             for whole, run in zip(everything, runs):
                 whole["estimates"] += run["estimates"]
     rows.append(compare("all", everything))
@@ -208,9 +217,7 @@ def main() -> None:
           "| controls |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        print(f"| {r['setting']} | {r['operators']} | {r['spearman']:.3f} | {100 * r['median_abs_log_diff']:.2f} % | "
-              f"{100 * r['coverage']:.0f} % | {r['pairs_median']:.0f} | {100 * r['shift']:.2f} % | "
-              f"{r.get('controls', '')} |")
+        print(_row_text(r))
     print("bar: Spearman >= 0.9, median abs log diff <= 3 %, coverage >= 90 %")
 
 

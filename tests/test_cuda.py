@@ -149,7 +149,7 @@ def test_trial_callbacks_on_gpu() -> None:
     x = next(iter(dm.train_dataloader()))[0]
     substitution = SynoSubstitution(op, layer=nn.Conv2d, example_input=x, flops_ratio=1.0, max_depth=8,
                                     where=lambda n, m: m.in_channels != 1)
-    guard = SlowTrialGuard(600, baseline=lambda: build_model("small_cnn", 10, 1), probe_steps=1)
+    guard = SlowTrialGuard(600, baseline=lambda: build_model("small_cnn", 10, 1), probe_steps=2)
     trainer = L.Trainer(max_epochs=1, accelerator="gpu", devices=1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, limit_train_batches=4,
                         limit_val_batches=2, callbacks=[substitution, guard])

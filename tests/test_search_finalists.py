@@ -238,7 +238,7 @@ def test_the_loss_verdict_names_the_fastest_operator_within_the_margin_in_nats()
     assert dataclasses.replace(result, margin=0.0, candidates=[slow, over]).chosen is slow
     none = dataclasses.replace(result, candidates=[])
     assert none.verdict() == ("no operator within 0.01 nats of the baseline's val_loss (no completed operator cheaper "
-                              "than the replaced layers to re-train)")
+                              "than the replaced layers: none to re-train)")
     assert all("pp" not in r.verdict() for r in (result, outside, none))
     assert "tokens/s" in result.table()[0] and result.to_dict()["steps"] == 40
     lm = SearchConfig(task="lm", max_steps=30)
@@ -401,3 +401,30 @@ def test_the_final_stage_says_how_long_it_will_take_from_the_search_trials() -> 
     context = types.SimpleNamespace(config=SearchConfig(epochs=3), task=ImageTask())
     assert expected_seconds(study, context, budget=6, trainings=4 * 3) == pytest.approx(12 * 2 * 12)
     assert expected_seconds(optuna.create_study(), context, budget=6, trainings=12) is None
+
+
+def test_an_empty_final_stage_says_what_faster_meant() -> None:
+    """A study timed on its speed target (second objective the measured time ratio) where no operator beat the
+    original: the final stage and the verdict say so and name the target (an H200 search on cuda.compiled measured
+    every operator slower, and its verdict spoke of planned cost); a planned-cost study keeps its own words; the
+    reason survives the study's stored result."""
+    from types import SimpleNamespace
+
+    from syno_automl.runtime import parse_target
+    from syno_automl.study.finalists import _no_candidate
+    from syno_automl.study.verdict import NO_CHEAPER_OPERATOR
+
+    context = SimpleNamespace(resolved=SimpleNamespace(speed=parse_target("cuda.compiled")))
+    measured = optuna.create_study(directions=["maximize", "minimize"])
+    measured.set_metric_names(["val_acc", "time_ratio"])
+    planned = optuna.create_study(directions=["maximize", "minimize"])
+    planned.set_metric_names(["val_acc", "cost_ratio"])
+    reason = _no_candidate(measured, context)
+    assert reason == "no completed operator measured faster than the original on cuda.compiled"
+    assert _no_candidate(planned, context) == NO_CHEAPER_OPERATOR
+    base = Finalist("baseline", 0, "the original layers", 1.0, 0.7, [])
+    result = FinalResult(base, [], seeds=1, epochs=8, margin=0.01, timing="not timed", no_candidate=reason)
+    assert result.verdict() == f"no operator within 1 pp of the baseline ({reason}: none to re-train)"
+    assert FinalResult.from_dict(result.to_dict()).verdict() == result.verdict()
+    old = {k: v for k, v in result.to_dict().items() if k != "no_candidate"}   # a result stored before the field
+    assert NO_CHEAPER_OPERATOR in FinalResult.from_dict(old).verdict()

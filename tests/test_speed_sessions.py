@@ -12,8 +12,11 @@ from _syno_helpers import brief_speed_protocol, speed_context_fixture
 from syno_automl.errors import OptionError
 from syno_automl.measure.paired import SpeedupEstimate
 from syno_automl.measure.pooled import pool_sessions, with_run_drift
+from syno_automl.runtime import parse_target
 from syno_automl.study.speed import SpeedMeasurement
-from syno_automl.study.speed_sessions import RUN_DRIFT, measure_final, pool_measurements
+from syno_automl.study.speed_sessions import CUDA_RUN_DRIFT, RUN_DRIFT, measure_final, pool_measurements, run_drift
+
+CPU = parse_target("cpu.eager")
 
 
 def _estimate(ratio: float, half: float = 0.01, pairs: int = 16) -> SpeedupEstimate:
@@ -98,15 +101,27 @@ def test_the_operators_carry_the_run_drift_and_the_control_does_not():
     sessions' combined with the run drift, and the control's its own alone (both its sides are one model)."""
     runs = [SpeedMeasurement("cpu.eager: eager", [_estimate(1.5, 0.01)], _estimate(1.0, 0.01), 10.0)
             for _ in range(2)]
-    pooled = pool_measurements(runs)
+    pooled = pool_measurements(runs, CPU)
     own = math.sqrt(0.01 ** 2 / 2)
     operator, control = pooled.estimates[0], pooled.control
     assert operator is not None and control is not None
     assert math.log(operator.high / operator.ratio) == pytest.approx(math.hypot(own, 1.96 * math.sqrt(2) * RUN_DRIFT))
     assert math.log(control.high / control.ratio) == pytest.approx(own)
-    single = pool_measurements(runs[:1])
+    single = pool_measurements(runs[:1], CPU)
     assert single.label == "cpu.eager: eager" and single.estimates[0] is not None
     assert math.log(single.estimates[0].high / 1.5) == pytest.approx(math.hypot(0.01, 1.96 * math.sqrt(2) * RUN_DRIFT))
+    on_gpu = pool_measurements(runs, parse_target("cuda.compiled"))
+    assert on_gpu.estimates[0] is not None and on_gpu.control is not None
+    gpu_term = 1.96 * math.sqrt(2) * CUDA_RUN_DRIFT
+    assert math.log(on_gpu.estimates[0].high / 1.5) == pytest.approx(math.hypot(own, gpu_term))
+    assert math.log(on_gpu.control.high / on_gpu.control.ratio) == pytest.approx(own)
+
+
+def test_the_run_drift_follows_the_targets_device():
+    """Measured apart: a GPU run's common shift (H200) was twice the CPU's; both targets of a device share it."""
+    assert run_drift(parse_target("cpu.eager")) == run_drift(parse_target("cpu.compiled")) == RUN_DRIFT
+    assert run_drift(parse_target("cuda.eager")) == run_drift(parse_target("cuda.compiled")) == CUDA_RUN_DRIFT
+    assert CUDA_RUN_DRIFT > RUN_DRIFT > 0
 
 
 def test_the_run_drift_covers_a_shift_common_to_a_run():
@@ -154,8 +169,8 @@ def test_the_final_stage_runs_two_sessions_and_says_so(context):
 
 def test_labels_of_fresh_and_fallen_back_sessions():
     fresh = [SpeedMeasurement("cpu.eager: eager (a fresh process)", [None], None, 1.0) for _ in range(2)]
-    assert pool_measurements(fresh).label == "cpu.eager: eager (2 fresh processes, pooled)"
+    assert pool_measurements(fresh, CPU).label == "cpu.eager: eager (2 fresh processes, pooled)"
     mixed = [fresh[0], SpeedMeasurement("cpu.eager: eager (in the search's process: a fresh one failed: X)",
                                         [None], None, 1.0)]
-    assert pool_measurements(mixed).label.startswith("pooled over 2 sessions: ")
-    assert "failed: X" in pool_measurements(mixed).label
+    assert pool_measurements(mixed, CPU).label.startswith("pooled over 2 sessions: ")
+    assert "failed: X" in pool_measurements(mixed, CPU).label

@@ -49,16 +49,18 @@ from syno_automl import vocabulary as V
 from syno_automl.interrupt import check_interrupt, stop_reason
 from syno_automl.runtime import SpeedTarget
 from syno_automl.search.objectives import (
+    TIME_RATIO,
     baseline_trial,
     is_pareto,
     maximizes,
     operator_front,
     primary_value,
+    speed_ratio_name,
     speed_ratio_of,
 )
 from syno_automl.study.speed import SpeedMeasurement, measure_speedups
 from syno_automl.study.speed_sessions import measure_final
-from syno_automl.study.verdict import Finalist, FinalResult, describe_kind
+from syno_automl.study.verdict import NO_CHEAPER_OPERATOR, Finalist, FinalResult, describe_kind, no_faster_operator
 
 __all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "measured_targets",
            "timing_batch", "TIE_MARGIN"]
@@ -103,6 +105,14 @@ def choose_finalists(study: optuna.Study, k: int, tie: float | None = None,
         seen.add(h)
         chosen.append(t)
     return chosen
+
+
+def _no_candidate(study: optuna.Study, context: Any) -> str:
+    """What an empty final stage says: measured faster on the speed target (a study whose second objective is the
+    measured time ratio), else cheaper by the plan."""
+    if speed_ratio_name(study) == TIME_RATIO:
+        return no_faster_operator(context.resolved.speed.name)
+    return NO_CHEAPER_OPERATOR
 
 
 def _faster(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
@@ -208,13 +218,14 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     started = time.time()
     (budget, unit), seeds = context.task.final_budget(config), config.final_seeds
     trials = choose_finalists(study, config.finalists)
+    no_candidate = _no_candidate(study, context)
     if out is not None:
         extra = (f" ({len(trials) - config.finalists} beyond --finalists {config.finalists}: trial values within "
                  f"{TIE_MARGIN * 100:g} pp of a chosen one's)") if len(trials) > config.finalists else ""
         eta = expected_seconds(study, context, budget, (len(trials) + 1) * seeds) if trials else None
         print(f"final stage: re-training {len(trials)} finalist(s){extra} and the baseline, {seeds} seeds × {budget} "
               f"{unit} each" + (f" (about {_duration(eta)}, from the search's trials)" if eta else "") if trials else
-              "final stage: no finalist (no completed operator cheaper than the replaced layers): nothing re-trained",
+              f"final stage: no finalist ({no_candidate}): nothing re-trained",
               file=out, flush=True)
     ops = []
     for t in trials:
@@ -264,7 +275,7 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     # more perplexity at any loss level; a margin relative to the loss would instead tighten as the model improves
     result = FinalResult(baseline, candidates, seeds=seeds, epochs=budget, margin=config.final_margin,
                          timing=timing, metric=task.final_metric, maximize=task.direction == "maximize",
-                         seconds=time.time() - started, unit=unit)
+                         seconds=time.time() - started, unit=unit, no_candidate=no_candidate)
     _record(study, result, config.objective_name, tracker, parent, context)
     if out is not None:
         print(f"final stage ({result.seconds:.0f} s):", file=out)

@@ -27,8 +27,8 @@ from syno_automl.runtime import SpeedTarget
 from syno_automl.study.speed import SpeedMeasurement, measure_speedups
 from syno_automl.study.speed_process import FRESH_LABEL, SAME, measure_in_fresh_process, speed_process_of
 
-__all__ = ["FINAL_SESSIONS", "REMEASURE_SESSIONS", "RUN_DRIFT", "SESSION_PROTOCOL", "measure_final",
-           "pool_measurements"]
+__all__ = ["CUDA_RUN_DRIFT", "FINAL_SESSIONS", "REMEASURE_SESSIONS", "RUN_DRIFT", "SESSION_PROTOCOL",
+           "measure_final", "pool_measurements", "run_drift"]
 
 FINAL_SESSIONS = 2
 # ``reevaluate``'s: one operator and the control in 3 sessions give the spread 4 degrees of freedom (t = 2.78);
@@ -38,8 +38,13 @@ REMEASURE_SESSIONS = 3
 # in an interval: 1.96 * sqrt(2) * 1.2 % = ±3.3 %), measured on this project's 2-core VM with one core kept busy by
 # `bench/speed_reliability.py --runs 4`: 1.20 % over 4 runs of 12 ResNet-18 operators (3 degrees of freedom), as
 # two runs of them gave before (+1.7 % apart); the default model's 24: 2.16 % at load 3.4, 0.14 % at load 2.
-# Measured on the CPU only: a CUDA target takes the same term until a GPU run measures its own.
 RUN_DRIFT = 0.012
+# the same on a CUDA target (±6.7 %), measured on an H200 (docs/measurements/2026-11-27-h200.md, cuda.eager fp32,
+# `bench/speed_reliability.py --target cuda.eager --no-load`, 2 runs): ResNet-18's 6 operators all moved alike by
+# +4.7 % between the runs (sd 3.35 %), the default model's 8 by -0.9 % (0.63 %); 2.4 % pools the two (2 degrees of
+# freedom: a rough figure, kept until more GPU runs refine it). At 1.2 % a run's interval held the other run's
+# figure for 9 of 12 ResNet-18 checks; at 2.4 %, 12 of 12.
+CUDA_RUN_DRIFT = 0.024
 # one session's share: whole cycles of the 4 copies (8 pairs each), 16 to 24 pairs, a stop at ±2.8 % (the
 # single-session ±2 % times √2: the pooled mean of two gets back to about ±2 % before the spread between processes)
 SESSION_PROTOCOL = replace(SPEED_PROTOCOL, min_pairs=16, max_pairs=24, target_halfwidth=0.028)
@@ -60,15 +65,21 @@ def measure_final(context: Any, ops: list[Any], target: SpeedTarget | None = Non
         if not run.measured:   # nothing here can time it (no CUDA device): a second session would say the same
             return run
         runs.append(run)
-    return pool_measurements(runs)
+    return pool_measurements(runs, target or context.resolved.speed)
 
 
-def pool_measurements(runs: list[SpeedMeasurement]) -> SpeedMeasurement:
-    """The sessions' measurements as one: the control and the operators pooled together, the operators' intervals
-    widened by the run drift; the label says how."""
+def run_drift(target: SpeedTarget) -> float:
+    """The run drift of `target`'s device: ``CUDA_RUN_DRIFT`` on a GPU, ``RUN_DRIFT`` on the CPU."""
+    return CUDA_RUN_DRIFT if target.cuda else RUN_DRIFT
+
+
+def pool_measurements(runs: list[SpeedMeasurement], target: SpeedTarget) -> SpeedMeasurement:
+    """The sessions' measurements on `target` as one: the control and the operators pooled together, the operators'
+    intervals widened by the run drift of the target's device; the label says how."""
     pooled = pool_sessions([[run.control, *run.estimates] for run in runs])
     control = pooled[0]
-    estimates = [None if e is None else with_run_drift(e, RUN_DRIFT) for e in pooled[1:]]
+    drift = run_drift(target)
+    estimates = [None if e is None else with_run_drift(e, drift) for e in pooled[1:]]
     return SpeedMeasurement(_pooled_label(runs), estimates, control,
                             control.baseline_ms if control is not None else runs[0].baseline_ms,
                             runs[0].conditions)

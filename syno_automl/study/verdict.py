@@ -33,7 +33,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Finalist", "FinalResult", "short_description", "stored_final"]
+__all__ = ["NO_CHEAPER_OPERATOR", "Finalist", "FinalResult", "no_faster_operator", "short_description",
+           "stored_final"]
+
+NO_CHEAPER_OPERATOR = "no completed operator cheaper than the replaced layers"
+
+
+def no_faster_operator(target: str) -> str:
+    """Why a study whose trials were timed on `target` has no finalist."""
+    return f"no completed operator measured faster than the original on {target}"
 
 
 def short_description(primitives: list[str], limit: int = 60) -> str:
@@ -161,6 +169,8 @@ class FinalResult:
     maximize: bool = True
     seconds: float = 0.0
     unit: str = "epochs"
+    # why no operator was re-trained, when none was: what "faster" meant (measured on a target, or planned)
+    no_candidate: str = NO_CHEAPER_OPERATOR
 
     def within(self, f: Finalist) -> bool:
         """Whether `f`'s mean is within the margin of the baseline's mean (both re-trained alike)."""
@@ -240,7 +250,7 @@ class FinalResult:
             return (f"{found}{chosen.label} {chosen.description} {value}, speedup {chosen.speedup_text()} "
                     f"({self._throughput(chosen)}{self.timing}){self._tie_text()}")
         if not self.candidates:
-            return f"no operator {head} (no completed operator cheaper than the replaced layers to re-train)"
+            return f"no operator {head} ({self.no_candidate}: none to re-train)"
         if self.baseline.mean is None:
             return f"no operator {head}: the baseline failed to re-train"
         within = sorted((f for f in self.candidates if self.within(f)), key=lambda f: -_signed(f.mean, maximize))
@@ -298,7 +308,7 @@ class FinalResult:
                 "metric": self.metric, "maximize": self.maximize, "seconds": round(self.seconds, 1),
                 "verdict": self.verdict(),
                 "chosen": chosen.label if chosen is not None else None, "baseline": self.baseline.to_dict(),
-                "candidates": [f.to_dict() for f in self.candidates]}
+                "candidates": [f.to_dict() for f in self.candidates], "no_candidate": self.no_candidate}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FinalResult:
@@ -317,7 +327,8 @@ class FinalResult:
                    [Finalist.from_dict(c) for c in data.get("candidates") or []], seeds=int(data.get("seeds") or 0),
                    epochs=int(data.get(unit) or 0), margin=float(data.get("margin") or 0.0),
                    timing=str(data.get("timing") or ""), metric=str(data.get("metric") or "accuracy"),
-                   maximize=bool(data.get("maximize", True)), seconds=float(data.get("seconds") or 0.0), unit=unit)
+                   maximize=bool(data.get("maximize", True)), seconds=float(data.get("seconds") or 0.0), unit=unit,
+                   no_candidate=str(data.get("no_candidate") or NO_CHEAPER_OPERATOR))
 
 
 def stored_final(study: Any) -> FinalResult | None:

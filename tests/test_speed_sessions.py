@@ -174,3 +174,28 @@ def test_labels_of_fresh_and_fallen_back_sessions():
                                         [None], None, 1.0)]
     assert pool_measurements(mixed, CPU).label.startswith("pooled over 2 sessions: ")
     assert "failed: X" in pool_measurements(mixed, CPU).label
+
+
+def test_fp32_on_cuda_times_matmuls_at_the_precision_of_cudnns_convolutions(context, monkeypatch):
+    """PyTorch gives cuDNN's convolutions TF32 and matmuls full fp32 by default: on a CUDA target at fp32 the probe
+    times both in TF32 (and its conditions say tf32), or both in fp32 where cuDNN's TF32 is off; the CPU's fp32 is
+    untouched. No CUDA here: the probe is only built, and the matmul switch checked (set while timing, then as
+    before)."""
+    import torch
+
+    from syno_automl.study.speed import SpeedProbe, _autocast
+
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    assert SpeedProbe(context, parse_target("cuda.eager")).precision == "tf32"
+    assert SpeedProbe(context, parse_target("cpu.eager")).precision == "fp32"
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    assert SpeedProbe(context, parse_target("cuda.compiled")).precision == "fp32"
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32   # (cuBLAS's flags are not attributes monkeypatch can restore)
+    try:
+        matmul.allow_tf32 = False
+        with _autocast("cuda", "tf32"):
+            assert matmul.allow_tf32
+        assert not matmul.allow_tf32
+    finally:
+        matmul.allow_tf32 = before

@@ -10,7 +10,7 @@ fp16 through ``torch.autocast``), `threads` torch threads on a CPU.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -56,8 +56,33 @@ def precision_name(precision: str) -> str:
 def _autocast(device: str, precision: str) -> Any:
     import torch
 
+    if precision == "tf32":
+        return _tf32_matmuls()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     return torch.autocast(device, dtype=dtype) if dtype is not None else contextlib.nullcontext()
+
+
+def _cuda_fp32_name() -> str:
+    """How fp32 runs on CUDA here: "tf32" where cuDNN's convolutions take TF32 (PyTorch's default), and then the
+    timed matmuls do too (``_tf32_matmuls``), else "fp32"."""
+    import torch
+
+    return "tf32" if torch.backends.cudnn.allow_tf32 else "fp32"
+
+
+@contextlib.contextmanager
+def _tf32_matmuls() -> Iterator[None]:
+    """Matmuls in TF32 while a model is timed (then as before): PyTorch's defaults give cuDNN's convolutions TF32
+    and matmuls full fp32, so an operator's contractions would be timed at another precision than the convolution
+    they replace (on an H200 TF32's peak is about 8x fp32's)."""
+    import torch
+
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def _caller(model: Any, example: Any, device: str, precision: str) -> Callable[[], Any]:
@@ -93,6 +118,8 @@ class SpeedProbe:
         self.runs = not (self.target.cuda and not torch.cuda.is_available())
         self.threads = threads or torch.get_num_threads()
         self.precision = precision_name(context.config.precision)
+        if self.target.cuda and self.precision == "fp32":
+            self.precision = _cuda_fp32_name()
         self.where = (f"cpu ({self.threads} thread{'s' if self.threads > 1 else ''})" if self.target.device == "cpu"
                       else torch.cuda.get_device_name() if self.runs else "cuda (none here)")
         self._example: Any = None

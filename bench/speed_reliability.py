@@ -20,6 +20,7 @@ median |log diff| <= 3 %, coverage >= 90 %.
 
     nice -n 5 python bench/speed_reliability.py                      # 24 default + 12 ResNet-18 operators
     python bench/speed_reliability.py --default-ops 6 --resnet-ops 0 --no-load   # a quick look
+    python bench/speed_reliability.py --from-saved F --target cuda.eager --drift 0.024   # a --save file's figures
 """
 from __future__ import annotations
 
@@ -99,14 +100,35 @@ def _run(spec: Path, out: Path, sessions: int, target: str) -> dict[str, Any]:
     from syno_automl.runtime import parse_target
     from syno_automl.study.speed import SpeedMeasurement
     from syno_automl.study.speed_process import FRESH_LABEL
-    from syno_automl.study.speed_sessions import pool_measurements
+    from syno_automl.study.speed_sessions import pool_measurements, run_drift
 
     found = [_session(spec, out.with_suffix(f".{k}.json")) for k in range(sessions)]
     measured = [SpeedMeasurement.from_dict(f) for f in found]
     for m in measured:
         m.label += FRESH_LABEL   # each session was a process of its own, as the final stage's
     pooled = pool_measurements(measured, parse_target(target))
-    return {**pooled.to_dict(), "seconds": sum(f["seconds"] for f in found), "sessions": found}
+    return {**pooled.to_dict(), "seconds": sum(f["seconds"] for f in found), "sessions": found,
+            "drift": run_drift(parse_target(target))}
+
+
+def with_drift(runs: list[dict[str, Any]], drift: float, saved_drift: float) -> list[dict[str, Any]]:
+    """`runs` (as --save keeps them) with each operator's interval carrying the run drift `drift` instead of the one
+    it was pooled with (the run's "drift", else `saved_drift`): the half-width in log ratio, less that drift's
+    1.96 * sqrt(2) * drift in quadrature, plus the new one's. The figures and the controls do not move."""
+    def term(d: float) -> float:
+        return (1.96 * math.sqrt(2) * d) ** 2
+
+    out = []
+    for run in runs:
+        old = term(run.get("drift", saved_drift))
+        estimates = []
+        for e in run["estimates"]:
+            if e is not None:
+                half = math.sqrt(max(math.log(e["high"] / e["low"]) ** 2 / 4 - old, 0.0) + term(drift))
+                e = {**e, "low": e["ratio"] * math.exp(-half), "high": e["ratio"] * math.exp(half)}
+            estimates.append(e)
+        out.append({**run, "estimates": estimates, "drift": drift})
+    return out
 
 
 def _busy_core() -> subprocess.Popen:
@@ -157,6 +179,30 @@ def _row_text(r: dict[str, Any]) -> str:
             f"{r.get('controls', '')} |")
 
 
+def _print_saved(args: argparse.Namespace) -> None:
+    from syno_automl.runtime import parse_target
+    from syno_automl.study.speed_sessions import run_drift
+
+    drift = run_drift(parse_target(args.target)) if args.drift is None else args.drift
+    saved = json.loads(args.from_saved.read_text())
+    rows, everything = [], None
+    for setting, runs in saved.items():
+        runs = with_drift(runs, drift, args.saved_drift)
+        rows.append(compare(setting, runs))
+        everything = everything or [{"estimates": []} for _ in runs]
+        for whole, run in zip(everything, runs):
+            whole["estimates"] += run["estimates"]
+    if everything:
+        rows.append(compare("all", everything))
+    print(f"speed reliability of {args.from_saved}, the operators' intervals carrying a run drift of "
+          f"{100 * drift:.2f} %:")
+    print("| setting | operators | Spearman | median abs log diff | coverage | pairs (median) | common shift (sd) "
+          "| controls |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(_row_text(r))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--default-ops", type=int, default=24)
@@ -171,11 +217,20 @@ def main() -> None:
                     help="sessions (fresh processes) per run, pooled (default: the final stage's)")
     ap.add_argument("--runs", type=int, default=2, help="runs per setting, one after another (default 2)")
     ap.add_argument("--save", type=Path, help="write every run's estimates and sessions per setting (JSON) here")
+    ap.add_argument("--from-saved", type=Path, help="no measuring: the figures of a --save file, the operators' "
+                    "intervals carrying --drift")
+    ap.add_argument("--drift", type=float, help="with --from-saved: the run drift (default: the shipped one of "
+                    "--target's device)")
+    ap.add_argument("--saved-drift", type=float, default=0.012, help="with --from-saved: the drift a file saved "
+                    "before runs recorded theirs was pooled with (default: %(default)s, the CPU's)")
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker is not None:
         worker(args.worker, args.out)
+        return
+    if args.from_saved is not None:
+        _print_saved(args)
         return
     from syno_automl.study.speed_sessions import FINAL_SESSIONS
 

@@ -43,7 +43,8 @@ RUN_DRIFT = 0.012
 # `bench/speed_reliability.py --target cuda.eager --no-load`, 2 runs): ResNet-18's 6 operators all moved alike by
 # +4.7 % between the runs (sd 3.35 %), the default model's 8 by -0.9 % (0.63 %); 2.4 % pools the two (2 degrees of
 # freedom: a rough figure, kept until more GPU runs refine it). At 1.2 % a run's interval held the other run's
-# figure for 9 of 12 ResNet-18 checks; at 2.4 %, 12 of 12.
+# figure for 9 of 12 ResNet-18 checks; at 2.4 %, 12 of 12 (`bench/speed_reliability.py --from-saved
+# docs/measurements/2026-11-27-h200-reliability-cuda.eager-fp32.json --target cuda.eager --drift 0.024`).
 CUDA_RUN_DRIFT = 0.024
 # one session's share: whole cycles of the 4 copies (8 pairs each), 16 to 24 pairs, a stop at ±2.8 % (the
 # single-session ±2 % times √2: the pooled mean of two gets back to about ±2 % before the spread between processes)

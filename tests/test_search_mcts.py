@@ -141,17 +141,17 @@ def test_reward():
 def test_a_run_of_fallbacks_samples_the_space_once_per_group_of_decisions():
     """A tree that always falls back (no sample call allowed to its rollouts): four decisions in a row (a group)
     share one whole-space draw of 4 and take its operators one by one; a tree rebuilt from nothing proposes the
-    same at each (a pure function of seed, decision and taken); the next group draws anew; the space's end is
-    still reported."""
+    same at each (a pure function of seed, decision and taken); past them, the next group's 4 draws; the space's
+    end is still reported."""
     from syno_automl.search.mcts import MCTSLimits
 
     space = tiny_space(depth=3)  # 7 operators
     samples = []
     sample = space.sample
 
-    def counted(*args, **kwargs):
-        samples.append(kwargs.get("prefix"))
-        return sample(*args, **kwargs)
+    def counted(count, *args, **kwargs):
+        samples.append((count, kwargs.get("prefix")))
+        return sample(count, *args, **kwargs)
     space.sample = counted   # type: ignore[method-assign]
     limits = MCTSLimits(max_sample_calls=0)
     tree = MCTS(space, seed=3, limits=limits)
@@ -162,9 +162,12 @@ def test_a_run_of_fallbacks_samples_the_space_once_per_group_of_decisions():
         assert MCTS(tiny_space(depth=3), seed=3, limits=limits).propose(d, taken=taken).operator.hash == \
             p.operator.hash
         taken.add(p.operator.hash)
-    assert samples == [None]   # one draw of 4 served the group's four decisions
-    taken.add(tree.propose(4, taken=taken).operator.hash)
-    assert len(samples) >= 2 and len(taken) == 5
+    assert samples == [(4, None)]   # one draw of 4 served the group's four decisions
+    # a fifth decision of the group (its 4 taken) reads the next group's 4 draws, which that group then reuses
+    fifth = tree.propose(3, taken=taken)
+    assert samples == [(4, None), (4, None)]
+    assert tree.propose(4, taken=taken).operator.hash == fifth.operator.hash and len(samples) == 2
+    taken.add(fifth.operator.hash)
     while len(taken) < 7:
         taken.add(tree.propose(len(taken), taken=taken).operator.hash)
     with pytest.raises(SearchExhaustedError):

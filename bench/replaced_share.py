@@ -33,10 +33,8 @@ def replaced_layers_call(context: Any) -> tuple[Any, Any, list[tuple[int, ...]]]
     from syno_automl.placeholder import placeholders
 
     steady_allocator()   # as the final stage's timing: the allocation history does not move the figures
-    model = context.substitution.copy_model().eval()
+    model = context.substitution.original_model().eval()
     layers = [p for _, p in placeholders(model)]
-    for p in layers:
-        p.reset()   # the original layer
     example = context.task.timing_batch(context)
     inputs: list[Any] = []
     hooks = [p.register_forward_pre_hook(lambda _m, args: inputs.append(args[0].clone())) for p in layers]

@@ -31,9 +31,7 @@ def substituted_models(sub, op=None, *, bias: bool | None = None):
 
     if op is None and sub.operator is None:
         raise OptionError("no operator: pass op, or call sub.apply(op) first")
-    baseline, substituted = sub.copy_model(), sub.copy_model()
-    for _, p in placeholders(baseline):
-        p.reset()
+    baseline, substituted = sub.original_model(), sub.copy_model()
     if op is not None:
         install(substituted, op, bias=bias)
     assert all(isinstance(p, Placeholder) for _, p in placeholders(substituted))

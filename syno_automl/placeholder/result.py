@@ -14,6 +14,7 @@ from typing import Any
 from torch import nn
 
 from syno_automl.errors import SubstitutionError
+from syno_automl.placeholder.hand_placed import placeholders
 from syno_automl.placeholder.sites import Choice
 from syno_automl.placeholder.slot import Placeholder
 from syno_automl.placeholder.space_spec import Measures
@@ -133,6 +134,14 @@ class Substitution:
             for name, p in self.placeholders:
                 for parent, attr in self._sites[name]:
                     setattr(parent, attr, p.referred_layer)
+
+    def original_model(self) -> nn.Module:
+        """A deep copy of the model whose placeholders all run their original layers (the baseline a speed is
+        measured against); the substitution and its model are left as they were."""
+        model = self.copy_model()
+        for _, p in placeholders(model):
+            p.reset()
+        return model
 
     def _reinsert(self) -> None:
         if self._installed:

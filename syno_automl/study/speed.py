@@ -53,7 +53,8 @@ def precision_name(precision: str) -> str:
     return {"bf16-mixed": "bf16", "16-mixed": "fp16"}.get(precision, "fp32")
 
 
-def _autocast(device: str, precision: str) -> Any:
+def _numerics(device: str, precision: str) -> Any:
+    """The context a timed call runs in: autocast for bf16/fp16, TF32 matmuls for tf32, else none."""
     import torch
 
     if precision == "tf32":
@@ -89,7 +90,7 @@ def _caller(model: Any, example: Any, device: str, precision: str) -> Callable[[
     import torch
 
     def call() -> Any:
-        with torch.inference_mode(), _autocast(device, precision):
+        with torch.inference_mode(), _numerics(device, precision):
             return model(example)
     return call
 
@@ -154,13 +155,8 @@ class SpeedProbe:
         return [_caller(m, x, self.target.device, self.precision) for m, x in zip(models, inputs)]
 
     def _original(self) -> list[Callable[[], Any]]:
-        from syno_automl.placeholder import placeholders
-
         if self._baseline is None:
-            model = self.context.substitution.copy_model().eval()
-            for _, p in placeholders(model):
-                p.reset()
-            self._baseline = self._call(model)
+            self._baseline = self._call(self.context.substitution.original_model().eval())
         return self._baseline
 
     def _control(self) -> list[Callable[[], Any]]:

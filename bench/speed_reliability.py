@@ -106,25 +106,27 @@ def _run(spec: Path, out: Path, sessions: int, target: str) -> dict[str, Any]:
     measured = [SpeedMeasurement.from_dict(f) for f in found]
     for m in measured:
         m.label += FRESH_LABEL   # each session was a process of its own, as the final stage's
-    pooled = pool_measurements(measured, parse_target(target))
+    speed_target = parse_target(target)
+    pooled = pool_measurements(measured, speed_target)
     return {**pooled.to_dict(), "seconds": sum(f["seconds"] for f in found), "sessions": found,
-            "drift": run_drift(parse_target(target))}
+            "drift": run_drift(speed_target)}
 
 
 def with_drift(runs: list[dict[str, Any]], drift: float, saved_drift: float) -> list[dict[str, Any]]:
     """`runs` (as --save keeps them) with each operator's interval carrying the run drift `drift` instead of the one
-    it was pooled with (the run's "drift", else `saved_drift`): the half-width in log ratio, less that drift's
-    1.96 * sqrt(2) * drift in quadrature, plus the new one's. The figures and the controls do not move."""
-    def term(d: float) -> float:
-        return (1.96 * math.sqrt(2) * d) ** 2
+    it was pooled with (the run's "drift", else `saved_drift`): the half-width in log ratio, less that drift's term
+    in quadrature (``syno_automl.measure.pooled.drift_halfwidth``), plus the new one's. The figures and the
+    controls do not move."""
+    from syno_automl.measure.pooled import drift_halfwidth
 
+    new = drift_halfwidth(drift)
     out = []
     for run in runs:
-        old = term(run.get("drift", saved_drift))
+        old = drift_halfwidth(run.get("drift", saved_drift))
         estimates = []
         for e in run["estimates"]:
             if e is not None:
-                half = math.sqrt(max(math.log(e["high"] / e["low"]) ** 2 / 4 - old, 0.0) + term(drift))
+                half = math.hypot(math.sqrt(max(math.log(e["high"] / e["low"]) ** 2 / 4 - old ** 2, 0.0)), new)
                 e = {**e, "low": e["ratio"] * math.exp(-half), "high": e["ratio"] * math.exp(half)}
             estimates.append(e)
         out.append({**run, "estimates": estimates, "drift": drift})
@@ -179,28 +181,36 @@ def _row_text(r: dict[str, Any]) -> str:
             f"{r.get('controls', '')} |")
 
 
-def _print_saved(args: argparse.Namespace) -> None:
-    from syno_automl.runtime import parse_target
-    from syno_automl.study.speed_sessions import run_drift
-
-    drift = run_drift(parse_target(args.target)) if args.drift is None else args.drift
-    saved = json.loads(args.from_saved.read_text())
-    rows, everything = [], None
-    for setting, runs in saved.items():
-        runs = with_drift(runs, drift, args.saved_drift)
-        rows.append(compare(setting, runs))
-        everything = everything or [{"estimates": []} for _ in runs]
+def _with_all(rows: list[dict[str, Any]], per_setting: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """`rows` and the row over all settings (each run's estimates of every setting together)."""
+    if not per_setting:
+        return rows
+    everything: list[dict[str, Any]] = [{"estimates": []} for _ in per_setting[0]]
+    for runs in per_setting:
         for whole, run in zip(everything, runs):
             whole["estimates"] += run["estimates"]
-    if everything:
-        rows.append(compare("all", everything))
-    print(f"speed reliability of {args.from_saved}, the operators' intervals carrying a run drift of "
-          f"{100 * drift:.2f} %:")
+    return [*rows, compare("all", everything)]
+
+
+def _print_table(title: str, rows: list[dict[str, Any]]) -> None:
+    print(title)
     print("| setting | operators | Spearman | median abs log diff | coverage | pairs (median) | common shift (sd) "
           "| controls |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         print(_row_text(r))
+
+
+def _print_saved(args: argparse.Namespace) -> None:
+    from syno_automl.runtime import parse_target
+    from syno_automl.study.speed_sessions import run_drift
+
+    drift = run_drift(parse_target(args.target)) if args.drift is None else args.drift
+    saved = {setting: with_drift(runs, drift, args.saved_drift)
+             for setting, runs in json.loads(args.from_saved.read_text()).items()}
+    rows = [compare(setting, runs) for setting, runs in saved.items()]
+    _print_table(f"speed reliability of {args.from_saved}, the operators' intervals carrying a run drift of "
+                 f"{100 * drift:.2f} %:", _with_all(rows, list(saved.values())))
 
 
 def main() -> None:
@@ -237,7 +247,7 @@ def main() -> None:
     sessions = args.sessions or FINAL_SESSIONS
     if args.runs < 2:
         ap.error("--runs must be 2 or more (the figures compare runs)")
-    rows, everything = [], [{"estimates": []} for _ in range(args.runs)]
+    rows = []
     saved: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="syno_speed_") as tmp:
         for setting, count in (("default", args.default_ops), ("resnet18-16", args.resnet_ops)):
@@ -260,19 +270,9 @@ def main() -> None:
                 args.save.write_text(json.dumps(saved, indent=1))
             took = ", ".join(f"{r['seconds']:.0f}" for r in runs)
             print(f"{setting}: {runs[0]['label']}; runs took {took} s\n{_row_text(rows[-1])}", flush=True)
-            for whole, run in zip(everything, runs):
-                whole["estimates"] += run["estimates"]
-    rows.append(compare("all", everything))
-    if args.save is not None:
-        args.save.write_text(json.dumps(saved, indent=1))
     load = "one core kept busy by a third process" if not args.no_load else "no added load"
-    print(f"\nspeed reliability on {args.target}, {args.runs} runs of {sessions} fresh processes each, {load} "
-          f"(load average now {os.getloadavg()[0]:.2f}):")
-    print("| setting | operators | Spearman | median abs log diff | coverage | pairs (median) | common shift (sd) "
-          "| controls |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
-    for r in rows:
-        print(_row_text(r))
+    _print_table(f"\nspeed reliability on {args.target}, {args.runs} runs of {sessions} fresh processes each, {load} "
+                 f"(load average now {os.getloadavg()[0]:.2f}):", _with_all(rows, list(saved.values())))
     print("bar: Spearman >= 0.9, median abs log diff <= 3 %, coverage >= 90 %")
 
 

@@ -183,7 +183,7 @@ def test_fp32_on_cuda_times_matmuls_at_the_precision_of_cudnns_convolutions(cont
     before)."""
     import torch
 
-    from syno_automl.study.speed import SpeedProbe, _autocast
+    from syno_automl.study.speed import SpeedProbe, _numerics
 
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
     assert SpeedProbe(context, parse_target("cuda.eager")).precision == "tf32"
@@ -194,7 +194,7 @@ def test_fp32_on_cuda_times_matmuls_at_the_precision_of_cudnns_convolutions(cont
     before = matmul.allow_tf32   # (cuBLAS's flags are not attributes monkeypatch can restore)
     try:
         matmul.allow_tf32 = False
-        with _autocast("cuda", "tf32"):
+        with _numerics("cuda", "tf32"):
             assert matmul.allow_tf32
         assert not matmul.allow_tf32
     finally:

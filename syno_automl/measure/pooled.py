@@ -38,7 +38,7 @@ from dataclasses import replace
 from syno_automl.errors import OptionError
 from syno_automl.measure.paired import SpeedupEstimate, t_quantile
 
-__all__ = ["pool_sessions", "with_run_drift"]
+__all__ = ["drift_halfwidth", "pool_sessions", "with_run_drift"]
 
 
 def pool_sessions(sessions: Sequence[Sequence[SpeedupEstimate | None]]) -> list[SpeedupEstimate | None]:
@@ -85,6 +85,14 @@ def _pooled(found: list[SpeedupEstimate], spread: float, df: int) -> SpeedupEsti
                            statistics.median(e.candidate_ms for e in found), first.conditions)
 
 
+def drift_halfwidth(drift: float) -> float:
+    """The 95 % half-width (log ratio) that a run drift of standard deviation `drift` adds in quadrature: the
+    difference of two runs carries two such shifts, so 1.96 * sqrt(2) * drift."""
+    if not drift >= 0:
+        raise OptionError(f"a run drift is a standard deviation (>= 0), got {drift}")
+    return 1.96 * math.sqrt(2.0) * drift
+
+
 def with_run_drift(estimate: SpeedupEstimate, drift: float) -> SpeedupEstimate:
     """`estimate` with its interval widened by a shift common to all candidates between runs, of standard deviation
     `drift` (log ratio): the half-widths (log) add in quadrature, the figure stays.
@@ -92,9 +100,7 @@ def with_run_drift(estimate: SpeedupEstimate, drift: float) -> SpeedupEstimate:
     >>> with_run_drift(SpeedupEstimate(1.5, 1.5 / math.exp(0.02), 1.5 * math.exp(0.02), 16, 10.0, 6.7), 0.01).text()
     '1.50× [1.45, 1.55]'
     """
-    if not drift >= 0:
-        raise OptionError(f"a run drift is a standard deviation (>= 0), got {drift}")
     # the interval is symmetric in log ratio by construction; its wider side is kept should one not be
     half = max(math.log(estimate.ratio / estimate.low), math.log(estimate.high / estimate.ratio))
-    widened = math.hypot(half, 1.96 * math.sqrt(2.0) * drift)
+    widened = math.hypot(half, drift_halfwidth(drift))
     return replace(estimate, low=estimate.ratio * math.exp(-widened), high=estimate.ratio * math.exp(widened))

@@ -35,7 +35,7 @@ def replaced_layers_call(context: Any) -> tuple[Any, Any, list[tuple[int, ...]]]
     steady_allocator()   # as the final stage's timing: the allocation history does not move the figures
     model = context.substitution.original_model().eval()
     layers = [p for _, p in placeholders(model)]
-    example = context.task.timing_batch(context)
+    example = context.timing_example
     inputs: list[Any] = []
     hooks = [p.register_forward_pre_hook(lambda _m, args: inputs.append(args[0].clone())) for p in layers]
     with torch.inference_mode():
@@ -81,7 +81,7 @@ def main() -> None:
     share, low, high = 1 / estimate.ratio, 1 / estimate.high, 1 / estimate.low
     print(f"{context.config.model} on {args.dataset}: {len(shapes)} replaced layers take {100 * share:.1f} % "
           f"[{100 * low:.1f}, {100 * high:.1f}] of the original model's eager inference time "
-          f"({estimate.pairs} pairs, batch {tuple(context.task.timing_batch(context).shape)}, 1 thread)")
+          f"({estimate.pairs} pairs, batch {tuple(context.timing_example.shape)}, 1 thread)")
     for r in (1 / 2, 1 / 3, 1 / 4):
         print(f"  replaced layers at {r:.2f} of their time: the whole model {1 / (1 - share + share * r):.2f}x")
     need = 1 / args.speedup - (1 - share)

@@ -385,7 +385,7 @@ def _rows() -> list[Setting]:
           legacy="planned"),
         S("speed_process", str, None, "where the final stage's two timing sessions run: fresh, a new process each "
           "(nothing the trials left in the search's process weighs on the verdict's figures, and the interval holds "
-          "the spread between processes; ~8 s each to start); same, the search's process (default: fresh, or "
+          "the spread between processes; ~2 s each to start); same, the search's process (default: fresh, or "
           "$SYNO_AUTOML_SPEED_PROCESS)", "--speed-process",
           choices=("fresh", "same"), optional=True, recorded=False),
         S("pruner", str, "hyperband", "stop trials that learn slower than the others, after each epoch, with "

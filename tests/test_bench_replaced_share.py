@@ -12,7 +12,7 @@ from syno_automl.study import prepare
 def test_the_replaced_layers_run_alone_on_the_inputs_they_meet_in_the_model() -> None:
     context = prepare(SearchConfig(tracking_uri=None))
     whole, replaced, shapes = replaced_share.replaced_layers_call(context)
-    batch = context.task.timing_batch(context)
+    batch = context.timing_example
     logits = whole()
     assert logits.shape == (batch.shape[0], 10) and torch.isfinite(logits).all()
     # one input per replaced layer, at the sizes the space maps for it (the second conv sees the pooled map)

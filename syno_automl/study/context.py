@@ -8,10 +8,11 @@ Everything downstream reads these and re-derives nothing from the config's strin
 from __future__ import annotations
 
 import os
+import random
 from dataclasses import dataclass, replace
 from typing import Any
 
-import lightning as L
+import numpy as np
 import torch
 from torch import nn
 
@@ -22,7 +23,7 @@ from syno_automl.runtime import Device, SpeedTarget, parse_target, resolve_devic
 from syno_automl.space import OperatorSpace
 from syno_automl.tasks import Task, task_of
 
-__all__ = ["SearchContext", "Budgets", "Resolved", "resolve", "prepare", "seed_everything", "LAYERS"]
+__all__ = ["SearchContext", "ContextData", "Budgets", "Resolved", "resolve", "prepare", "seed_everything", "LAYERS"]
 
 LAYERS: dict[str, type] = {"conv2d": nn.Conv2d, "conv1d": nn.Conv1d, "linear": nn.Linear}
 
@@ -64,19 +65,37 @@ def resolve(config: SearchConfig) -> Resolved:
     return Resolved(task_of(config), device, speed, also, Budgets(config.flops_ratio, config.cost_ratio))
 
 
+@dataclass(frozen=True)
+class ContextData:
+    """What :func:`prepare` reads off the data: the example batch, the batch the final stage times models on and
+    the sizes the model is built at. Plain tensors and ints: a process that only times models (the final stage's
+    fresh one) is sent these and loads no data (nor Lightning)."""
+
+    example: torch.Tensor
+    timing_example: torch.Tensor
+    num_classes: int
+    in_channels: int
+
+
 @dataclass
 class SearchContext:
     """What every trial shares: the config and its resolved values, data, one example batch, the space."""
 
     config: SearchConfig
     resolved: Resolved
-    datamodule: Any
+    datamodule: Any             # None in a context prepared from ContextData (it times models, trains none)
     example: torch.Tensor
     num_classes: int
     in_channels: int
     space_options: dict[str, Any]   # substitute()'s options beside the budgets: depth, priors, where, groups...
     space: OperatorSpace
     substitution: Substitution  # on a throw-away model: baseline FLOPs, mappings, skipped layers
+    timing_example: torch.Tensor    # the inputs the final stage times whole models on (the task's timing_batch)
+
+    @property
+    def data(self) -> ContextData:
+        """What a context prepared elsewhere needs of this one's data."""
+        return ContextData(self.example, self.timing_example, self.num_classes, self.in_channels)
 
     @property
     def task(self) -> Task:
@@ -100,9 +119,16 @@ class SearchContext:
 
 
 def seed_everything(seed: int) -> None:
-    # Lightning's seeding (random, numpy, torch, PL_GLOBAL_SEED); it accepts only 0..2**32-1, so any
-    # --seed (negative, or seed + trial number past the top) is folded into that range first
-    L.seed_everything(seed % (1 << 32), workers=False, verbose=False)
+    """What Lightning's ``seed_everything(seed, workers=False)`` does (random, numpy, torch; PL_GLOBAL_SEED and
+    PL_SEED_WORKERS for Lightning's trainers), written here because importing Lightning costs ~4.5 s in a process
+    that trains nothing (the final stage's timing process). Lightning accepts only 0..2**32-1, so any --seed
+    (negative, or seed + trial number past the top) is folded into that range first."""
+    seed %= 1 << 32
+    os.environ["PL_GLOBAL_SEED"] = str(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    os.environ["PL_SEED_WORKERS"] = "0"
 
 
 def _space_options(config: SearchConfig, layer: type, in_channels: int) -> dict[str, Any]:
@@ -135,18 +161,16 @@ def _load_data(config: SearchConfig, resolved: Resolved) -> Any:
     return datamodule
 
 
-def prepare(config: SearchConfig) -> SearchContext:
-    """Validates and resolves `config`, loads the data and builds the operator space from one real forward pass of
-    the model."""
+def prepare(config: SearchConfig, data: ContextData | None = None) -> SearchContext:
+    """Validates and resolves `config`, loads the data (unless `data` gives what is read off it: then the context
+    has no datamodule) and builds the operator space from one real forward pass of the model."""
     config.validate()
     resolved = resolve(config)
-    datamodule = _load_data(config, resolved)
-    # the example batch sizes the layers and sets every operator's initial scale (match_output_scale): seeded,
-    # so that it is the same batch in every process (the shuffling loader draws from the global RNG)
-    seed_everything(config.seed)
-    batch = next(iter(datamodule.train_dataloader()))
-    example = batch[0] if isinstance(batch, (tuple, list)) else batch
-    num_classes, in_channels = resolved.task.sizes(datamodule)
+    datamodule = None
+    if data is None:
+        datamodule = _load_data(config, resolved)
+        data = _read_data(config, resolved, datamodule)
+    example, num_classes, in_channels = data.example, data.num_classes, data.in_channels
     assert config.layer is not None  # SearchConfig.__post_init__ gives it the task's default
     layer = LAYERS[config.layer]
     options = _space_options(config, layer, in_channels)
@@ -162,4 +186,15 @@ def prepare(config: SearchConfig) -> SearchContext:
             raise SubstitutionError(f"{head} without --groups (grouped and depthwise convolutions too)"
                                     f"{str(e)[len(head):]}") from e
         raise
-    return SearchContext(config, resolved, datamodule, example, num_classes, in_channels, options, sub.space, sub)
+    return SearchContext(config, resolved, datamodule, example, num_classes, in_channels, options, sub.space, sub,
+                         data.timing_example)
+
+
+def _read_data(config: SearchConfig, resolved: Resolved, datamodule: Any) -> ContextData:
+    # the example batch sizes the layers and sets every operator's initial scale (match_output_scale): seeded,
+    # so that it is the same batch in every process (the shuffling loader draws from the global RNG)
+    seed_everything(config.seed)
+    batch = next(iter(datamodule.train_dataloader()))
+    example = batch[0] if isinstance(batch, (tuple, list)) else batch
+    num_classes, in_channels = resolved.task.sizes(datamodule)
+    return ContextData(example, resolved.task.timing_batch(datamodule, example), num_classes, in_channels)

@@ -15,11 +15,12 @@ re-trained with the search's own training path (:func:`syno_automl.study.trainin
   the machine's load rather than on the seed).
 
 The whole substituted model and the original one are then timed by the speed protocol
-(:func:`syno_automl.study.speed.measure_speedups`: inference in eval mode on :func:`timing_batch` -- the search's
-example batch, or for the lm task the first validation batch of tokens --, each operator against the original in
-interleaved blocks, a ratio with its 95 % interval; a control, the original against itself, shows the protocol's
-own noise; lm: tokens/s, the baseline's the batch's tokens over its median latency, an operator's the baseline's
-times its speedup, so that the speedup is the ratio of tokens/s), in two sessions -- fresh processes -- pooled, so
+(:func:`syno_automl.study.speed.measure_speedups`: inference in eval mode on the context's ``timing_example`` --
+the search's example batch, or for the lm task the first validation batch of tokens --, each operator against
+the original in interleaved blocks, a ratio with its 95 % interval; a control, the original against itself, shows
+the protocol's own noise; lm: tokens/s, the baseline's the batch's tokens over its median latency, an operator's
+the baseline's times its speedup, so that the speedup is the ratio of tokens/s), in two sessions -- fresh
+processes -- pooled, so
 that the interval holds what changes from one process to the next (:mod:`syno_automl.study.speed_sessions`). The
 :class:`~syno_automl.study.verdict.FinalResult` names the fastest operator within ``config.final_margin`` of the
 baseline (image: accuracy lost, absolute; lm: val_loss gained, absolute nats) whose speedup's interval lies above
@@ -63,7 +64,7 @@ from syno_automl.study.speed_sessions import measure_final
 from syno_automl.study.verdict import NO_CHEAPER_OPERATOR, Finalist, FinalResult, describe_kind, no_faster_operator
 
 __all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "measured_targets",
-           "timing_batch", "TIE_MARGIN"]
+           "TIE_MARGIN"]
 
 # finalists: a trial value (accuracy) this close to a chosen one's is within one seed's noise of it, so that operator
 # is re-trained too (up to 2x --finalists). Measured on the default task (one-cycle, 3 epochs, 20 operators x seeds
@@ -186,12 +187,6 @@ def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, 
     return finalist
 
 
-def timing_batch(context: Any) -> Any:
-    """The inputs the whole models are timed on: the search's example batch (image); lm: the tokens of the first
-    validation batch (the validation loader does not shuffle: the same batch in every process and run)."""
-    return context.task.timing_batch(context)
-
-
 def expected_seconds(study: optuna.Study, context: Any, budget: int, trainings: int) -> float | None:
     """How long `trainings` trainings of `budget` units take, from the search's own completed trials (the median
     trial's seconds, scaled by `budget` over a trial's budget); None without a completed trial to go by."""
@@ -267,7 +262,7 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     if task.counts_tokens and speed.baseline_ms:  # the baseline's tokens over its median latency; an operator's:
         # that times its speedup (the paired ratio, not its own median's), so that the tokens/s ratio is the
         # speedup the verdict gives
-        baseline.tokens_per_s = int(timing_batch(context).numel()) / (speed.baseline_ms / 1e3)
+        baseline.tokens_per_s = int(context.timing_example.numel()) / (speed.baseline_ms / 1e3)
         for finalist in candidates:
             finalist.tokens_per_s = baseline.tokens_per_s * finalist.speedup if finalist.speedup else None
     timing = speed.label

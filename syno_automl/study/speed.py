@@ -129,7 +129,7 @@ class SpeedProbe:
     @property
     def example(self) -> Any:
         if self._example is None:
-            self._example = self.context.task.timing_batch(self.context).to(self.target.device)
+            self._example = self.context.timing_example.to(self.target.device)
         return self._example
 
     def conditions(self) -> Conditions:

@@ -1,14 +1,15 @@
 """The final stage's timing in a fresh process: the finalists and the original timed by the speed protocol in a new
 Python process (``spawn``), so that nothing the search left in its own process weighs on the verdict's figures:
 the allocator's fragmentation after many trials, oneDNN's and Inductor's caches, torch's thread pool, the memory
-of the trials' models and data. The new process rebuilds the search's context from its config (the same seed, so
-the same model, batch and space) and the operators from their JSON, and sends the figures back.
+of the trials' models and data. The new process rebuilds the search's context from its config and the batches read
+off its data (:class:`~syno_automl.study.context.ContextData`: the same seed, so the same model, batch and space;
+it loads no data and imports no Lightning) and the operators from their JSON, and sends the figures back.
 
 Where a fresh process cannot be had (no ``spawn``, the config cannot be sent, the process dies), the stage times in
 its own process and the label says why. The child never sees a Ctrl-C (it is born with SIGINT blocked); the parent
 handles it and ends the child at once (SIGKILL), then raises.
 ``--speed-process same`` (or ``$SYNO_AUTOML_SPEED_PROCESS=same``) times in the search's process: no start-up
-(about 8 s: imports and the context), for quick checks and tests.
+(~1.7 s on the default search: torch, the space and the models), for quick checks and tests.
 """
 from __future__ import annotations
 
@@ -43,8 +44,8 @@ def speed_process_of(config: Any) -> str:
     return chosen
 
 
-def _child(config: Any, texts: list[str], target: SpeedTarget | None, threads: int, protocol: PairedProtocol,
-           answer: Any) -> None:
+def _child(config: Any, data: Any, texts: list[str], target: SpeedTarget | None, threads: int,
+           protocol: PairedProtocol, answer: Any) -> None:
     """In the fresh process: the context again, the operators from JSON, the figures back as plain data."""
     try:
         import warnings
@@ -56,7 +57,7 @@ def _child(config: Any, texts: list[str], target: SpeedTarget | None, threads: i
         from syno_automl.study.context import prepare
 
         torch.set_num_threads(threads)
-        context = prepare(config)
+        context = prepare(config, data)
         ops = [Operator.from_json(context.space, text) for text in texts]
         speed = measure_speedups(context, ops, target, threads, protocol)
         answer.put(("ok", speed.to_dict()))
@@ -89,7 +90,7 @@ def measure_in_fresh_process(context: Any, ops: list[Any], target: SpeedTarget |
     spawn = multiprocessing.get_context("spawn")
     answer = spawn.Queue()
     texts = [op.to_json() for op in ops]
-    child = spawn.Process(target=_child, args=(context.config, texts, target, threads, protocol, answer),
+    child = spawn.Process(target=_child, args=(context.config, context.data, texts, target, threads, protocol, answer),
                           name="syno-speed", daemon=True)
     why: str | None = None
     started = False

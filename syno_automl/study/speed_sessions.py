@@ -5,7 +5,8 @@ Why more than one process: a new process lays the models out anew and moves a ra
 one process's interval holds (ResNet-18 operators: 1.9 % median between two processes, intervals of ±1.8 %); two
 sessions let the interval hold that spread, estimated over all finalists and the control together. Each session
 runs half the pairs of a single-session measurement (``SESSION_PROTOCOL``), so the timing costs about the same;
-the second process's start-up (imports and the context: ~8 s on the default search) is the price.
+the second process's start-up (torch, the space and the models, no data nor Lightning: ~1.7 s on the default
+search, `spawn` included) is the price.
 
 The operators' intervals also hold a shift common to every operator between runs (``RUN_DRIFT``, added by
 :func:`syno_automl.measure.pooled.with_run_drift`): the sessions of one run share the machine's state of those

@@ -124,9 +124,9 @@ class Task:
         """The `steps` argument of a final-stage training of `budget` units (None: not counted in steps)."""
         return None
 
-    def timing_batch(self, context: TrainingContext) -> Any:
-        """The inputs the final stage times the whole models on."""
-        return context.example
+    def timing_batch(self, datamodule: Any, example: Any) -> Any:
+        """The inputs the final stage times the whole models on (read once, by the context's prepare)."""
+        return example
 
     def timing_label(self, example: Any) -> str:
         """How the timing batch is described in the final stage's table."""

@@ -110,10 +110,10 @@ class LMTask(Task):
     def final_steps(self, budget: int) -> int | None:
         return budget
 
-    def timing_batch(self, context: TrainingContext) -> Any:
+    def timing_batch(self, datamodule: Any, example: Any) -> Any:
         """The tokens of the first validation batch (the validation loader does not shuffle: the same batch in
         every process and run)."""
-        batch = next(iter(context.datamodule.val_dataloader()))
+        batch = next(iter(datamodule.val_dataloader()))
         return batch[0] if isinstance(batch, (tuple, list)) else batch
 
     def timing_label(self, example: Any) -> str:

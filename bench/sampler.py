@@ -75,6 +75,7 @@ def operator_pool(space, n: int, cache_dir: Path) -> list[dict]:
     pool = [{"json": op.to_json(), "hash": op.hash, "path": list(op.path)} for op in ops]
     print(f"sampled {len(pool)} operators for the stored trials in {time.perf_counter() - started:.0f} s "
           f"(cached: {path})", flush=True)
+    cache_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(pool))
     return pool
 

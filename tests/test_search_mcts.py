@@ -172,3 +172,42 @@ def test_a_run_of_fallbacks_samples_the_space_once_per_group_of_decisions():
         taken.add(tree.propose(len(taken), taken=taken).operator.hash)
     with pytest.raises(SearchExhaustedError):
         tree.propose(7, taken=taken)
+
+
+def test_a_prefetch_draws_a_falling_back_decisions_group_of_4_and_no_more():
+    """A prefetch whose decision falls back draws that decision's group of 4 (the decision then finds them drawn
+    and proposes what a tree without prefetch does), but not the 64 or 256 drawn when the groups' 4 are taken:
+    those take seconds, and a prefetch's calls stay short."""
+    import contextlib
+    import threading
+
+    from syno_automl.search.mcts import MCTSLimits
+
+    limits = MCTSLimits(max_sample_calls=0)   # every decision falls back
+
+    def counting_tree() -> tuple[MCTS, list[int]]:
+        space, samples = tiny_space(depth=3), []   # 7 operators
+        sample = space.sample
+
+        def counted(count, *args, **kwargs):
+            samples.append(count)
+            return sample(count, *args, **kwargs)
+        space.sample = counted   # type: ignore[method-assign]
+        return MCTS(space, seed=3, limits=limits), samples
+
+    tree, samples = counting_tree()
+    tree.prefetch(0, (), (), threading.Event()).join(timeout=60)
+    assert samples == [4]
+    assert tree.propose(0).operator.hash == MCTS(tiny_space(depth=3), seed=3, limits=limits).propose(0).operator.hash
+    assert samples == [4]   # the decision found the prefetch's draw
+    # every operator of the 8 groups' draws of 4 taken: a decision draws 64 next, a prefetch does not
+    plain, plain_samples = counting_tree()
+    taken = {op.hash for group in range(8)
+             for op in plain._sample(4, derive_seed(3, "fallback", group, 4), None, 1000)[0]}
+    plain_samples.clear()
+    with contextlib.suppress(SearchExhaustedError):
+        plain.propose(0, taken=taken)
+    assert 64 in plain_samples
+    tree, samples = counting_tree()
+    tree.prefetch(0, (), taken, threading.Event()).join(timeout=60)
+    assert samples == [4] * 8

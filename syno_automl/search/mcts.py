@@ -291,9 +291,10 @@ class MCTS:
         """Computes, in a thread, the rollouts that `propose(decision, running, taken)` would on a copy of the
         statistics now, then those of the `ahead` - 1 decisions after it (each with the operators proposed before
         it running); they are memoized (and reported by take_new_facts) as if sampled by this tree. Setting
-        `stop` ends it at its next rollout not yet memoized (and at exit, see stop_prefetches); it ends where a
-        decision would sample the whole space (a fallback). What any decision proposes is unchanged: only how much
-        of its sampling is already done."""
+        `stop` ends it at its next rollout not yet memoized (and at exit, see stop_prefetches); it ends at a decision
+        that samples the whole space (a fallback), having drawn that decision's group of 4 (not the 64 or 256 drawn
+        when those are taken). What any decision proposes is unchanged: only how much of its sampling is already
+        done."""
         tree = self.fresh()
         tree._n, tree._sum, tree._sq, tree._edges = dict(self._n), dict(self._sum), dict(self._sq), dict(self._edges)
         tree._observations, tree._stop = self._observations, stop
@@ -586,12 +587,15 @@ class MCTS:
             calls[0] += 1
             drawn = self._fallbacks.get(key)
             if drawn is None:
-                if self._stop is not None:
-                    raise _Stopped  # a prefetch samples rollouts only (each call short: see stop_prefetches)
-                with self._sample_lock:
+                count = key[1]
+                if self._stop is not None and (count > _FALLBACK_GROUP or self._stop.is_set()):
+                    # a prefetch draws a group's 4 (60-180 ms in the default space at 1,000 trials), not the
+                    # 64 or 256 (seconds): each of its calls stays short (see stop_prefetches)
+                    raise _Stopped
+                with _prefetch_rollout(self._stop) if self._stop is not None else contextlib.nullcontext(), \
+                        self._sample_lock:
                     drawn = self._fallbacks.get(key)
                     if drawn is None:
-                        count = key[1]
                         drawn = self._sample(count, derive_seed(self.seed, "fallback", *key), None,
                                              max(1000, 100 * count))
                         self._fallbacks[key] = drawn

@@ -211,3 +211,27 @@ def test_a_prefetch_draws_a_falling_back_decisions_group_of_4_and_no_more():
     tree, samples = counting_tree()
     tree.prefetch(0, (), taken, threading.Event()).join(timeout=60)
     assert samples == [4] * 8
+
+
+def test_fallbacks_to_the_end_of_a_space_draw_each_groups_operators_once():
+    """Decisions that all fall back, until the space (220 operators) is taken: every draw is made once. Clearing
+    the kept draws past 32 (as before) redrew 37 of 164."""
+    from collections import Counter
+
+    from syno_automl.search.mcts import MCTSLimits
+
+    space = tiny_space(depth=5)
+    draws: Counter = Counter()
+    sample = space.sample
+
+    def counted(count, *args, **kwargs):
+        draws[(count, kwargs.get("seed"))] += 1
+        return sample(count, *args, **kwargs)
+    space.sample = counted   # type: ignore[method-assign]
+    tree = MCTS(space, seed=3, limits=MCTSLimits(max_sample_calls=0))
+    taken: set[str] = set()
+    with pytest.raises(SearchExhaustedError):
+        for decision in range(400):
+            taken.add(tree.propose(decision, taken=taken).operator.hash)
+    assert len(taken) == 220 and len(draws) > 100
+    assert max(draws.values()) == 1

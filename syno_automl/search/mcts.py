@@ -579,8 +579,11 @@ class MCTS:
         ``_FALLBACK_AHEAD`` of them, then of 64 and 256 draws. So a run of fallbacks samples the space once per group
         instead of once per decision (4 draws of the default space took 60-230 ms, one decision after another at
         1,000 trials; 16 at once, 0.7 s), and a sampler started anew samples only the draws its decision reads."""
+        # kept for a group's decisions, a decision's retries (a conflict), its prefetch; the oldest 8 dropped past
+        # 32 (a decision reads up to 10, so clearing them all would redraw those a run of fallbacks reads next)
         if len(self._fallbacks) > 32:
-            self._fallbacks.clear()  # kept for a group's decisions, a decision's retries (a conflict), its prefetch
+            for old in list(self._fallbacks)[:8]:   # (insertion order: the oldest first)
+                self._fallbacks.pop(old, None)
         group = decision // _FALLBACK_GROUP
         draws = [(group + ahead, 4) for ahead in range(_FALLBACK_AHEAD)] + [(group, 64), (group, 256)]
         for key in draws:

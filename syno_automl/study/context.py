@@ -84,18 +84,27 @@ class SearchContext:
     config: SearchConfig
     resolved: Resolved
     datamodule: Any             # None in a context prepared from ContextData (it times models, trains none)
-    example: torch.Tensor
-    num_classes: int
-    in_channels: int
+    data: ContextData           # what was read off the data: the example and timing batches, the sizes
     space_options: dict[str, Any]   # substitute()'s options beside the budgets: depth, priors, where, groups...
     space: OperatorSpace
     substitution: Substitution  # on a throw-away model: baseline FLOPs, mappings, skipped layers
-    timing_example: torch.Tensor    # the inputs the final stage times whole models on (the task's timing_batch)
 
     @property
-    def data(self) -> ContextData:
-        """What a context prepared elsewhere needs of this one's data."""
-        return ContextData(self.example, self.timing_example, self.num_classes, self.in_channels)
+    def example(self) -> torch.Tensor:
+        return self.data.example
+
+    @property
+    def timing_example(self) -> torch.Tensor:
+        """The inputs the final stage times whole models on (the task's timing_batch)."""
+        return self.data.timing_example
+
+    @property
+    def num_classes(self) -> int:
+        return self.data.num_classes
+
+    @property
+    def in_channels(self) -> int:
+        return self.data.in_channels
 
     @property
     def task(self) -> Task:
@@ -186,8 +195,7 @@ def prepare(config: SearchConfig, data: ContextData | None = None) -> SearchCont
             raise SubstitutionError(f"{head} without --groups (grouped and depthwise convolutions too)"
                                     f"{str(e)[len(head):]}") from e
         raise
-    return SearchContext(config, resolved, datamodule, example, num_classes, in_channels, options, sub.space, sub,
-                         data.timing_example)
+    return SearchContext(config, resolved, datamodule, data, options, sub.space, sub)
 
 
 def _read_data(config: SearchConfig, resolved: Resolved, datamodule: Any) -> ContextData:

@@ -497,6 +497,15 @@ class MCTS:
             return [], True
         return ops, self.space.last_report.stop_reason == "exhausted"
 
+    @contextlib.contextmanager
+    def _sampling(self) -> Iterator[None]:
+        """Around a space.sample call: the lock the trees sharing these caches take in turn; a prefetch first waits
+        for a timing to end (_Stopped when told to stop meanwhile), so that a decision never waits for the lock
+        behind a prefetch that is waiting itself."""
+        with _prefetch_rollout(self._stop) if self._stop is not None else contextlib.nullcontext(), \
+                self._sample_lock:
+            yield
+
     def _completions_of(self, leaf: Node, count: int) -> RolloutFact:
         """`count` random completions of `leaf`: a pure function of (seed, leaf, count), hence memoized."""
         memo_key = (leaf.key, count)
@@ -507,9 +516,7 @@ class MCTS:
             raise _Stopped
         if time.monotonic() > self._deadline:  # rare: a decision that keeps hitting new hard subtrees
             return RolloutFact(leaf.key, count, (), False)  # not memoized
-        # a prefetch waits for a timing to end before it takes the lock (a decision may need the lock meanwhile)
-        with _prefetch_rollout(self._stop) if self._stop is not None else contextlib.nullcontext(), \
-                self._sample_lock:
+        with self._sampling():
             fact = self._samples.get(memo_key)  # a prefetch may have sampled it meanwhile
             if fact is not None:
                 return fact
@@ -591,12 +598,11 @@ class MCTS:
             drawn = self._fallbacks.get(key)
             if drawn is None:
                 count = key[1]
-                if self._stop is not None and (count > _FALLBACK_GROUP or self._stop.is_set()):
+                if self._stop is not None and count > _FALLBACK_GROUP:
                     # a prefetch draws a group's 4 (60-180 ms in the default space at 1,000 trials), not the
                     # 64 or 256 (seconds): each of its calls stays short (see stop_prefetches)
                     raise _Stopped
-                with _prefetch_rollout(self._stop) if self._stop is not None else contextlib.nullcontext(), \
-                        self._sample_lock:
+                with self._sampling():
                     drawn = self._fallbacks.get(key)
                     if drawn is None:
                         drawn = self._sample(count, derive_seed(self.seed, "fallback", *key), None,

@@ -9,7 +9,8 @@ import pytest
 from _syno_helpers import objective, tiny_space
 from optuna.trial import TrialState
 
-from syno_automl.search import mcts as mcts_module
+from syno_automl.runtime.timing_signal import timing_in_progress
+from syno_automl.search import prefetch as prefetch_module
 from syno_automl.search import sampler as sampler_module
 from syno_automl.search.mcts import MCTS, Observation, RolloutFact
 from syno_automl.search.sampler import SynoSampler
@@ -163,7 +164,7 @@ def test_a_prefetch_computes_the_next_decisions_rollouts_and_stops_when_told():
 
 
 def _join_prefetches() -> None:
-    for thread, _ in list(mcts_module._prefetches):
+    for thread, _ in list(prefetch_module._prefetches):
         thread.join(timeout=60)
 
 
@@ -236,8 +237,8 @@ def test_a_decision_writes_its_attrs_in_one_transaction_on_an_rdb_storage(tmp_pa
 
 
 def test_a_prefetch_holds_its_rollouts_while_a_timing_asks_for_quiet():
-    """mcts.prefetch_paused: no rollout is sampled inside the block (a trial's speed measurement); the prefetch
-    goes on after it, and what it prepares is the same."""
+    """timing_in_progress: no rollout is sampled inside the block (a trial's speed measurement); the prefetch goes
+    on after it, and what it prepares is the same."""
     space = tiny_space(depth=5)
     tree = MCTS(space, seed=SEED)
     sampled_inside: list[int] = []
@@ -245,7 +246,7 @@ def test_a_prefetch_holds_its_rollouts_while_a_timing_asks_for_quiet():
     original = space.sample
     space.sample = lambda *a, **k: (sampled_inside.append(1) if inside.is_set() else None) or original(*a, **k)
     try:
-        with mcts_module.prefetch_paused():
+        with timing_in_progress():
             inside.set()
             thread = tree.prefetch(0, (), (), threading.Event(), ahead=2)
             thread.join(timeout=0.5)
@@ -263,7 +264,7 @@ def test_a_prefetch_holds_its_rollouts_while_a_timing_asks_for_quiet():
 def test_a_held_prefetch_still_stops_when_told():
     tree = MCTS(tiny_space(depth=5), seed=SEED)
     stop = threading.Event()
-    with mcts_module.prefetch_paused():
+    with timing_in_progress():
         thread = tree.prefetch(0, (), (), stop)
         stop.set()
         thread.join(timeout=30)

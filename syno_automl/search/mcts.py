@@ -20,12 +20,12 @@ The memoized rollouts are RolloutFacts (the completions' hashes and their paths 
 of (`facts_key`, leaf, count), so they can be stored and handed to another tree (`take_new_facts`, `learn`: the
 SynoSampler keeps them on the trials) to spare it the rollouts, the expensive part of a decision, without changing
 what it proposes. A completion is returned along the path the walk took to its leaf. For the same reason the next
-decision's rollouts may be computed ahead, while the operator just proposed is evaluated (`prefetch`): a decision
-that finds them memoized takes milliseconds, and proposes what it would have without them.
+decision's rollouts may be computed ahead, while the operator just proposed is evaluated (`prefetch`, whose thread
+search/prefetch.py runs): a decision that finds them memoized takes milliseconds, and proposes what it would have
+without them.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import json
@@ -38,10 +38,10 @@ from dataclasses import dataclass
 
 from syno_automl.errors import EmptySpaceError, OptionError, SynoError
 from syno_automl.options import check_int
+from syno_automl.search import prefetch as _prefetch
 from syno_automl.space import Node, Operator, OperatorSpace
 
-__all__ = ["MCTS", "MCTSLimits", "Observation", "Proposal", "RolloutFact", "SearchExhaustedError", "derive_seed",
-           "prefetch_paused"]
+__all__ = ["MCTS", "MCTSLimits", "Observation", "Proposal", "RolloutFact", "SearchExhaustedError", "derive_seed"]
 
 _SCALE = 1 << 32  # rewards in fixed point: integer sums are exact and order-independent
 _ROOT = ""
@@ -84,6 +84,10 @@ class Proposal:
     restarts: int      # walks that ended in an exhausted subtree before this one
     rollouts: int      # space.sample calls
     fallback: bool     # True when the tree was exhausted and a global sample was used
+
+    def running(self) -> Observation:
+        """The proposed operator as a running evaluation (for the decisions taken while it is evaluated)."""
+        return Observation(tuple(self.operator.path), None, self.leaf)
 
 
 @dataclass(frozen=True)
@@ -128,68 +132,6 @@ class RolloutFact:
 
 
 _Kid = tuple[str, bool, Node]  # a child: (key, is_final, node), read from the native node once
-
-
-class _Stopped(SynoError):
-    """A prefetch was told to stop (the decision it prepares has begun)."""
-
-
-_prefetches: set[tuple[threading.Thread, threading.Event]] = set()  # running: (thread, its stop signal)
-_prefetches_lock = threading.Lock()
-# prefetch_paused: the timings asking the prefetches to hold, and the prefetch rollouts under way
-_quiet = threading.Condition()
-_pauses = 0
-_sampling = 0
-
-
-@contextlib.contextmanager
-def prefetch_paused(settle_s: float = 30.0) -> Iterator[None]:
-    """Holds every prefetch between two rollouts while the block runs, after waiting (at most `settle_s`) for the
-    rollouts under way to end: a trial's speed measurement times models on this machine, and a prefetch sampling
-    on the other core would weigh on the figures. What any decision proposes is unchanged (only when its rollouts
-    are sampled)."""
-    global _pauses
-    with _quiet:
-        _pauses += 1
-        _quiet.wait_for(lambda: _sampling == 0, timeout=settle_s)
-    try:
-        yield
-    finally:
-        with _quiet:
-            _pauses -= 1
-            _quiet.notify_all()
-
-
-@contextlib.contextmanager
-def _prefetch_rollout(stop: threading.Event) -> Iterator[None]:
-    """A prefetch's rollout: it waits while a timing holds the prefetches (_Stopped when told to stop meanwhile)."""
-    global _sampling
-    with _quiet:
-        while _pauses and not stop.is_set():
-            _quiet.wait(timeout=0.1)
-        if stop.is_set():
-            raise _Stopped
-        _sampling += 1
-    try:
-        yield
-    finally:
-        with _quiet:
-            _sampling -= 1
-            _quiet.notify_all()
-
-
-@atexit.register
-def stop_prefetches() -> None:
-    """Stops the running prefetches and waits for their space.sample call to return: when a search's trials are
-    done (its final stage times models: no sampling beside it), and at exit, where a native call that returns
-    while the interpreter finalizes aborts the process (pybind11 retaking the GIL: "terminate called without an
-    active exception"). A prefetch samples rollouts only, each a few hundred descents at most."""
-    with _prefetches_lock:
-        running = list(_prefetches)
-    for _, stop in running:
-        stop.set()
-    for thread, _ in running:
-        thread.join(timeout=120)
 
 
 @dataclass(frozen=True)
@@ -288,39 +230,18 @@ class MCTS:
 
     def prefetch(self, decision: int, running: Sequence[Observation], taken: Iterable[str],
                  stop: threading.Event, ahead: int = 1) -> threading.Thread:
-        """Computes, in a thread, the rollouts that `propose(decision, running, taken)` would on a copy of the
-        statistics now, then those of the `ahead` - 1 decisions after it (each with the operators proposed before
-        it running); they are memoized (and reported by take_new_facts) as if sampled by this tree. Setting
-        `stop` ends it at its next rollout not yet memoized (and at exit, see stop_prefetches); it ends at a decision
-        that samples the whole space (a fallback), having drawn that decision's group of 4 (not the 64 or 256 drawn
-        when those are taken). What any decision proposes is unchanged: only how much of its sampling is already
-        done."""
+        """Computes, in a thread (search.prefetch), the rollouts that `propose(decision, running, taken)` would on a
+        copy of the statistics now, then those of the `ahead` - 1 decisions after it (each with the operators
+        proposed before it running); they are memoized (and reported by take_new_facts) as if sampled by this tree.
+        Setting `stop` ends it at its next rollout not yet memoized (and at exit, see prefetch.stop_prefetches); it
+        ends at a decision that samples the whole space (a fallback), having drawn that decision's group of 4 (not
+        the 64 or 256 drawn when those are taken). What any decision proposes is unchanged: only how much of its
+        sampling is already done."""
         tree = self.fresh()
         tree._n, tree._sum, tree._sq, tree._edges = dict(self._n), dict(self._sum), dict(self._sq), dict(self._edges)
         tree._observations, tree._stop = self._observations, stop
         tree._threads = 1  # beside the evaluation of a trial: one core
-        running, taken = list(running), set(taken)
-
-        def run() -> None:
-            try:
-                for k in range(ahead):
-                    proposal = tree.propose(decision + k, running, taken)
-                    if proposal.fallback:
-                        break
-                    running.append(Observation(tuple(proposal.operator.path), None, proposal.leaf))
-                    taken.add(proposal.operator.hash)
-            except Exception:  # noqa: BLE001 -- stopped, or anything the real decision will meet and report
-                pass
-            finally:
-                with _prefetches_lock:
-                    _prefetches.discard(entry)
-
-        thread = threading.Thread(target=run, name="syno-mcts-prefetch", daemon=True)
-        entry = (thread, stop)
-        with _prefetches_lock:
-            _prefetches.add(entry)
-        thread.start()
-        return thread
+        return _prefetch.start(tree, decision, running, taken, stop, ahead)
 
     # -- rollout facts ---------------------------------------------------------------------------------
     @property
@@ -500,9 +421,9 @@ class MCTS:
     @contextlib.contextmanager
     def _sampling(self) -> Iterator[None]:
         """Around a space.sample call: the lock the trees sharing these caches take in turn; a prefetch first waits
-        for a timing to end (_Stopped when told to stop meanwhile), so that a decision never waits for the lock
-        behind a prefetch that is waiting itself."""
-        with _prefetch_rollout(self._stop) if self._stop is not None else contextlib.nullcontext(), \
+        for a timing to end (prefetch.Stopped when told to stop meanwhile), so that a decision never waits for the
+        lock behind a prefetch that is waiting itself."""
+        with _prefetch.rollout_slot(self._stop) if self._stop is not None else contextlib.nullcontext(), \
                 self._sample_lock:
             yield
 
@@ -513,7 +434,7 @@ class MCTS:
         if fact is not None:
             return fact
         if self._stop is not None and self._stop.is_set():
-            raise _Stopped
+            raise _prefetch.Stopped
         if time.monotonic() > self._deadline:  # rare: a decision that keeps hitting new hard subtrees
             return RolloutFact(leaf.key, count, (), False)  # not memoized
         with self._sampling():
@@ -600,8 +521,8 @@ class MCTS:
                 count = key[1]
                 if self._stop is not None and count > _FALLBACK_GROUP:
                     # a prefetch draws a group's 4 (60-180 ms in the default space at 1,000 trials), not the
-                    # 64 or 256 (seconds): each of its calls stays short (see stop_prefetches)
-                    raise _Stopped
+                    # 64 or 256 (seconds): each of its calls stays short (see prefetch.stop_prefetches)
+                    raise _prefetch.Stopped
                 with self._sampling():
                     drawn = self._fallbacks.get(key)
                     if drawn is None:

@@ -293,7 +293,7 @@ class SynoSampler(BaseSampler):
             # is spread over the evaluations of several trials; with other trials running, whose ends reshape
             # the tree, only the next one.
             self._prefetch_stop = threading.Event()
-            self._tree.prefetch(trial.number + 1, [*running, Observation(tuple(op.path), None, proposal.leaf)],
+            self._tree.prefetch(trial.number + 1, [*running, proposal.running()],
                                 taken | {op.hash}, self._prefetch_stop, ahead=1 if running else _PREFETCH_AHEAD)
 
     def _facts_attr(self, trial: FrozenTrial, facts: list[RolloutFact]) -> dict[str, Any]:

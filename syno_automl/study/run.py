@@ -31,7 +31,7 @@ from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
 from syno_automl.errors import SynoError
 from syno_automl.interrupt import check_interrupt, deferred_interrupt, interrupt_requested, stop_on_signals, stop_reason
-from syno_automl.search.mcts import stop_prefetches
+from syno_automl.runtime.process import configure_process
 from syno_automl.search.objectives import (
     baseline_trial,
     best_operator_trial,
@@ -39,7 +39,8 @@ from syno_automl.search.objectives import (
     operator_front,
     primary_value,
 )
-from syno_automl.study.context import SearchContext, prepare
+from syno_automl.search.prefetch import stop_prefetches
+from syno_automl.study.context import SearchContext, prepare, process_threads
 from syno_automl.study.lost_trials import (
     TrialsCreated,
     end_final_runs,
@@ -72,7 +73,8 @@ def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = 
     """Runs (or continues) the search until the study holds `config.trials` finished operator trials. Ctrl-C or
     SIGTERM stops it (KeyboardInterrupt) with nothing left RUNNING: the trial it was in fails, its run and the
     study's run are KILLED (syno_automl.interrupt.stop_on_signals, whose checkpoints raise again an interrupt a
-    finalizer swallowed)."""
+    finalizer swallowed). An entry point: it sets its process up (syno_automl.runtime.process: torch's threads, the
+    steady allocator, the heap frozen once the study is open)."""
     with stop_on_signals():
         return _run_search(config, resume, out, n_trials)
 
@@ -81,9 +83,11 @@ def _run_search(config: SearchConfig, resume: bool, out: TextIO | None, n_trials
     started = time.time()
     config.validate()
     check_study(config, resume)  # before loading data: a wrong invocation fails at once
+    configure_process(threads=process_threads(config))   # an entry point: the process is the search's
     context = prepare(config)
     check_space_holds_operators(context.space, config)  # before any study, run or training: nothing to lose
     study = open_study(config, context, resume=resume)
+    configure_process(freeze_heap=True)   # what the open study holds leaves the collector's full passes
     announce_speed_objective(study, out)   # planned where measured was asked: said; a --resume it cannot run: refused
     tracker = parent = None
     created = TrialsCreated(study)   # the trials this worker makes RUNNING: an interrupt fails those left so

@@ -30,15 +30,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 warnings.filterwarnings("ignore")
 
-import torch  # noqa: E402
 
 import lightning_modules.models as zoo  # noqa: E402
 from syno_automl import known  # noqa: E402
 from syno_automl.config import SearchConfig  # noqa: E402
+from syno_automl.runtime.process import configure_process  # noqa: E402
 from syno_automl.space import Operator, OperatorSpace  # noqa: E402
+from syno_automl.speed.probe import measure_speedups  # noqa: E402
 from syno_automl.study import prepare  # noqa: E402
 from syno_automl.study.finalists import retrain  # noqa: E402
-from syno_automl.study.speed import measure_speedups  # noqa: E402
 from syno_automl.study.verdict import Finalist  # noqa: E402
 
 GROUPED_BY_S = ["REDUCE s^-1*C_in", "REDUCE k", "REDUCE k", "MERGE [s, s^-1*C_out] -> C_out",
@@ -57,7 +57,7 @@ STEMS = {"pointwise_cnn": 1, "small_cnn": 3}   # the digits models: the default'
 def one_setting(model: str, width: int, size: int, epochs: int, seeds: int) -> str:
     # the model zoo's entry at this width, for this setting only
     zoo._REGISTRY[model] = zoo._image(functools.partial(zoo.SmallCNN, width=width, stem_kernel=STEMS[model]))
-    torch.set_num_threads(1)
+    configure_process(threads=1)   # the bench is an entry point: one thread, the steady allocator
     context = prepare(SearchConfig(model=model, tracking_uri=None, image_size=size, epochs=epochs))
     op = grouped_by_s(context.space)
     final_epochs = 2 * epochs
@@ -65,7 +65,7 @@ def one_setting(model: str, width: int, size: int, epochs: int, seeds: int) -> s
     started = time.time()
     retrain(context, base, None, seeds, final_epochs)
     retrain(context, cand, op, seeds, final_epochs)
-    speed = measure_speedups(context, [op])
+    speed = measure_speedups(context.speed_subject(), [op])
     estimate = speed.estimates[0]
     base_ms, ms, how = speed.baseline_ms, estimate.candidate_ms, speed.label
     sub = context.substitution

@@ -71,14 +71,14 @@ import syno_automl.study.training as training  # noqa: E402
 from syno_automl import vocabulary as V  # noqa: E402
 from syno_automl.classify import classify  # noqa: E402
 from syno_automl.config import SearchConfig  # noqa: E402
-from syno_automl.measure.paired import SpeedupEstimate  # noqa: E402
 from syno_automl.search.fidelity import fidelity_study_name, make_pruner, open_fidelity_study  # noqa: E402
 from syno_automl.search.objectives import baseline_trial  # noqa: E402
 from syno_automl.search.sampler import operator_json_of  # noqa: E402
 from syno_automl.space import Operator  # noqa: E402
+from syno_automl.speed.paired import SpeedupEstimate  # noqa: E402
+from syno_automl.speed.probe import SpeedMeasurement  # noqa: E402
 from syno_automl.study import prepare  # noqa: E402
 from syno_automl.study.opening import open_study, remaining_trials  # noqa: E402
-from syno_automl.study.speed import SpeedMeasurement  # noqa: E402
 from syno_automl.study.storage import make_storage  # noqa: E402,F401 (the study's storage, as the CLI's)
 from syno_automl.study.trial import Objective  # noqa: E402
 from syno_automl.tasks import task_of  # noqa: E402

@@ -2,7 +2,7 @@
 inference time (cpu.eager as the final stage times it: the task's timing batch, 1 thread) spent in the layers the
 search replaces, and what it allows.
 
-The share is measured by the speed protocol (``syno_automl.measure.paired``): the whole original model against the
+The share is measured by the speed protocol (``syno_automl.speed.paired``): the whole original model against the
 replaced layers alone, each layer called on the input it meets in the model, interleaved pairs, so the share comes
 with its 95 % interval. Printed: ``s``; the whole-model speedup ``1 / (1 - s + s r)`` when the replaced layers take
 ``r`` of their time (r = 1/2, 1/3, 1/4); and the layer speedup a whole-model ``--speedup`` needs (Amdahl's law: the
@@ -29,8 +29,8 @@ def replaced_layers_call(context: Any) -> tuple[Any, Any, list[tuple[int, ...]]]
     of those inputs, one per layer)."""
     import torch
 
-    from syno_automl.measure.allocator import steady_allocator
     from syno_automl.placeholder import placeholders
+    from syno_automl.runtime.allocator import steady_allocator
 
     steady_allocator()   # as the final stage's timing: the allocation history does not move the figures
     model = context.substitution.original_model().eval()
@@ -65,7 +65,7 @@ def main() -> None:
     import torch
 
     from syno_automl.config import SearchConfig
-    from syno_automl.measure.paired import SPEED_PROTOCOL, paired_speedup
+    from syno_automl.speed.paired import SPEED_PROTOCOL, paired_speedup
     from syno_automl.study import prepare
 
     torch.set_num_threads(1)

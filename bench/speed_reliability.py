@@ -6,8 +6,8 @@ Operators: --default-ops in-budget operators of the default space (small CNN on 
 builds it) and --resnet-ops of ResNet-18 at 16x16 (both drawn with ``space.sample(n, seed)``: in budget by
 construction). Each session is a fresh process (``--worker``) that prepares the same context, rebuilds the
 operators from their JSON and times every one against the original model by
-``syno_automl.study.speed.measure_speedups`` with the final stage's session protocol (interleaved blocks, the
-operators taking turns); a run pools its --sessions sessions by ``syno_automl.study.speed_sessions.pool_measurements``,
+``syno_automl.speed.probe.measure_speedups`` with the final stage's session protocol (interleaved blocks, the
+operators taking turns); a run pools its --sessions sessions by ``syno_automl.speed.sessions.pool_measurements``,
 as the final stage does (a ratio with its 95 % reproducibility interval) on --target. So one run is 2 processes by
 default, and the two runs 4.
 
@@ -52,20 +52,19 @@ def worker(spec_path: Path, out_path: Path) -> None:
     """One run: prepare the setting's context, time each operator of the spec, write the estimates."""
     from dataclasses import replace
 
-    import torch
-
+    from syno_automl.runtime.process import configure_process
     from syno_automl.space import Operator
+    from syno_automl.speed.probe import measure_speedups
+    from syno_automl.speed.sessions import SESSION_PROTOCOL
     from syno_automl.study import prepare
-    from syno_automl.study.speed import measure_speedups
-    from syno_automl.study.speed_sessions import SESSION_PROTOCOL
 
     spec = json.loads(spec_path.read_text())
     protocol = replace(SESSION_PROTOCOL, **spec.get("protocol", {}))
-    torch.set_num_threads(1)
+    configure_process(threads=1)   # a worker is an entry point: one thread, the steady allocator
     context = prepare(_config(spec["setting"], spec["target"], spec["precision"]))
     ops = [Operator.from_json(context.space, text) for text in spec["ops"]]
     started = time.time()
-    speed = measure_speedups(context, ops, threads=1, protocol=protocol)
+    speed = measure_speedups(context.speed_subject(), ops, threads=1, protocol=protocol)
     out_path.write_text(json.dumps({**speed.to_dict(), "seconds": time.time() - started}))
 
 
@@ -98,9 +97,9 @@ def _session(spec: Path, out: Path) -> dict[str, Any]:
 def _run(spec: Path, out: Path, sessions: int, target: str) -> dict[str, Any]:
     """One measurement as the final stage makes it: `sessions` fresh processes, one after another, pooled."""
     from syno_automl.runtime import parse_target
-    from syno_automl.study.speed import SpeedMeasurement
-    from syno_automl.study.speed_process import FRESH_LABEL
-    from syno_automl.study.speed_sessions import pool_measurements, run_drift
+    from syno_automl.speed.probe import SpeedMeasurement
+    from syno_automl.speed.process import FRESH_LABEL
+    from syno_automl.speed.sessions import pool_measurements, run_drift
 
     found = [_session(spec, out.with_suffix(f".{k}.json")) for k in range(sessions)]
     measured = [SpeedMeasurement.from_dict(f) for f in found]
@@ -115,9 +114,9 @@ def _run(spec: Path, out: Path, sessions: int, target: str) -> dict[str, Any]:
 def with_drift(runs: list[dict[str, Any]], drift: float, saved_drift: float) -> list[dict[str, Any]]:
     """`runs` (as --save keeps them) with each operator's interval carrying the run drift `drift` instead of the one
     it was pooled with (the run's "drift", else `saved_drift`): the half-width in log ratio, less that drift's term
-    in quadrature (``syno_automl.measure.pooled.drift_halfwidth``), plus the new one's. The figures and the
+    in quadrature (``syno_automl.speed.pooled.drift_halfwidth``), plus the new one's. The figures and the
     controls do not move."""
-    from syno_automl.measure.pooled import drift_halfwidth
+    from syno_automl.speed.pooled import drift_halfwidth
 
     new = drift_halfwidth(drift)
     out = []
@@ -203,7 +202,7 @@ def _print_table(title: str, rows: list[dict[str, Any]]) -> None:
 
 def _print_saved(args: argparse.Namespace) -> None:
     from syno_automl.runtime import parse_target
-    from syno_automl.study.speed_sessions import run_drift
+    from syno_automl.speed.sessions import run_drift
 
     drift = run_drift(parse_target(args.target)) if args.drift is None else args.drift
     saved = {setting: with_drift(runs, drift, args.saved_drift)
@@ -242,7 +241,7 @@ def main() -> None:
     if args.from_saved is not None:
         _print_saved(args)
         return
-    from syno_automl.study.speed_sessions import FINAL_SESSIONS
+    from syno_automl.speed.sessions import FINAL_SESSIONS
 
     sessions = args.sessions or FINAL_SESSIONS
     if args.runs < 2:

@@ -71,7 +71,7 @@ SYS_LEAF = "syno:leaf"                # steps of the operator's path inside the 
 SYS_SOURCE = "syno:source"            # "mcts" | "fallback" | "enqueued"
 SYS_ERROR = "syno:error"              # why no operator could be given
 SYS_MEASUREMENT = "syno:measurement:"  # study system attrs: one speed measurement each, keyed by the digest of
-                                        # (operator, sizes, target, precision, device, torch) (study/measurements.py)
+                                        # (operator, sizes, target, precision, device, torch) (speed/store.py)
 
 # -- MLflow metrics (beside the objective val_acc / val_loss); "num_params", not "params" (MLflow's Parameters)
 METRIC_FLOPS = "flops"

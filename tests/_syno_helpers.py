@@ -105,7 +105,7 @@ def worker(storage_url: str, study_name: str, n_trials: int, seed: int, sleep: f
 def brief_speed_protocol():
     """A brief speed protocol (4 pairs, 2 copies, 5 ms blocks): the speed paths' structure checked in seconds,
     never their figures."""
-    from syno_automl.measure.paired import PairedProtocol
+    from syno_automl.speed.paired import PairedProtocol
 
     return PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=4, max_pairs=4, copies=2)
 

@@ -1,11 +1,11 @@
-"""measure.allocator: glibc's malloc thresholds are fixed once per process where the C library is glibc."""
+"""runtime.allocator: glibc's malloc thresholds are fixed once per process where the C library is glibc."""
 from __future__ import annotations
 
 import platform
 
 import pytest
 
-from syno_automl.measure.allocator import steady_allocator
+from syno_automl.runtime.allocator import steady_allocator
 
 
 @pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc only")

@@ -9,8 +9,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "syno_automl"
 FLOORS = [  # bottom up; a module's floor is that of its longest matching prefix
     ("errors", "echo", "vocabulary", "runtime", "cost_profile", "profiles", "settings", "config", "interrupt",
      "_native"),
-    ("options", "space", "known", "ir", "codegen", "measure", "placeholder", "export", "tracking", "kernels",
-     "calibrate", "priors", "classify"),
+    ("options", "space", "known", "ir", "codegen", "measure", "placeholder", "export", "tracking", "speed",
+     "kernels", "calibrate", "priors", "classify"),
     ("search",),
     ("tasks",),
     ("study",),

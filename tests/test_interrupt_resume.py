@@ -127,7 +127,7 @@ def test_resume_without_trials_keeps_the_studys_count_and_trials_0_leaves_nothin
 def test_ctrl_c_in_the_final_stage_kills_its_run_and_a_new_final_stage_ends_the_abandoned(tmp_path, monkeypatch):
     import functools
 
-    from syno_automl.measure.paired import PairedProtocol
+    from syno_automl.speed.paired import PairedProtocol
     from syno_automl.study import finalists, speed
 
     # the stage times its finalists by the paired protocol (up to 40 pairs of blocks, most of a stage whose training

@@ -1,4 +1,4 @@
-"""The speed protocol (syno_automl.measure.paired) on a fake clock: the interval, the stopping rule, the
+"""The speed protocol (syno_automl.speed.paired) on a fake clock: the interval, the stopping rule, the
 alternating order, the cap and the control. No test here depends on the machine's speed."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import pytest
 
 from syno_automl.errors import OptionError
-from syno_automl.measure.paired import (
+from syno_automl.speed.paired import (
     Conditions,
     PairedProtocol,
     SpeedupEstimate,

@@ -16,10 +16,10 @@ from syno_automl import vocabulary as V
 from syno_automl.calibrate import features
 from syno_automl.config import SearchConfig
 from syno_automl.errors import CostProfileError
-from syno_automl.measure.paired import SpeedupEstimate
+from syno_automl.speed.paired import SpeedupEstimate
+from syno_automl.speed.store import Measurement, MeasurementKey, MeasurementStore
 from syno_automl.study import prepare
 from syno_automl.study.measured_profile import MIN_MEASUREMENTS, measured_rows, profile_from_study
-from syno_automl.study.measurements import Measurement, MeasurementKey, MeasurementStore
 
 HIDDEN = (2e-12, 4e-10, 1e-10, 3e-6)   # seconds per FLOP, element written, element read, kernel launch
 REST_S = 0.004                        # the model's time outside the replaced layers

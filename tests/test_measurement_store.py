@@ -14,11 +14,11 @@ import pytest
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig, with_legacy_settings
 from syno_automl.errors import TrialResultError
-from syno_automl.measure.paired import SPEED_PROTOCOL, TRIAL_SPEED_PROTOCOL, PairedProtocol, paired_speedup
 from syno_automl.settings import SettingError
+from syno_automl.speed.paired import SPEED_PROTOCOL, TRIAL_SPEED_PROTOCOL, PairedProtocol, paired_speedup
+from syno_automl.speed.store import Measurement, MeasurementKey, MeasurementStore
 from syno_automl.study import prepare
 from syno_automl.study import trial_speed as trial_speed_module
-from syno_automl.study.measurements import Measurement, MeasurementKey, MeasurementStore
 from syno_automl.study.trial_speed import (
     MEASURED,
     PLANNED,

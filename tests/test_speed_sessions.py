@@ -1,4 +1,4 @@
-"""The final stage's sessions pooled (syno_automl.measure.pooled, syno_automl.study.speed_sessions): the figure is
+"""The final stage's sessions pooled (syno_automl.speed.pooled, syno_automl.speed.sessions): the figure is
 the sessions' geometric mean, the interval holds the spread between sessions estimated over all candidates, never
 narrower than a candidate's own, and the stage runs its sessions and labels them. No test reads a clock."""
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 from _syno_helpers import brief_speed_protocol, speed_context_fixture
 
 from syno_automl.errors import OptionError
-from syno_automl.measure.paired import SpeedupEstimate
-from syno_automl.measure.pooled import pool_sessions, with_run_drift
 from syno_automl.runtime import parse_target
-from syno_automl.study.speed import SpeedMeasurement
-from syno_automl.study.speed_sessions import CUDA_RUN_DRIFT, RUN_DRIFT, measure_final, pool_measurements, run_drift
+from syno_automl.speed.paired import SpeedupEstimate
+from syno_automl.speed.pooled import pool_sessions, with_run_drift
+from syno_automl.speed.probe import SpeedMeasurement
+from syno_automl.speed.sessions import CUDA_RUN_DRIFT, RUN_DRIFT, measure_final, pool_measurements, run_drift
 
 CPU = parse_target("cpu.eager")
 
@@ -156,15 +156,17 @@ context = speed_context_fixture("same")
 
 def test_the_final_stage_runs_two_sessions_and_says_so(context):
     ops = context.space.sample(2, seed=3)
-    speed = measure_final(context, ops, protocol=BRIEF)
+    speed = measure_final(context.speed_subject(), ops, protocol=BRIEF, process="same")
     assert speed.label.endswith("(2 sessions in the search's process, pooled)"), speed.label
     assert speed.control is not None and speed.control.pairs == 8
     assert len(speed.estimates) == 2 and all(e is not None and e.pairs == 8 for e in speed.estimates)
     assert speed.baseline_ms is not None and speed.baseline_ms > 0
-    one = measure_final(context, ops, protocol=BRIEF, sessions=1)
+    one = measure_final(context.speed_subject(), ops, protocol=BRIEF, sessions=1, process="same")
     assert one.control is not None and one.control.pairs == 4 and "pooled" not in one.label
     with pytest.raises(OptionError):
-        measure_final(context, ops, sessions=0)
+        measure_final(context.speed_subject(), ops, sessions=0)
+    with pytest.raises(OptionError):
+        measure_final(context.speed_subject(), ops, process="elsewhere")
 
 
 def test_labels_of_fresh_and_fallen_back_sessions():
@@ -183,13 +185,13 @@ def test_fp32_on_cuda_times_matmuls_at_the_precision_of_cudnns_convolutions(cont
     before)."""
     import torch
 
-    from syno_automl.study.speed import SpeedProbe, _numerics
+    from syno_automl.speed.probe import SpeedProbe, _numerics
 
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
-    assert SpeedProbe(context, parse_target("cuda.eager")).precision == "tf32"
-    assert SpeedProbe(context, parse_target("cpu.eager")).precision == "fp32"
+    assert SpeedProbe(context.speed_subject(parse_target("cuda.eager"))).precision == "tf32"
+    assert SpeedProbe(context.speed_subject(parse_target("cpu.eager"))).precision == "fp32"
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-    assert SpeedProbe(context, parse_target("cuda.compiled")).precision == "fp32"
+    assert SpeedProbe(context.speed_subject(parse_target("cuda.compiled"))).precision == "fp32"
     matmul = torch.backends.cuda.matmul
     before = matmul.allow_tf32   # (cuBLAS's flags are not attributes monkeypatch can restore)
     try:

@@ -17,10 +17,10 @@ from _cli_helpers import cli_here, read_runs, read_study
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
 from syno_automl.search.objectives import objective_names
+from syno_automl.speed.probe import SpeedProbe
+from syno_automl.speed.store import MeasurementStore
 from syno_automl.study import run_search
 from syno_automl.study import trial_speed as trial_speed_module
-from syno_automl.study.measurements import MeasurementStore
-from syno_automl.study.speed import SpeedProbe
 
 SEARCH = ("search", "--trials", "2", "--epochs", "1", "--seed", "1", "--timeout", "0", "--finalists", "0")
 TARGET = "cpu.eager"

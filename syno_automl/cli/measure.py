@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from syno_automl import vocabulary as V
 from syno_automl.cli.common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
 from syno_automl.cli.lookup import find_trial
 from syno_automl.cli.options import config_of, fill_from_recorded
 from syno_automl.errors import LatencyError, OptionError
+
+if TYPE_CHECKING:
+    from syno_automl.study.context import SearchContext
 
 __all__ = ["cmd_enumerate", "cmd_reevaluate", "cmd_tune"]
 
@@ -186,12 +189,12 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _remeasured(context: Any, study: Any, run: Any | None, op: Any) -> str:
+def _remeasured(context: SearchContext, study: Any, run: Any | None, op: Any) -> str:
     """`op` (None: the original against itself) timed afresh on the speed target as the final stage times (its
     sessions in fresh processes, pooled; three here, as one operator and the control alone give the spread
     between sessions few degrees of freedom), never read from the study's measurement store: the store and the
     run get the new figure."""
-    from syno_automl.study.speed_sessions import REMEASURE_SESSIONS, measure_final
+    from syno_automl.speed.sessions import REMEASURE_SESSIONS, measure_final
     from syno_automl.study.trial_speed import MEASURED, SpeedObjective, TrialSpeed, cannot_run
 
     target = context.resolved.speed.name
@@ -199,7 +202,8 @@ def _remeasured(context: Any, study: Any, run: Any | None, op: Any) -> str:
         return f", speed not measured ({target} cannot run here)"
 
     def pooled(o: Any) -> Any:
-        measured = measure_final(context, [] if o is None else [o], sessions=REMEASURE_SESSIONS)
+        measured = measure_final(context.speed_subject(), [] if o is None else [o], sessions=REMEASURE_SESSIONS,
+                                 process=context.resolved.speed_process)
         return measured.control if o is None else measured.estimates[0]
 
     speed = TrialSpeed(context, SpeedObjective(MEASURED, target), measure=pooled)

@@ -1,7 +1,7 @@
 """Speed figures from several measurement sessions (fresh processes) pooled into one, with an interval that holds
 what changes from one process to the next.
 
-One session of the speed protocol (:mod:`syno_automl.measure.paired`) gives each candidate an interval from its
+One session of the speed protocol (:mod:`syno_automl.speed.paired`) gives each candidate an interval from its
 own batches: it holds the noise of that process. A new process lays the models out anew (addresses, the
 allocator's arenas, oneDNN's primitive choices) and moves a ratio by a few per cent more than that: measured on
 ResNet-18 operators, two processes' figures differed by a median 1.9 % while each one's interval was ±1.8 %, so
@@ -22,7 +22,7 @@ deviation ``drift`` of that shift in log ratio, measured by ``bench/speed_reliab
 the difference of two runs carries two such shifts, so the term's 95 % half-width is ``1.96 * sqrt(2) * drift``.
 
 Example (two sessions, two candidates; the second session 2 % slower for the first candidate):
-    >>> from syno_automl.measure.paired import SpeedupEstimate
+    >>> from syno_automl.speed.paired import SpeedupEstimate
     >>> a = [SpeedupEstimate(1.50, 1.48, 1.52, 16, 10.0, 6.7), SpeedupEstimate(1.00, 0.99, 1.01, 16, 10.0, 10.0)]
     >>> b = [SpeedupEstimate(1.47, 1.45, 1.49, 16, 10.0, 6.8), SpeedupEstimate(1.00, 0.99, 1.01, 16, 10.0, 10.0)]
     >>> [e.text() for e in pool_sessions([a, b])]
@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from syno_automl.errors import OptionError
-from syno_automl.measure.paired import SpeedupEstimate, t_quantile
+from syno_automl.speed.paired import SpeedupEstimate, t_quantile
 
 __all__ = ["drift_halfwidth", "pool_sessions", "with_run_drift"]
 

@@ -1,11 +1,14 @@
-"""Whole-model speed on a speed target, by the speed protocol (syno_automl.measure.paired): each operator's
+"""Whole-model speed on a speed target, by the speed protocol (syno_automl.speed.paired): each operator's
 substituted model against the original, in interleaved blocks, as a ratio with its 95 % reproducibility interval;
 and a control (the original against itself) that shows the protocol's own noise under the same conditions. Several
 operators are measured taking turns batch by batch (:meth:`SpeedProbe.measure_all`).
 
-Inference (eval mode, ``torch.inference_mode``) on the task's timing batch, on the target's device, eager or
-``torch.compile``d once per model (the warm-up compiles, never timed), under the training's precision (bf16 and
-fp16 through ``torch.autocast``), `threads` torch threads on a CPU.
+Inference (eval mode, ``torch.inference_mode``) on the subject's timing batch (:class:`SpeedSubject`), on the
+target's device, eager or ``torch.compile``d once per model (the warm-up compiles, never timed), under the subject's
+precision (bf16 and fp16 through ``torch.autocast``), `threads` torch threads on a CPU. A probe leaves the process
+as it found it (threads restored after each timing); the steady allocator of runtime/allocator.py is the entry
+points' to set (runtime/process.py), never a probe's. Every timing raises the runtime's timing signal, so that a
+background prefetch of the sampler holds its work meanwhile.
 """
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from syno_automl.measure.paired import SPEED_PROTOCOL, Conditions, PairedProtocol, SpeedupEstimate
-from syno_automl.runtime import SpeedTarget
+from syno_automl.runtime.timing_signal import timing_in_progress
+from syno_automl.speed.paired import SPEED_PROTOCOL, Conditions, PairedProtocol, SpeedupEstimate
+from syno_automl.speed.subject import SpeedSubject, precision_name
 
 __all__ = ["SpeedMeasurement", "SpeedProbe", "measure_speedups", "precision_name"]
 
@@ -47,10 +51,6 @@ class SpeedMeasurement:
                    SpeedupEstimate.from_dict(data["control"]) if data["control"] else None, data["baseline_ms"],
                    Conditions(**data["conditions"]) if data["conditions"] else None)
 
-
-def precision_name(precision: str) -> str:
-    """Lightning's precision setting as the conditions name it."""
-    return {"bf16-mixed": "bf16", "16-mixed": "fp16"}.get(precision, "fp32")
 
 
 def _numerics(device: str, precision: str) -> Any:
@@ -101,24 +101,21 @@ class SpeedProbe:
     ``runs`` is False where the target cannot run here (CUDA without a CUDA device): every estimate is then None.
 
     Example:
-        >>> probe = SpeedProbe(context, protocol=TRIAL_SPEED_PROTOCOL)   # doctest: +SKIP
+        >>> probe = SpeedProbe(context.speed_subject(), protocol=TRIAL_SPEED_PROTOCOL)   # doctest: +SKIP
         >>> probe.measure(op).text()                                       # doctest: +SKIP
         '1.41× [1.33, 1.49]'
     """
 
-    def __init__(self, context: Any, target: SpeedTarget | None = None, threads: int | None = None,
+    def __init__(self, subject: SpeedSubject, threads: int | None = None,
                  protocol: PairedProtocol = SPEED_PROTOCOL) -> None:
         import torch
 
-        from syno_automl.measure.allocator import steady_allocator
-
-        steady_allocator()   # the process's allocation history no longer moves a CPU model's speed
-        self.context = context
-        self.target = target or context.resolved.speed
+        self.subject = subject
+        self.target = subject.target
         self.protocol = protocol
         self.runs = not (self.target.cuda and not torch.cuda.is_available())
         self.threads = threads or torch.get_num_threads()
-        self.precision = precision_name(context.config.precision)
+        self.precision = subject.precision
         if self.target.cuda and self.precision == "fp32":
             self.precision = _cuda_fp32_name()
         self.where = (f"cpu ({self.threads} thread{'s' if self.threads > 1 else ''})" if self.target.device == "cpu"
@@ -129,12 +126,12 @@ class SpeedProbe:
     @property
     def example(self) -> Any:
         if self._example is None:
-            self._example = self.context.timing_example.to(self.target.device)
+            self._example = self.subject.example.to(self.target.device)
         return self._example
 
     def conditions(self) -> Conditions:
         """The conditions now (the load average changes between measurements)."""
-        return Conditions.here(self.where, self.threads, self.precision, self.context.task.timing_label(self.example))
+        return Conditions.here(self.where, self.threads, self.precision, self.subject.batch_label)
 
     def label(self) -> str:
         return (f"{self.target}: torch {'compiled' if self.target.compiled else 'eager'} inference, "
@@ -156,7 +153,7 @@ class SpeedProbe:
 
     def _original(self) -> list[Callable[[], Any]]:
         if self._baseline is None:
-            self._baseline = self._call(self.context.substitution.original_model().eval())
+            self._baseline = self._call(self.subject.substitution.original_model().eval())
         return self._baseline
 
     def _control(self) -> list[Callable[[], Any]]:
@@ -185,7 +182,7 @@ class SpeedProbe:
         from syno_automl.measure.substituted_model import substituted_models
 
         try:
-            return self._call(substituted_models(self.context.substitution, op)[1])
+            return self._call(substituted_models(self.subject.substitution, op)[1])
         except Exception:  # noqa: BLE001 -- an operator that cannot be installed: unmeasured
             return None
 
@@ -194,13 +191,13 @@ class SpeedProbe:
         original itself fails to run."""
         import torch
 
-        from syno_automl.measure.paired import paired_speedups
         from syno_automl.measure.timing import torch_threads
+        from syno_automl.speed.paired import paired_speedups
 
         runnable = [c for c in candidates if c is not None]
         sync = torch.cuda.synchronize if self.target.cuda else (lambda: None)
         try:
-            with torch_threads(self.threads):
+            with timing_in_progress(), torch_threads(self.threads):
                 timed = iter(paired_speedups(self._original(), runnable, self.protocol, sync=sync,
                                              conditions=self.conditions()))
         except Exception:  # noqa: BLE001 -- the original fails to run: nothing is measured
@@ -208,11 +205,11 @@ class SpeedProbe:
         return [next(timed) if c is not None else None for c in candidates]
 
 
-def measure_speedups(context: Any, ops: list[Any], target: SpeedTarget | None = None, threads: int | None = None,
+def measure_speedups(subject: SpeedSubject, ops: list[Any], threads: int | None = None,
                      protocol: PairedProtocol = SPEED_PROTOCOL) -> SpeedMeasurement:
-    """Each of `ops` substituted, timed against the original model on `target` (default the context's resolved
-    speed target), and the control. Never raises: a model that cannot be built or timed gets None."""
-    probe = SpeedProbe(context, target, threads, protocol)
+    """Each of `ops` substituted, timed against the original model on the subject's target, and the control.
+    Never raises: a model that cannot be built or timed gets None."""
+    probe = SpeedProbe(subject, threads, protocol)
     if not probe.runs:
         return SpeedMeasurement(f"{probe.target}: not timed (no CUDA device here)", [None] * len(ops))
     result = SpeedMeasurement(probe.label(), conditions=probe.conditions())

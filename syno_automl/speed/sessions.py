@@ -1,5 +1,5 @@
 """The final stage's speed figures: the speed protocol run in ``FINAL_SESSIONS`` sessions, each in a fresh process
-(one after another: never two timing at once), and pooled (:func:`syno_automl.measure.pooled.pool_sessions`).
+(one after another: never two timing at once), and pooled (:func:`syno_automl.speed.pooled.pool_sessions`).
 
 Why more than one process: a new process lays the models out anew and moves a ratio by a few per cent more than
 one process's interval holds (ResNet-18 operators: 1.9 % median between two processes, intervals of ±1.8 %); two
@@ -9,7 +9,7 @@ the second process's start-up (torch, the space and the models, no data nor Ligh
 search, `spawn` included) is the price.
 
 The operators' intervals also hold a shift common to every operator between runs (``RUN_DRIFT``, added by
-:func:`syno_automl.measure.pooled.with_run_drift`): the sessions of one run share the machine's state of those
+:func:`syno_automl.speed.pooled.with_run_drift`): the sessions of one run share the machine's state of those
 minutes, so their spread cannot show it. The control (the original against itself) has no such term: both of its
 sides are the same model, and the machine moves them alike.
 
@@ -22,11 +22,12 @@ from dataclasses import replace
 from typing import Any
 
 from syno_automl.errors import OptionError
-from syno_automl.measure.paired import SPEED_PROTOCOL, PairedProtocol
-from syno_automl.measure.pooled import pool_sessions, with_run_drift
 from syno_automl.runtime import SpeedTarget
-from syno_automl.study.speed import SpeedMeasurement, measure_speedups
-from syno_automl.study.speed_process import FRESH_LABEL, SAME, measure_in_fresh_process, speed_process_of
+from syno_automl.speed.paired import SPEED_PROTOCOL, PairedProtocol
+from syno_automl.speed.pooled import pool_sessions, with_run_drift
+from syno_automl.speed.probe import SpeedMeasurement, measure_speedups
+from syno_automl.speed.process import FRESH, FRESH_LABEL, SAME, measure_in_fresh_process
+from syno_automl.speed.subject import SpeedSubject
 
 __all__ = ["CUDA_RUN_DRIFT", "FINAL_SESSIONS", "REMEASURE_SESSIONS", "RUN_DRIFT", "SESSION_PROTOCOL",
            "measure_final", "pool_measurements", "run_drift"]
@@ -52,22 +53,22 @@ CUDA_RUN_DRIFT = 0.024
 SESSION_PROTOCOL = replace(SPEED_PROTOCOL, min_pairs=16, max_pairs=24, target_halfwidth=0.028)
 
 
-def measure_final(context: Any, ops: list[Any], target: SpeedTarget | None = None, *,
-                  sessions: int = FINAL_SESSIONS, protocol: PairedProtocol = SESSION_PROTOCOL,
-                  process: str | None = None) -> SpeedMeasurement:
-    """`ops` and the control against the original on `target`, in `sessions` sessions (fresh processes, or the
-    search's own per --speed-process), pooled. Never raises for an operator: one that cannot be timed gets None."""
+def measure_final(subject: SpeedSubject, ops: list[Any], *, sessions: int = FINAL_SESSIONS,
+                  protocol: PairedProtocol = SESSION_PROTOCOL, process: str = FRESH) -> SpeedMeasurement:
+    """`ops` and the control against the original on the subject's target, in `sessions` sessions (`process`:
+    fresh processes, or this one), pooled. Never raises for an operator: one that cannot be timed gets None."""
     if sessions < 1:
         raise OptionError(f"sessions must be >= 1, got {sessions}")
-    process = process or speed_process_of(context.config)
+    if process not in (FRESH, SAME):
+        raise OptionError(f"process must be {FRESH!r} or {SAME!r}, got {process!r}")
     runs: list[SpeedMeasurement] = []
     for _ in range(sessions):
-        run = (measure_speedups(context, ops, target, protocol=protocol) if process == SAME
-               else measure_in_fresh_process(context, ops, target, protocol=protocol))
+        run = (measure_speedups(subject, ops, protocol=protocol) if process == SAME
+               else measure_in_fresh_process(subject, ops, protocol=protocol))
         if not run.measured:   # nothing here can time it (no CUDA device): a second session would say the same
             return run
         runs.append(run)
-    return pool_measurements(runs, target or context.resolved.speed)
+    return pool_measurements(runs, subject.target)
 
 
 def run_drift(target: SpeedTarget) -> float:

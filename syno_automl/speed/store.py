@@ -11,7 +11,7 @@ figures (study/trial_speed.py). The final stage does not read the store: its tim
 Example:
     >>> import optuna
     >>> from dataclasses import replace
-    >>> from syno_automl.measure.paired import SpeedupEstimate
+    >>> from syno_automl.speed.paired import SpeedupEstimate
     >>> store = MeasurementStore(optuna.create_study())
     >>> key = MeasurementKey("ab12", "[64, 1, 8, 8]", "cpu.eager", "fp32", "cpu (1 thread)", "2.5.1")
     >>> store.put(Measurement(key, SpeedupEstimate(1.4, 1.3, 1.5, 6, 2.0, 1.43), trial=3))
@@ -29,7 +29,7 @@ from typing import Any
 import optuna
 
 from syno_automl import vocabulary as V
-from syno_automl.measure.paired import SpeedupEstimate
+from syno_automl.speed.paired import SpeedupEstimate
 
 __all__ = ["MeasurementKey", "Measurement", "MeasurementStore", "sizes_of", "cpu_name"]
 

@@ -7,6 +7,7 @@ Everything downstream reads these and re-derives nothing from the config's strin
 """
 from __future__ import annotations
 
+import functools
 import os
 import random
 from dataclasses import dataclass, replace
@@ -21,9 +22,12 @@ from syno_automl.errors import SubstitutionError
 from syno_automl.placeholder import Substitution, substitute
 from syno_automl.runtime import Device, SpeedTarget, parse_target, resolve_device
 from syno_automl.space import OperatorSpace
+from syno_automl.speed.process import speed_process_of
+from syno_automl.speed.subject import SpeedSubject, precision_name
 from syno_automl.tasks import Task, task_of
 
-__all__ = ["SearchContext", "ContextData", "Budgets", "Resolved", "resolve", "prepare", "seed_everything", "LAYERS"]
+__all__ = ["SearchContext", "ContextData", "Budgets", "Resolved", "resolve", "prepare", "seed_everything", "seed_rngs",
+           "process_threads", "speed_subject_of", "LAYERS"]
 
 LAYERS: dict[str, type] = {"conv2d": nn.Conv2d, "conv1d": nn.Conv1d, "linear": nn.Linear}
 
@@ -50,6 +54,7 @@ class Resolved:
     speed: SpeedTarget                        # the verdict's speed target (``--target``; auto: the device's)
     also_measure: tuple[SpeedTarget, ...]     # --also-measure's, the verdict's left out, each once
     budgets: Budgets
+    speed_process: str                        # where the final stage times: "fresh" processes or the "same" one
 
     @property
     def speed_targets(self) -> list[SpeedTarget]:
@@ -62,7 +67,8 @@ def resolve(config: SearchConfig) -> Resolved:
     device = resolve_device(config.accelerator, config.devices, config.precision)
     speed = device.default_speed_target() if config.speed_target == "auto" else parse_target(config.speed_target)
     also = tuple(parse_target(t) for t in dict.fromkeys(config.also_measure) if t != speed.name)
-    return Resolved(task_of(config), device, speed, also, Budgets(config.flops_ratio, config.cost_ratio))
+    return Resolved(task_of(config), device, speed, also, Budgets(config.flops_ratio, config.cost_ratio),
+                    speed_process_of(config.speed_process))
 
 
 @dataclass(frozen=True)
@@ -122,22 +128,52 @@ class SearchContext:
         """A fresh model of the config (the task builds it)."""
         return self.task.build_model(self.config, self.num_classes, self.in_channels)
 
+    def speed_subject(self, target: SpeedTarget | None = None) -> SpeedSubject:
+        """What the speed protocol times for this search: the substitution on the timing batch, at the training's
+        precision, on `target` (default: the verdict's); its recipe prepares this context again in a fresh
+        process from the config and the batches read off the data (no data loaded, no Lightning)."""
+        return SpeedSubject(self.substitution, self.timing_example, self.task.timing_label(self.timing_example),
+                            precision_name(self.config.precision), target or self.resolved.speed,
+                            functools.partial(speed_subject_of, self.config, self.data))
+
     def with_config(self, config: SearchConfig) -> SearchContext:
         """This context for a changed config (a final-stage seed, another speed target), its values resolved again."""
         return replace(self, config=config, resolved=resolve(config))
+
+
+def speed_subject_of(config: SearchConfig, data: ContextData, target: SpeedTarget) -> SpeedSubject:
+    """A search's speed subject on `target`, prepared from its config and data: the recipe a fresh timing process
+    runs (module-level, so that it pickles by name)."""
+    return prepare(config, data).speed_subject(target)
 
 
 def seed_everything(seed: int) -> None:
     """What Lightning's ``seed_everything(seed, workers=False)`` does (random, numpy, torch; PL_GLOBAL_SEED and
     PL_SEED_WORKERS for Lightning's trainers), written here because importing Lightning costs ~4.5 s in a process
     that trains nothing (the final stage's timing process). Lightning accepts only 0..2**32-1, so any --seed
-    (negative, or seed + trial number past the top) is folded into that range first."""
+    (negative, or seed + trial number past the top) is folded into that range first. It sets the environment: a
+    trial's training calls it; a library call (`prepare`) seeds the generators alone (:func:`seed_rngs`)."""
     seed %= 1 << 32
     os.environ["PL_GLOBAL_SEED"] = str(seed)
+    seed_rngs(seed)
+    os.environ["PL_SEED_WORKERS"] = "0"
+
+
+def seed_rngs(seed: int) -> None:
+    """random's, numpy's and torch's generators seeded as :func:`seed_everything` seeds them, the environment
+    left alone."""
+    seed %= 1 << 32
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    os.environ["PL_SEED_WORKERS"] = "0"
+
+
+def process_threads(config: SearchConfig) -> int | None:
+    """The torch threads a search's process should use (the entry points set them: runtime.process): --threads,
+    else 1 for the embedded tasks, whose tiny models only contend with more (50x slower with 2 threads on a busy
+    2-core machine); None: torch's default."""
+    embedded = config.data_dir is None and config.dataset in ("digits", "mnist1d", "text")
+    return config.threads or (1 if embedded else None)
 
 
 def _space_options(config: SearchConfig, layer: type, in_channels: int) -> dict[str, Any]:
@@ -157,9 +193,6 @@ def _load_data(config: SearchConfig, resolved: Resolved) -> Any:
     from lightning_modules import build_datamodule
 
     embedded = config.data_dir is None and config.dataset in ("digits", "mnist1d", "text")
-    threads = config.threads or (1 if embedded else None)
-    if threads:  # tiny models: more threads only contend (50x slower with 2 threads on a busy 2-core VM)
-        torch.set_num_threads(threads)
     kwargs: dict[str, Any] = {"batch_size": config.batch_size, **resolved.task.datamodule_kwargs(config)}
     if resolved.device.gpu and not embedded:  # feed the GPU: page-locked batches from worker processes
         kwargs["num_workers"] = min(4, max(1, (os.cpu_count() or 2) // 2))
@@ -183,7 +216,7 @@ def prepare(config: SearchConfig, data: ContextData | None = None) -> SearchCont
     assert config.layer is not None  # SearchConfig.__post_init__ gives it the task's default
     layer = LAYERS[config.layer]
     options = _space_options(config, layer, in_channels)
-    seed_everything(config.seed)
+    seed_rngs(config.seed)
     probe = resolved.task.build_model(config, num_classes, in_channels)
     resolved.task.check_model(config, probe)
     try:
@@ -201,7 +234,7 @@ def prepare(config: SearchConfig, data: ContextData | None = None) -> SearchCont
 def _read_data(config: SearchConfig, resolved: Resolved, datamodule: Any) -> ContextData:
     # the example batch sizes the layers and sets every operator's initial scale (match_output_scale): seeded,
     # so that it is the same batch in every process (the shuffling loader draws from the global RNG)
-    seed_everything(config.seed)
+    seed_rngs(config.seed)
     batch = next(iter(datamodule.train_dataloader()))
     example = batch[0] if isinstance(batch, (tuple, list)) else batch
     num_classes, in_channels = resolved.task.sizes(datamodule)

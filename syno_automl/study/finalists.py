@@ -15,13 +15,13 @@ re-trained with the search's own training path (:func:`syno_automl.study.trainin
   the machine's load rather than on the seed).
 
 The whole substituted model and the original one are then timed by the speed protocol
-(:func:`syno_automl.study.speed.measure_speedups`: inference in eval mode on the context's ``timing_example`` --
+(:func:`syno_automl.speed.probe.measure_speedups`: inference in eval mode on the context's ``timing_example`` --
 the search's example batch, or for the lm task the first validation batch of tokens --, each operator against
 the original in interleaved blocks, a ratio with its 95 % interval; a control, the original against itself, shows
 the protocol's own noise; lm: tokens/s, the baseline's the batch's tokens over its median latency, an operator's
 the baseline's times its speedup, so that the speedup is the ratio of tokens/s), in two sessions -- fresh
 processes -- pooled, so
-that the interval holds what changes from one process to the next (:mod:`syno_automl.study.speed_sessions`). The
+that the interval holds what changes from one process to the next (:mod:`syno_automl.speed.sessions`). The
 :class:`~syno_automl.study.verdict.FinalResult` names the fastest operator within ``config.final_margin`` of the
 baseline (image: accuracy lost, absolute; lm: val_loss gained, absolute nats) whose speedup's interval lies above
 1, operators tied with it in value and speed named by a stated rule (fewer FLOPs, then parameters, then hash); or
@@ -41,7 +41,7 @@ import statistics
 import sys
 import time
 import traceback
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import optuna
 from optuna.trial import TrialState
@@ -59,9 +59,12 @@ from syno_automl.search.objectives import (
     speed_ratio_name,
     speed_ratio_of,
 )
-from syno_automl.study.speed import SpeedMeasurement, measure_speedups
-from syno_automl.study.speed_sessions import measure_final
+from syno_automl.speed.probe import SpeedMeasurement, measure_speedups
+from syno_automl.speed.sessions import measure_final
 from syno_automl.study.verdict import NO_CHEAPER_OPERATOR, Finalist, FinalResult, describe_kind, no_faster_operator
+
+if TYPE_CHECKING:
+    from syno_automl.study.context import SearchContext
 
 __all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "measured_targets",
            "TIE_MARGIN"]
@@ -108,7 +111,7 @@ def choose_finalists(study: optuna.Study, k: int, tie: float | None = None,
     return chosen
 
 
-def _no_candidate(study: optuna.Study, context: Any) -> str:
+def _no_candidate(study: optuna.Study, context: SearchContext) -> str:
     """What an empty final stage says: measured faster on the speed target (a study whose second objective is the
     measured time ratio), else cheaper by the plan."""
     if speed_ratio_name(study) == TIME_RATIO:
@@ -146,7 +149,7 @@ def _end_abandoned_final_runs(tracker: Any, study: str) -> None:
         run.finish("KILLED")
 
 
-def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, run: Any | None = None,
+def retrain(context: SearchContext, finalist: Finalist, op: Any, seeds: int, budget: int, run: Any | None = None,
             out: TextIO | None = None) -> Finalist:
     """Trains the task with `op` (None: the baseline) substituted once per seed ``config.seed + s`` for `budget`
     epochs (lm: steps, as a search trial of ``--steps budget`` without a time budget); fills
@@ -187,7 +190,7 @@ def retrain(context: Any, finalist: Finalist, op: Any, seeds: int, budget: int, 
     return finalist
 
 
-def expected_seconds(study: optuna.Study, context: Any, budget: int, trainings: int) -> float | None:
+def expected_seconds(study: optuna.Study, context: SearchContext, budget: int, trainings: int) -> float | None:
     """How long `trainings` trainings of `budget` units take, from the search's own completed trials (the median
     trial's seconds, scaled by `budget` over a trial's budget); None without a completed trial to go by."""
     seconds = [t.duration.total_seconds() for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
@@ -201,7 +204,7 @@ def _duration(seconds: float) -> str:
         f"{seconds / 3600:.1f} h"
 
 
-def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = None, parent: str | None = None,
+def run_final_stage(study: optuna.Study, context: SearchContext, tracker: Any | None = None, parent: str | None = None,
                     out: TextIO | None = sys.stdout) -> FinalResult | None:
     """Chooses, re-trains and times the finalists; logs the result; returns it (None: stage off)."""
     from syno_automl.search.sampler import operator_json_of
@@ -280,18 +283,18 @@ def run_final_stage(study: optuna.Study, context: Any, tracker: Any | None = Non
     return result
 
 
-def measured_targets(context: Any) -> list[SpeedTarget]:
+def measured_targets(context: SearchContext) -> list[SpeedTarget]:
     """The speed targets the final stage measures: the verdict's (the context's resolved ``speed``), then
     --also-measure's, each once."""
     return context.resolved.speed_targets
 
 
-def _timed_stage(context: Any, ops: list[Any], target: SpeedTarget | None = None) -> SpeedMeasurement:
+def _timed_stage(context: SearchContext, ops: list[Any], target: SpeedTarget | None = None) -> SpeedMeasurement:
     """The speed protocol over the finalists (nothing to time without one), in two sessions pooled, each in the
-    process --speed-process names: a fresh one (the default) or the search's own (study/speed_sessions.py)."""
+    process --speed-process names: a fresh one (the default) or the search's own (speed/sessions.py)."""
     if not ops:
         return SpeedMeasurement("not timed")
-    return measure_final(context, ops, target)
+    return measure_final(context.speed_subject(target), ops, process=context.resolved.speed_process)
 
 
 def _apply_speeds(speed: SpeedMeasurement, baseline: Finalist, candidates: list[Finalist]) -> None:
@@ -307,8 +310,8 @@ def _apply_speeds(speed: SpeedMeasurement, baseline: Finalist, candidates: list[
             finalist.speedup_low, finalist.speedup_high = estimate.low, estimate.high
 
 
-def _measure_also(context: Any, ops: list[Any], finalists: list[Finalist], target: SpeedTarget, tracker: Any | None,
-                  out: TextIO | None) -> None:
+def _measure_also(context: SearchContext, ops: list[Any], finalists: list[Finalist], target: SpeedTarget,
+                  tracker: Any | None, out: TextIO | None) -> None:
     """Times the finalists on one more speed target: ``speedup.<target>`` on their runs and one line after the
     table. The verdict stays the main target's."""
     speed = _timed_stage(context, ops, target)
@@ -334,7 +337,7 @@ def _log_speedups(tracker: Any | None, finalists: list[Finalist], target: SpeedT
 
 
 def _record(study: optuna.Study, result: FinalResult, name: str, tracker: Any | None, parent: str | None,
-            context: Any | None = None) -> None:
+            context: SearchContext | None = None) -> None:
     """The table on the study (user attr syno.final); speedups and planned cost ratios on the finalists' runs (the
     baseline's: the replaced layers too, as its search run); the verdict on the study's run (tags
     syno.final_verdict / syno.final_hash, metrics final_*, the artifact final.json, and the run's description:

@@ -1,7 +1,7 @@
 """A cost profile fitted to what a search measured: ``syno-automl calibrate --from-study`` (issue 32: the plan learns
 from the measurements).
 
-Each measurement in the study's store (syno_automl.study.measurements) is the whole model's inference time with an
+Each measurement in the study's store (syno_automl.speed.store) is the whole model's inference time with an
 operator substituted, against the original's, taken in a trial. With B the original's time (the median over the
 measurements, each ratio scaled to it), the substituted model's time is B / speedup = (the rest of the model) +
 the operator's programs at every replaced layer. So the profile's coefficients (FLOP, element written, element
@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import datetime
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING
 
 import optuna
 
@@ -31,7 +31,10 @@ from syno_automl.cost_profile import TARGETS, CostProfile
 from syno_automl.errors import CostProfileError, OperatorFormatError
 from syno_automl.runtime.target import parse_target
 from syno_automl.space import Operator
-from syno_automl.study.measurements import Measurement, MeasurementStore
+from syno_automl.speed.store import Measurement, MeasurementStore
+
+if TYPE_CHECKING:
+    from syno_automl.study.context import SearchContext
 
 __all__ = ["MIN_MEASUREMENTS", "profile_from_study", "measured_rows"]
 
@@ -61,7 +64,7 @@ def _chosen(measurements: list[Measurement], target: str) -> list[Measurement]:
     return [m for m in on_target if (m.key.device, m.key.torch, m.key.precision) == (device, torch_version, precision)]
 
 
-def measured_rows(study: optuna.Study, context: Any, target: str) -> tuple[list[list[float]], list[float],
+def measured_rows(study: optuna.Study, context: SearchContext, target: str) -> tuple[list[list[float]], list[float],
                                                                              list[Measurement]]:
     """(rows, seconds, measurements used): each measured operator's summed counts and its substituted model's
     time, scaled to the original's median time."""
@@ -85,7 +88,7 @@ def measured_rows(study: optuna.Study, context: Any, target: str) -> tuple[list[
     return rows, seconds, used
 
 
-def profile_from_study(study: optuna.Study, context: Any, target: str) -> CostProfile:
+def profile_from_study(study: optuna.Study, context: SearchContext, target: str) -> CostProfile:
     """The cost profile that the study's measurements on `target` fit (see the module docstring).
 
     Raises:

@@ -3,7 +3,6 @@ resumed after checks that it was made for the same task, settings and space; how
 the sampler's reward and the study's pruner."""
 from __future__ import annotations
 
-import gc
 import warnings
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from syno_automl.study.lost_trials import LOST_IN_CREATION, fail_lost_in_creatio
 from syno_automl.study.storage import make_storage, study_names
 from syno_automl.study.trial_speed import choose_speed_objective, record_speed_objective
 
-__all__ = ["check_study", "check_resumed", "freeze_heap", "open_study", "remaining_trials", "sampler_reward"]
+__all__ = ["check_study", "check_resumed", "open_study", "remaining_trials", "sampler_reward"]
 
 
 def sampler_reward(config: SearchConfig, context: SearchContext) -> Reward | ParetoReward:
@@ -103,7 +102,6 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
                                   pruner=_study_pruner(config, context))
         check_resumed(study, config, space_config)
         _ensure_baseline(study)
-        freeze_heap()
         return study
     # no median pruning: most operators start below the baseline; Hyperband / successive halving compare the
     # operators with each other (FidelityPruning)
@@ -123,24 +121,7 @@ def open_study(config: SearchConfig, context: SearchContext, resume: bool = Fals
         if config.opening == "known":  # at most --trials of them: none is left WAITING
             for label, op in known.opening(context.space)[:config.trials]:
                 study.enqueue_trial({}, user_attrs={V.OPERATOR: op.to_json(), V.OPENING: label})
-    freeze_heap()
     return study
-
-
-_heap_frozen = False
-
-
-def freeze_heap() -> None:
-    """Once a process: what it holds when its study is open (the interpreter's modules, torch, the model, the data,
-    the space: about 450,000 objects after `prepare`, and no cyclic garbage among them) leaves the cyclic garbage
-    collector's full passes (gc.freeze). A full pass over them takes 230 ms or more, and a worker's first decision
-    triggers one (Optuna reading every trial: 280 of the 430 ms of the first decision of a new worker on a
-    1,000-trial SQLite study, bench/sampler.py). Frozen objects are still freed when nothing refers to them; only
-    a reference cycle among them would never be."""
-    global _heap_frozen
-    if not _heap_frozen:
-        _heap_frozen = True
-        gc.freeze()
 
 
 def _ensure_baseline(study: optuna.Study) -> None:

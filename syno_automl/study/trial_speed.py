@@ -2,10 +2,10 @@
 
 ``measured`` (the default): before its training (so pruned and failed trials have it too) each trial times the
 whole model with its operator substituted against the original, on the study's speed target, by the speed
-protocol kept short (:data:`~syno_automl.measure.paired.TRIAL_SPEED_PROTOCOL`); the baseline trial times the
+protocol kept short (:data:`~syno_automl.speed.paired.TRIAL_SPEED_PROTOCOL`); the baseline trial times the
 control (the original against itself). The figure comes from the study's measurement store when a measurement
 with the same key is there (another worker's, or before a ``--resume``), else it is measured and stored
-(study/measurements.py). It is recorded on the trial (``syno.speedup.<target>`` with ``.low`` / ``.high``, and
+(speed/store.py). It is recorded on the trial (``syno.speedup.<target>`` with ``.low`` / ``.high``, and
 ``syno.speed``: the estimate, its conditions, the store key) and its MLflow run (``speedup.<target>`` with
 ``.low`` / ``.high``, tags ``syno.speed.*``), and a pareto study's second value is the time ratio
 ``1 / speedup`` (the baseline's: 1.0). ``planned``: no timing; the second value is the planned cost ratio, a
@@ -19,18 +19,22 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import optuna
 
 from syno_automl import vocabulary as V
 from syno_automl.errors import TrialResultError
-from syno_automl.measure.paired import TRIAL_SPEED_PROTOCOL, PairedProtocol, SpeedupEstimate
 from syno_automl.runtime import parse_target
 from syno_automl.runtime.device import why_not_runnable
-from syno_automl.search.mcts import prefetch_paused
+from syno_automl.runtime.timing_signal import timing_in_progress
 from syno_automl.settings import SettingError
-from syno_automl.study.measurements import Measurement, MeasurementKey, MeasurementStore, cpu_name, sizes_of
+from syno_automl.speed.paired import TRIAL_SPEED_PROTOCOL, PairedProtocol, SpeedupEstimate
+from syno_automl.speed.store import Measurement, MeasurementKey, MeasurementStore, cpu_name, sizes_of
+
+if TYPE_CHECKING:
+    from syno_automl.config import SearchConfig
+    from syno_automl.study.context import SearchContext
 
 __all__ = ["MEASURED", "PLANNED", "SpeedObjective", "choose_speed_objective", "record_speed_objective",
            "speed_objective_of", "announce_speed_objective", "TrialSpeed", "log_measurement"]
@@ -69,7 +73,7 @@ def cannot_run(target: str) -> str | None:
     return f"--target {target}: {why}" if why else None
 
 
-def choose_speed_objective(config: Any, context: Any) -> SpeedObjective:
+def choose_speed_objective(config: SearchConfig, context: SearchContext) -> SpeedObjective:
     """A new study's: ``--speed-objective``; measured falls back to planned where the target cannot run here."""
     target = context.resolved.speed.name
     if config.speed_objective == PLANNED:
@@ -113,7 +117,7 @@ class TrialSpeed:
     second value. `measure` (default: a SpeedProbe's, the operator or None for the control) is a parameter so that
     tests count the measurements taken."""
 
-    def __init__(self, context: Any, objective: SpeedObjective, measure: Measure | None = None,
+    def __init__(self, context: SearchContext, objective: SpeedObjective, measure: Measure | None = None,
                  protocol: PairedProtocol = TRIAL_SPEED_PROTOCOL) -> None:
         self.context = context
         self.objective = objective
@@ -125,9 +129,10 @@ class TrialSpeed:
     @property
     def probe(self) -> Any:
         if self._probe is None:
-            from syno_automl.study.speed import SpeedProbe
+            from syno_automl.speed.probe import SpeedProbe
 
-            self._probe = SpeedProbe(self.context, parse_target(self.objective.target), protocol=self.protocol)
+            subject = self.context.speed_subject(parse_target(self.objective.target))
+            self._probe = SpeedProbe(subject, protocol=self.protocol)
         return self._probe
 
     def key(self, op: Any) -> MeasurementKey:
@@ -137,7 +142,7 @@ class TrialSpeed:
         probe = self.probe
         device = f"{probe.where}, {cpu_name()}" if probe.target.device == "cpu" else probe.where
         return MeasurementKey(op.hash if op is not None else "baseline",
-                              sizes_of(probe.example.shape, self.context.substitution.space.mappings),
+                              sizes_of(probe.example.shape, probe.subject.substitution.space.mappings),
                               probe.target.name, probe.precision, device, torch.__version__)
 
     def measure(self, trial: optuna.trial.Trial, run: Any | None, op: Any) -> SpeedupEstimate | None:
@@ -181,7 +186,7 @@ class TrialSpeed:
         measure = self._measure or (lambda o: self.probe.control() if o is None else self.probe.measure(o))
 
         def quietly(op: Any) -> SpeedupEstimate | None:
-            with prefetch_paused():   # the sampler's prefetch holds its rollouts while the models are timed
+            with timing_in_progress():   # the sampler's prefetch holds its rollouts while the models are timed
                 return measure(op)
         return quietly
 

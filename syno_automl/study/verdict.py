@@ -80,7 +80,7 @@ class Finalist:
     latency_ms: float | None = None  # the substituted (baseline: original) model's median latency
     tokens_per_s: float | None = None  # lm: the baseline's timed tokens / latency_ms, an operator's that x speedup
     run_id: str | None = None       # its MLflow run (role "final")
-    speedup_low: float | None = None   # the speedup's 95 % interval (measure.paired); None: not measured so
+    speedup_low: float | None = None   # the speedup's 95 % interval (speed.paired); None: not measured so
     speedup_high: float | None = None
     flops: float | None = None      # the operator's FLOPs and parameters (the tie rule's keys)
     params: float | None = None
@@ -109,7 +109,7 @@ class Finalist:
             return None
         if len(self.values) < 2:
             return self.mean, self.mean
-        from syno_automl.measure.paired import t_quantile
+        from syno_automl.speed.paired import t_quantile
 
         half = t_quantile(len(self.values) - 1) * statistics.stdev(self.values) / math.sqrt(len(self.values))
         return self.mean - half, self.mean + half

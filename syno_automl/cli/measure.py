@@ -26,9 +26,8 @@ def cmd_enumerate(args: argparse.Namespace) -> int:
     say(f"syno-automl: the space of {config.model} on {config.dataset}; loading torch, Lightning...")
     quiet_logs(training=True, verbose=args.verbose)
     from syno_automl.report import canonical_rate_table
-    from syno_automl.study import prepare
 
-    context = prepare(config)
+    context = _prepared(config)
     space = context.space
     print(f"space: {space.input_shape} -> {space.output_shape}, primary {space.primary}, coefficients "
           f"{space.coefficients}, {space.num_mappings} mappings, max_depth {space.max_depth}, "
@@ -128,7 +127,6 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
     from syno_automl.search.objectives import primary_value
     from syno_automl.search.sampler import operator_json_of
     from syno_automl.space import Operator
-    from syno_automl.study import prepare
     from syno_automl.study.training import train_operator
 
     study = load_study(args)
@@ -154,7 +152,7 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
         print(f"re-training {config.model} on {config.dataset}{_image_size(config)} as the search did"
               + (f", but: {describe_diff(diff, limit=12)}" if diff else ""), flush=True)
     quiet_logs(training=True, verbose=args.verbose)
-    context = prepare(config)
+    context = _prepared(config)
     label, schedule = config.objective_name, context.task.budget_label(config)
     free_space = context.space.with_mappings(context.space.mappings)  # the new model's sizes, no FLOPs budget
     tracker = None
@@ -296,9 +294,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     config = config_of(args, tracking_uri=None)
     config.validate()
     quiet_logs(training=True, verbose=args.verbose)
-    from syno_automl.study import prepare
 
-    context = prepare(config)
+    context = _prepared(config)
     if study is not None:
         from syno_automl.study.measured_profile import profile_from_study
 
@@ -311,3 +308,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}: {profile.target} on {profile.device} (torch {profile.torch}), ns per unit: "
           f"{coefficients}; search with --cost-profile {args.out}")
     return 0
+
+
+def _prepared(config: Any) -> SearchContext:
+    """The command's run context, its process set up first (a command is an entry point: runtime.process)."""
+    from syno_automl.runtime.process import configure_process
+    from syno_automl.study.context import prepare, process_threads
+
+    configure_process(threads=process_threads(config))
+    return prepare(config)

@@ -40,7 +40,10 @@ quiet pip install -q --no-compile "torch==$TORCH"
 # from this checkout, so `import syno_automl` works from the repository root too (a plain install is shadowed
 # there by the source folder, which has no compiled core). Re-run after changing C++ code.
 step "syno_automl (editable; its C++ core compiled) with Lightning, Optuna, MLflow, TVM and the test tools"
-quiet pip install -q --no-compile -e ".[test,tvm]"
+# SYNO_NATIVE_TESTS=1 (scripts/test.sh): the C++ unit tests are built too, in the same build folder (ctest there)
+native_tests=()
+[ -z "${SYNO_NATIVE_TESTS:-}" ] || native_tests=(--config-settings=cmake.define.SYNO_BUILD_TESTS=ON)
+quiet pip install -q --no-compile -e ".[test,tvm]" "${native_tests[@]}"
 step "checking the imports"
 python -c "import syno_automl._native, torch, lightning, optuna, mlflow; print('[install] ok: torch', torch.__version__)"
 (cd / && python -c "import syno_automl._native")

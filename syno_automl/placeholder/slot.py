@@ -6,7 +6,7 @@ for (``referred_layer``), so a model with placeholders behaves exactly like the 
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 from torch import nn
@@ -136,11 +136,21 @@ class Placeholder(nn.Module):
         else:
             out = self.operator(x)
             if self.bias is not None:
-                out = out + self.bias.view(-1, *([1] * (out.dim() - 2)))
+                out = out + self.bias.reshape(-1, *([1] * (out.dim() - 2)))
         if self.recording:
             self.input_shape = tuple(x.shape)
             self.output_shape = tuple(out.shape)
         return out
+
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Placeholder:
+        """Every tensor of the slot (the operator's too) through ``fn``, a rank-5 one as a rank-6 view.
+
+        ``Module.to(memory_format=torch.channels_last)``, the usual first step on a GPU, gives that layout to
+        every 4-D and 5-D tensor and fails on a 5-D one (``required rank 4 tensor to use channels_last
+        format``); an operator may hold a 5-D weight (a grouped conv's ``[g, C_out/g, C_in/g, k, k]``). As a 6-D
+        view it keeps its layout, as torch keeps a 3-D or 6-D weight's, while device and dtype still change;
+        its shape, the state_dict and the TVM kernels' weight order and shapes stay as they are."""
+        return super()._apply(_rank5_as_rank6(fn), recurse)
 
     def extra_repr(self) -> str:
         state = "operator set" if self.operator is not None else (
@@ -154,3 +164,10 @@ def _first_tensor(module: nn.Module) -> torch.Tensor | None:
     for t in module.buffers():
         return t
     return None
+
+
+def _rank5_as_rank6(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``fn`` that hands a 5-D tensor to the wrapped ``fn`` as a 6-D view and returns it as 5-D again."""
+    def apply(t: torch.Tensor) -> torch.Tensor:
+        return fn(t.unsqueeze(0)).squeeze(0) if t.dim() == 5 else fn(t)
+    return apply

@@ -36,6 +36,7 @@ from optuna.trial import Trial, TrialState
 from syno_automl import vocabulary as V
 from syno_automl.errors import OptionError
 from syno_automl.search.callbacks import SynoPruning
+from syno_automl.search.optuna_private import storage_of
 
 __all__ = ["make_pruner", "fidelity_study_name", "open_fidelity_study", "FidelityPruning", "REDUCTION_FACTOR"]
 
@@ -63,7 +64,7 @@ def fidelity_study_name(study_name: str) -> str:
 def open_fidelity_study(study: optuna.Study, pruner: optuna.pruners.BasePruner,
                         direction: str = "maximize") -> optuna.Study:
     """The companion study of `study` (created on first use, in the same storage)."""
-    return optuna.create_study(study_name=fidelity_study_name(study.study_name), storage=study._storage,
+    return optuna.create_study(study_name=fidelity_study_name(study.study_name), storage=storage_of(study),
                                direction=direction, pruner=pruner, load_if_exists=True,
                                sampler=optuna.samplers.RandomSampler(seed=0))  # it samples nothing
 

@@ -39,21 +39,20 @@ from typing import Any
 import numpy as np
 from optuna.distributions import BaseDistribution
 from optuna.samplers import BaseSampler, RandomSampler
-from optuna.storages import RDBStorage
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from syno_automl import vocabulary as V
 from syno_automl.errors import EmptySpaceError, NoOperatorError, OperatorFormatError, OptionError, OptionTypeError
-from syno_automl.interrupt import deferred_interrupt
 from syno_automl.search.mcts import MCTS, Observation, RolloutFact, SearchExhaustedError
+from syno_automl.search.optuna_private import has_constraint, retry_history, storage_of, study_id_of, trial_id_of
+from syno_automl.search.optuna_private import write_attrs_at_once as _write_rdb_attrs
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
 from syno_automl.space import Operator, OperatorSpace
 
 __all__ = ["SynoSampler", "suggest_operator", "operator_json_of"]
 
-_RETRY_HISTORY = "retry_history"     # written by optuna.storages.RetryHeartbeatStaleTrialCallback
 _SYS_ROLLOUTS = "syno:rollouts"      # {"key": MCTS.facts_key, "facts": [RolloutFact.to_data(), ...]}
 _MAX_CONFLICTS = 16
 _PREFETCH_AHEAD = 4                  # decisions a prefetch prepares when its trial runs alone
@@ -84,29 +83,6 @@ def _path_and_hash(text: str) -> tuple[tuple[str, ...], str] | None:
         return tuple(data["path"]), str(data["hash"])
     except (TypeError, ValueError, KeyError):
         return None
-
-
-def _write_rdb_attrs(storage: Any, trial_id: int, system: dict[str, Any], user: dict[str, Any]) -> bool:
-    """Sets a trial's attrs in one transaction when `storage` is an RDB storage (or Optuna's cache of one): False
-    when it is not (or this Optuna lacks the internals used), and nothing was written. Optuna has no public call
-    for several attrs: its RDBStorage commits each (set_trial_system_attr / set_trial_user_attr call the same
-    internal per attr, which this calls within one session). Held from a Ctrl-C, as SafeRDBStorage's writes."""
-    backend = storage._backend if type(storage).__name__ == "_CachedStorage" else storage  # (Optuna's RDB cache)
-    write = getattr(backend, "_set_trial_attr_without_commit", None)
-    if not isinstance(backend, RDBStorage) or write is None:
-        return False
-    try:  # (imported here: SQLAlchemy is loaded once an RDB storage exists, not with this module)
-        from optuna.storages._rdb import models
-        from optuna.storages._rdb.storage import _create_scoped_session
-    except ImportError:  # another Optuna's layout: one transaction per attr
-        return False
-    if not system and not user:
-        return True
-    with deferred_interrupt(), _create_scoped_session(backend.scoped_session, True) as session:
-        for model, attrs in ((models.TrialSystemAttributeModel, system), (models.TrialUserAttributeModel, user)):
-            for key, value in attrs.items():
-                write(session, model, trial_id, key, value)
-    return True
 
 
 class SynoSampler(BaseSampler):
@@ -216,7 +192,7 @@ class SynoSampler(BaseSampler):
         """Assigns the trial's operator. Never raises for a search problem: suggest_operator reports it."""
         # remembered (in memory: no write a Ctrl-C could land in) so that an interrupted worker can fail the trial
         # it was creating (syno_automl.study.lost_trials)
-        self.current_trial_id = trial._trial_id
+        self.current_trial_id = trial_id_of(trial)
         if trial.user_attrs.get(V.BASELINE) or V.SYS_SOURCE in trial.system_attrs or \
                 V.SYS_OPERATOR in trial.system_attrs:
             return  # the baseline, or a retried trial (its attrs were copied from the failed one)
@@ -240,11 +216,12 @@ class SynoSampler(BaseSampler):
         """Sets the trial's system and user attrs: in one transaction on an RDB storage (each attr is one there:
         a commit, a disk sync on SQLite), else one by one. Keeps the Trial's cached copy in step."""
         system, user = system or {}, user or {}
-        if not _write_rdb_attrs(study._storage, trial._trial_id, system, user):
+        storage, trial_id = storage_of(study), trial_id_of(trial)
+        if not _write_rdb_attrs(storage, trial_id, system, user):
             for key, value in system.items():
-                study._storage.set_trial_system_attr(trial._trial_id, key, value)
+                storage.set_trial_system_attr(trial_id, key, value)
             for key, value in user.items():
-                study._storage.set_trial_user_attr(trial._trial_id, key, value)
+                storage.set_trial_user_attr(trial_id, key, value)
         trial.system_attrs.update(system)
         trial.user_attrs.update(user)
 
@@ -314,7 +291,7 @@ class SynoSampler(BaseSampler):
     def _held_elsewhere(self, study: Study, trial: FrozenTrial, op_hash: str) -> bool:
         """Whether a trial other than `trial` holds the operator (trials finished before this decision's _sync
         held none of `taken`'s complement: they are skipped)."""
-        for other in study._storage.get_all_trials(study._study_id, deepcopy=False):
+        for other in storage_of(study).get_all_trials(study_id_of(study), deepcopy=False):
             if other.number != trial.number and other.number not in self._done:
                 text = operator_json_of(other)
                 if text is not None and (_path_and_hash(text) or ((), ""))[1] == op_hash:
@@ -335,7 +312,7 @@ class SynoSampler(BaseSampler):
 
     @staticmethod
     def _key_of(study: Study) -> tuple:
-        return study._study_id, study.study_name, id(study._storage)
+        return study_id_of(study), study.study_name, id(storage_of(study))
 
     def _sync(self, study: Study) -> tuple[list[Observation], set[str]]:
         """Brings the tree up to date with the study; returns (running observations, taken hashes).
@@ -347,11 +324,11 @@ class SynoSampler(BaseSampler):
         key = self._key_of(study)
         if key != self._study_key:
             self._reset(key)
-        trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
+        trials = storage_of(study).get_all_trials(study_id_of(study), deepcopy=False)
         done = self._done
         pending = [t for t in trials if t.number not in done]
         for t in pending:  # retries first: a trial retried is not held against its operator
-            for number in t.system_attrs.get(_RETRY_HISTORY, ()):
+            for number in retry_history(t.system_attrs):
                 if number not in self._retried:
                     self._retried.add(number)
                     seen = self._seen.get(number)
@@ -405,8 +382,9 @@ class SynoSampler(BaseSampler):
     def operator_of(self, trial: Trial | FrozenTrial) -> Operator:
         """The operator assigned to `trial` (see suggest_operator)."""
         if isinstance(trial, Trial):
-            system = trial.storage.get_trial_system_attrs(trial._trial_id)
-            user = trial.storage.get_trial(trial._trial_id).user_attrs
+            trial_id = trial_id_of(trial)
+            system = trial.storage.get_trial_system_attrs(trial_id)
+            user = trial.storage.get_trial(trial_id).user_attrs
         else:
             system, user = trial.system_attrs, trial.user_attrs
         if user.get(V.BASELINE):
@@ -433,13 +411,13 @@ def suggest_operator(trial: Trial, space: OperatorSpace | None = None) -> Operat
         if space is None:
             raise OptionTypeError("suggest_operator needs the study's sampler to be a SynoSampler "
                             f"(got {type(sampler).__name__}), or an explicit space=")
-        text = _operator_text(trial.storage.get_trial_system_attrs(trial._trial_id), trial.user_attrs)
+        text = _operator_text(trial.storage.get_trial_system_attrs(trial_id_of(trial)), trial.user_attrs)
         if text is None:
             raise NoOperatorError(f"trial {trial.number} has no operator")
         op = Operator.from_json(space, text)
     else:
         op = sampler.operator_of(trial)
     max_flops = op.space.budgets.get("max_flops")
-    if max_flops and "constraints:flops" not in trial.storage.get_trial_system_attrs(trial._trial_id):
+    if max_flops and not has_constraint(trial, "flops"):
         trial.set_constraint("flops", op.total_flops() / max_flops - 1.0)
     return op

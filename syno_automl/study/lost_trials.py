@@ -18,6 +18,16 @@ from optuna.trial import TrialState
 
 from syno_automl import vocabulary as V
 from syno_automl.interrupt import deferred_interrupt
+from syno_automl.search.optuna_private import (
+    rdb_models,
+    readable_rdb,
+    storage_of,
+    study_id_of,
+    trial_id_of,
+    unwrap_waiting_trial_popper,
+    waiting_trial_popper,
+    wrap_waiting_trial_popper,
+)
 
 __all__ = ["fail_unstarted", "fail_lost_in_creation", "LOST_IN_CREATION", "TrialsCreated", "end_trial_run",
            "end_final_runs", "end_orphan_trial_runs", "stale_trials", "STALE", "DEFAULT_GRACE_SECONDS"]
@@ -31,7 +41,7 @@ DEFAULT_GRACE_SECONDS = 30.0
 
 
 def _fail(study: optuna.Study, trial_id: int, reason: str) -> None:
-    storage = study._storage
+    storage = storage_of(study)
     storage.set_trial_user_attr(trial_id, V.FAILURE, reason)
     storage.set_trial_state_values(trial_id, TrialState.FAIL)
 
@@ -41,7 +51,7 @@ def fail_unstarted(study: optuna.Study, trial_id: int | None, reason: str) -> bo
     could tell its result); returns whether it did."""
     if trial_id is None:
         return False
-    if study._storage.get_trial(trial_id).state != TrialState.RUNNING:
+    if storage_of(study).get_trial(trial_id).state != TrialState.RUNNING:
         return False
     _fail(study, trial_id, reason)
     return True
@@ -59,13 +69,13 @@ class TrialsCreated:
         self.ids: list[int] = []
         self.others: list[int] = []
         self._study = study
-        storage = study._storage
-        create, pop = storage.create_new_trial, study._pop_waiting_trial_id
+        storage, own_id = storage_of(study), study_id_of(study)
+        create, pop = storage.create_new_trial, waiting_trial_popper(study)
 
         def create_new_trial(study_id: int, *args: Any, **kwargs: Any) -> int:
             with deferred_interrupt():
                 trial_id = create(study_id, *args, **kwargs)
-                (self.ids if study_id == study._study_id else self.others).append(trial_id)
+                (self.ids if study_id == own_id else self.others).append(trial_id)
                 return trial_id
 
         def pop_waiting_trial_id(*args: Any, **kwargs: Any) -> int | None:
@@ -76,40 +86,35 @@ class TrialsCreated:
                 return trial_id
 
         storage.create_new_trial = create_new_trial   # type: ignore[method-assign]
-        study._pop_waiting_trial_id = pop_waiting_trial_id   # type: ignore[method-assign]
+        if pop is not None:
+            wrap_waiting_trial_popper(study, pop_waiting_trial_id)
 
     def stop(self) -> None:
         """The study and its storage as they were."""
-        vars(self._study._storage).pop("create_new_trial", None)
-        vars(self._study).pop("_pop_waiting_trial_id", None)
-
-
-def _rdb(storage: Any) -> Any:
-    backend = getattr(storage, "_backend", storage)   # Optuna wraps an RDBStorage in a cache
-    return backend if isinstance(backend, optuna.storages.RDBStorage) else None
+        vars(storage_of(self._study)).pop("create_new_trial", None)
+        unwrap_waiting_trial_popper(self._study)
 
 
 def fail_lost_in_creation(study: optuna.Study, grace_seconds: float | None = None) -> list[int]:
     """Fails the study's RUNNING trials that never recorded a heartbeat and started over `grace_seconds` ago (by
     default the storage's grace period) (RDB storages with heartbeats: a live trial of another worker records one
     within seconds of its start); returns their numbers."""
-    rdb = _rdb(study._storage)
+    rdb = readable_rdb(storage_of(study))
     if rdb is None or rdb.heartbeat_interval is None:
         return []
     if grace_seconds is None:
         grace_seconds = rdb.grace_period or 2 * rdb.heartbeat_interval
-    from optuna.storages._rdb import models
-
+    models = rdb_models()
     with rdb.scoped_session() as session:
         beating = {row.trial_id for row in session.query(models.TrialHeartbeatModel.trial_id).all()}
     now = datetime.datetime.now()
     lost = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         started = trial.datetime_start
-        if trial._trial_id in beating or started is None:
+        if trial_id_of(trial) in beating or started is None:
             continue
         if (now - started).total_seconds() > grace_seconds:
-            _fail(study, trial._trial_id, LOST_IN_CREATION)
+            _fail(study, trial_id_of(trial), LOST_IN_CREATION)
             lost.append(trial.number)
     return lost
 
@@ -181,13 +186,13 @@ def stale_trials(study: optuna.Study, grace_seconds: float = DEFAULT_GRACE_SECON
     """The numbers of the study's RUNNING trials whose worker is gone: no heartbeat for over `grace_seconds`, or
     none ever and started over `grace_seconds` ago (RDB storages: a live worker beats every few seconds, whatever
     heartbeat the reader opened the storage with). Empty where it cannot tell (a journal storage)."""
-    rdb = _rdb(study._storage)
+    rdb = readable_rdb(storage_of(study))
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     if rdb is None or not running:
         return set()
     import sqlalchemy
-    from optuna.storages._rdb import models
 
+    models = rdb_models()
     with rdb.scoped_session() as session:
         now = session.execute(sqlalchemy.func.now()).scalar().replace(tzinfo=None)   # the clock beats use
         beats = {row.trial_id: row.heartbeat for row in
@@ -195,7 +200,7 @@ def stale_trials(study: optuna.Study, grace_seconds: float = DEFAULT_GRACE_SECON
     local_now = datetime.datetime.now()
     stale = set()
     for trial in running:
-        beat = beats.get(trial._trial_id)
+        beat = beats.get(trial_id_of(trial))
         if beat is not None:
             silent = (now - beat.replace(tzinfo=None)).total_seconds()
         elif trial.datetime_start is not None:

@@ -24,6 +24,7 @@ from syno_automl.errors import NotFoundError
 from syno_automl.interrupt import STOP_REASONS
 from syno_automl.search.fidelity import make_pruner
 from syno_automl.search.objectives import speed_objective_names
+from syno_automl.search.optuna_private import heartbeat_enabled, retry_history, storage_of
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
 from syno_automl.search.sampler import SynoSampler
@@ -140,15 +141,14 @@ def remaining_trials(study: optuna.Study, trials: int) -> int:
     # would count the baseline and the failed attempts that were retried, and not the trials other workers
     # are running now.
     from optuna.storages import fail_stale_trials
-    from optuna.storages._heartbeat import is_heartbeat_enabled
 
-    if is_heartbeat_enabled(study._storage):
+    if heartbeat_enabled(storage_of(study)):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             fail_stale_trials(study)
         fail_lost_in_creation(study)   # RUNNING without a heartbeat: a worker stopped inside study.ask()
     all_trials = study.get_trials(deepcopy=False)
-    retried = {n for t in all_trials for n in t.system_attrs.get("retry_history", ())}
+    retried = {n for t in all_trials for n in retry_history(t.system_attrs)}
     # a trial stopped by Ctrl-C (or lost before it started) evaluated nothing: a --resume runs another instead
     unrun = (*STOP_REASONS.values(), LOST_IN_CREATION)
     ops = [t for t in all_trials if not t.user_attrs.get(V.BASELINE) and t.number not in retried

@@ -1,0 +1,184 @@
+"""Every private Optuna name this package uses, in one place: each with why it is used and what happens on an Optuna
+where it is gone (its fallback). Nothing else in the package reaches into Optuna's private modules or attributes;
+``tests/test_optuna_private.py`` checks each against the installed Optuna, and ``pyproject.toml`` bounds ``optuna``
+below the next major version, where these are most likely to move.
+
+Name (why; the fallback where it is gone):
+
+- ``Study._storage`` (the study's storage: no public handle; MissingDependencyError naming the version);
+- ``Study._study_id`` (the study's key in it; ``storage.get_study_id_from_name``);
+- ``Trial._trial_id``, ``FrozenTrial._trial_id`` (the trial's key; a Trial's looked up by its number, a
+  FrozenTrial's MissingDependencyError);
+- ``Study._pop_waiting_trial_id`` (how ``ask`` takes a WAITING trial, recorded by study/lost_trials.py; not
+  wrapped: only the trials ``ask`` creates are recorded);
+- ``_CachedStorage._backend`` (the RDBStorage behind Optuna's cache; only a bare RDBStorage is seen as one);
+- ``optuna.storages._rdb.models`` (the heartbeat and attr tables; no RDB reading: as for a journal storage);
+- ``optuna.storages._rdb.storage._create_scoped_session``, ``RDBStorage._set_trial_attr_without_commit``
+  (several attrs in one transaction; one commit per attr);
+- ``optuna.storages._heartbeat.is_heartbeat_enabled`` (whether the storage beats; ``get_heartbeat_interval()``);
+- ``PartialFixedSampler._base_sampler`` (the sampler a wrapper delegates to; not looked through: pass
+  ``space=`` to suggest_operator);
+- the system attrs ``retry_history`` (Optuna's retry record; no retry seen) and ``constraints:<name>``
+  (Trial.set_constraint's record; the public ``Trial.constraints`` first).
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+from optuna.samplers import BaseSampler
+from optuna.storages import RDBStorage
+
+from syno_automl.errors import MissingDependencyError
+from syno_automl.interrupt import deferred_interrupt
+
+__all__ = ["storage_of", "study_id_of", "trial_id_of", "waiting_trial_popper", "wrap_waiting_trial_popper",
+           "unwrap_waiting_trial_popper", "rdb_backend", "readable_rdb", "rdb_models", "write_attrs_at_once",
+           "heartbeat_enabled", "wrapped_sampler", "retry_history", "RETRY_HISTORY", "has_constraint"]
+
+#: the system attr where Optuna's RetryFailedTrialCallback lists the trials a retry follows (its public reader,
+#: RetryFailedTrialCallback.retry_history, warns ExperimentalWarning at every call: read here once per trial)
+RETRY_HISTORY = "retry_history"
+_CONSTRAINT_PREFIX = "constraints:"   # Trial.set_constraint's system attr, one per name
+_POP_WAITING = "_pop_waiting_trial_id"
+_WRAPPER_ATTRS = ("_base_sampler",)   # where an Optuna wrapper keeps the sampler it delegates to
+
+
+def _private(module: str, name: str | None = None) -> Any:
+    """Optuna's private `module` (or its attribute `name`), None where it is gone."""
+    try:
+        found = importlib.import_module(module)
+    except ImportError:
+        return None
+    return found if name is None else getattr(found, name, None)
+
+
+def _gone(what: str) -> MissingDependencyError:
+    import optuna
+
+    return MissingDependencyError(f"the installed Optuna {optuna.__version__} has no {what}, which syno_automl "
+                                  f"reads (syno_automl/search/optuna_private.py); install optuna>=4,<6")
+
+
+# -- a study's and a trial's keys in their storage ----------------------------------------------------------
+def storage_of(study: Any) -> Any:
+    """The study's storage (``Study._storage``): the sampler reads the trials without copying them and writes a
+    trial's attrs, which Optuna's public Study only offers per trial and copied."""
+    storage = getattr(study, "_storage", None)
+    if storage is None:
+        raise _gone("Study._storage")
+    return storage
+
+
+def study_id_of(study: Any) -> int:
+    """The study's id in its storage (``Study._study_id``; else looked up by name, a storage query)."""
+    study_id = getattr(study, "_study_id", None)
+    return int(study_id) if study_id is not None else storage_of(study).get_study_id_from_name(study.study_name)
+
+
+def trial_id_of(trial: Any) -> int:
+    """The trial's id in its storage (``_trial_id`` of a Trial or FrozenTrial; a Trial's else looked up by its
+    number, a storage query)."""
+    trial_id = getattr(trial, "_trial_id", None)
+    if trial_id is not None:
+        return int(trial_id)
+    study = getattr(trial, "study", None)
+    if study is None:
+        raise _gone(f"{type(trial).__name__}._trial_id")
+    return storage_of(study).get_trial_id_from_study_id_trial_number(study_id_of(study), trial.number)
+
+
+def waiting_trial_popper(study: Any) -> Any:
+    """``Study._pop_waiting_trial_id``, the call by which ``study.ask()`` takes a WAITING trial (enqueued, or a
+    retry) and makes it RUNNING; None where it is gone (then only the trials it creates can be recorded)."""
+    return getattr(study, _POP_WAITING, None)
+
+
+def wrap_waiting_trial_popper(study: Any, wrapper: Any) -> None:
+    """Puts `wrapper` in place of the study's own popper (an instance attribute: undone by the next call)."""
+    setattr(study, _POP_WAITING, wrapper)
+
+
+def unwrap_waiting_trial_popper(study: Any) -> None:
+    """The study's own popper again."""
+    vars(study).pop(_POP_WAITING, None)
+
+
+# -- RDB storages ------------------------------------------------------------------------------------------
+def rdb_backend(storage: Any) -> RDBStorage | None:
+    """The RDBStorage behind `storage` (Optuna wraps one in its ``_CachedStorage``, kept in ``_backend``), or None
+    when it is not one (in-memory, journal, gRPC)."""
+    backend = getattr(storage, "_backend", storage) if type(storage).__name__ == "_CachedStorage" else storage
+    return backend if isinstance(backend, RDBStorage) else None
+
+
+def rdb_models() -> Any:
+    """``optuna.storages._rdb.models`` (the tables: heartbeats, trial attrs), or None where it is gone. Imported
+    when asked: SQLAlchemy is loaded once an RDB storage exists, not with this module."""
+    models: ModuleType | None = _private("optuna.storages._rdb.models")
+    return models
+
+
+def readable_rdb(storage: Any) -> RDBStorage | None:
+    """The RDBStorage behind `storage` when this Optuna's tables can be read here (rdb_models), else None: the
+    callers then treat it as a storage whose heartbeats they cannot read (a journal's)."""
+    backend = rdb_backend(storage)
+    return backend if backend is not None and rdb_models() is not None else None
+
+
+def write_attrs_at_once(storage: Any, trial_id: int, system: dict[str, Any], user: dict[str, Any]) -> bool:
+    """Sets a trial's system and user attrs in one transaction when `storage` is an RDB storage: False when it is
+    not (or this Optuna lacks the internals used), and nothing was written (the caller writes them one by one).
+    Optuna has no public call for several attrs, and its RDBStorage commits each (a disk sync on SQLite);
+    ``set_trial_system_attr`` and ``set_trial_user_attr`` call ``_set_trial_attr_without_commit`` in a
+    ``_create_scoped_session``, which this does for all of them in one. Held from a Ctrl-C, as a storage write."""
+    backend = rdb_backend(storage)
+    write = getattr(backend, "_set_trial_attr_without_commit", None)
+    models = rdb_models()
+    scoped = _private("optuna.storages._rdb.storage", "_create_scoped_session")
+    if backend is None or write is None or models is None or scoped is None:
+        return False
+    if not system and not user:
+        return True
+    with deferred_interrupt(), scoped(backend.scoped_session, True) as session:
+        for model, attrs in ((models.TrialSystemAttributeModel, system), (models.TrialUserAttributeModel, user)):
+            for key, value in attrs.items():
+                write(session, model, trial_id, key, value)
+    return True
+
+
+def heartbeat_enabled(storage: Any) -> bool:
+    """Whether `storage` records heartbeats (``optuna.storages._heartbeat.is_heartbeat_enabled``, which Optuna
+    exports from no public module; else its public ``get_heartbeat_interval()``)."""
+    is_heartbeat_enabled = _private("optuna.storages._heartbeat", "is_heartbeat_enabled")
+    if is_heartbeat_enabled is None:
+        interval = getattr(storage, "get_heartbeat_interval", None)
+        return callable(interval) and interval() is not None
+    return bool(is_heartbeat_enabled(storage))
+
+
+# -- samplers and trials -----------------------------------------------------------------------------------
+def wrapped_sampler(sampler: Any) -> BaseSampler | None:
+    """The sampler an Optuna wrapper delegates its decisions to (PartialFixedSampler's ``_base_sampler``), or None
+    (not a wrapper, or one whose attribute has moved: suggest_operator then needs its ``space=``)."""
+    for name in _WRAPPER_ATTRS:
+        inner = getattr(sampler, name, None)
+        if isinstance(inner, BaseSampler):
+            return inner
+    return None
+
+
+def retry_history(system_attrs: dict[str, Any]) -> list[int]:
+    """The trial numbers a retried trial follows (RetryFailedTrialCallback's record); [] when none or unreadable."""
+    history = system_attrs.get(RETRY_HISTORY, ())
+    return [n for n in history if isinstance(n, int)] if isinstance(history, (list, tuple)) else []
+
+
+def has_constraint(trial: Any, name: str) -> bool:
+    """Whether ``trial.set_constraint(name, ...)`` was called on it (a retried trial has its failed one's): the
+    public ``Trial.constraints`` where it exists, else Optuna's system attr ``constraints:<name>``."""
+    constraints = getattr(trial, "constraints", None)
+    if isinstance(constraints, dict):
+        return name in constraints
+    return f"{_CONSTRAINT_PREFIX}{name}" in trial.storage.get_trial_system_attrs(trial_id_of(trial))

@@ -193,10 +193,11 @@ def trial_header(name: str, final: Any | None = None) -> str:
     return f"{'trial':>5}  {'state':<8}  {'operator':<16}  {name:>8}{retrained}  {'FLOPs':>7}  {'cost':>7}  reason"
 
 
-def trial_line(trial: Any, name: str, final: Any | None = None, stale: bool = False) -> str:
+def trial_line(trial: Any, name: str, final: Any | None = None, stale: bool = False, note: str | None = None) -> str:
     """One row of `syno-automl show`: number, state, operator, objective value in the search, the re-trained mean ±
     sd of a finalist (`final`: the study's FinalResult; ``*`` marks the operator it names), FLOPs and cost
-    ratios, reason (`stale`: a RUNNING trial whose worker is gone, study.lost_trials.stale_trials, says so)."""
+    ratios, reason (`stale`: a RUNNING trial whose worker is gone, study.lost_trials.stale_trials, says so; `note`
+    first: which trial retries it, study.requeue.retry_note)."""
     from syno_automl.search.objectives import cost_of, primary_value
 
     state = trial.state.name
@@ -217,6 +218,8 @@ def trial_line(trial: Any, name: str, final: Any | None = None, stale: bool = Fa
         from syno_automl.study.lost_trials import STALE
 
         why = STALE
+    if note:
+        why = f"{note}: {why}" if why else note
     return (f"{trial.number:>5}  {state:<8}  {label:<16}  {value:>8}{retrained}  {flops:>7}  {cost:>7}  "
             f"{str(why)[:60]}").rstrip()
 

@@ -131,10 +131,12 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(_final_headline(study, final, budget))
         print(trial_header(name, final))
         from syno_automl.study.lost_trials import stale_trials
+        from syno_automl.study.requeue import retries, retry_note
 
         stale = stale_trials(study, _grace_seconds(args))   # RUNNING, its worker gone: no heartbeat in the grace
+        retried = retries(study)   # interrupted or lost, and queued again with the same operator
         for t in trials:
-            print(trial_line(t, name, final, stale=t.number in stale))
+            print(trial_line(t, name, final, stale=t.number in stale, note=retry_note(t, retried.get(t.number))))
         if final is not None:
             print(f"{name}: the search's ({budget}); final: re-trained mean ± sd ({final.budget_text()})"
                   + ("; * the operator the final stage names" if final.chosen is not None else ""))

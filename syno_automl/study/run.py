@@ -49,6 +49,7 @@ from syno_automl.study.lost_trials import (
     fail_unstarted,
 )
 from syno_automl.study.opening import check_study, open_study, remaining_trials
+from syno_automl.study.requeue import requeue_interrupted
 from syno_automl.study.trial import Objective
 from syno_automl.study.trial_speed import announce_speed_objective
 
@@ -160,8 +161,8 @@ def _end_interrupted(study: optuna.Study, created: TrialsCreated, tracker: Any |
                      started: float) -> None:
     """This worker's trials left RUNNING by the interrupt fail (stop_reason()), their MLflow runs are KILLED: the
     trial being created (stopped inside study.ask(), which Optuna never ends), the one being run when Optuna could
-    not end it (a signal in its tell), a final-stage run made since `started` and not yet training. Best effort:
-    the interrupt is what the caller sees."""
+    not end it (a signal in its tell), a final-stage run made since `started` and not yet training; a retry of each
+    interrupted operator is queued (study/requeue.py). Best effort: the interrupt is what the caller sees."""
     reason = stop_reason()
     ids = {getattr(study.sampler, "current_trial_id", None), *created.ids[-3:]} - {None}   # the latest: sequential
     numbers = set()
@@ -172,6 +173,7 @@ def _end_interrupted(study: optuna.Study, created: TrialsCreated, tracker: Any |
                 numbers.add(study._storage.get_trial(trial_id).number)
         except Exception:  # noqa: BLE001 -- a --resume fails what is left (heartbeats, lost_trials)
             pass
+    requeue_interrupted(study, ids)   # their operators, tried again first by the next worker (a --resume)
     if tracker is not None:
         for number in sorted(numbers):
             end_trial_run(tracker, study_name, number, reason)

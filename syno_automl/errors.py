@@ -12,7 +12,8 @@ __all__ = ["SynoError", "SpecError", "OptionError", "OptionTypeError", "EmptySpa
            "KernelArgumentError", "NoOperatorError", "WeightsNotFoundError", "OutputPathError",
            "DatasetNotFoundError", "DatasetFormatError", "MissingDependencyError", "NothingSampledWarning",
            "CostProfileError", "NotFoundError", "TrackingUnreachableError", "StorageURLError", "TrialResultError",
-           "LatencyError", "MissingMetricError"]
+           "LatencyError", "MissingMetricError", "SettingError", "SettingTypeError", "SettingRangeError",
+           "SettingChoiceError", "SettingTaskError", "DataDirError"]
 
 
 class SynoError(Exception):
@@ -142,3 +143,27 @@ class MissingMetricError(SynoError, KeyError):
 
     def __str__(self) -> str:  # KeyError's own str() is the repr of its message
         return str(self.args[0]) if self.args else ""
+
+
+class SettingError(SynoError, ValueError):
+    """A search setting has a value it cannot take (the message names the flag, or the field without one)."""
+
+
+class SettingTypeError(SettingError, TypeError):
+    """A search setting of the wrong type (e.g. a string where a number belongs)."""
+
+
+class SettingRangeError(SettingError):
+    """A number outside the setting's range."""
+
+
+class SettingChoiceError(SettingError):
+    """A value that is not one of the setting's choices."""
+
+
+class SettingTaskError(SettingError):
+    """A setting given for a task it does not apply to (``--steps`` without ``--task lm``)."""
+
+
+class DataDirError(SettingError, FileNotFoundError):
+    """A dataset's folder that is missing or not given."""

@@ -20,14 +20,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from syno_automl import _native  # the core's option ranges (cheap: the package has imported it already)
-from syno_automl.errors import SynoError
+from syno_automl.errors import (  # defined with the other errors; re-exported here, where callers have found them
+    DataDirError,
+    SettingChoiceError,
+    SettingError,
+    SettingRangeError,
+    SettingTaskError,
+    SettingTypeError,
+    SynoError,
+)
 from syno_automl.runtime.target import SPEED_TARGETS
 
 __all__ = ["Setting", "SETTINGS", "SETTING", "TASKS", "TASK_OBJECTIVES", "MODEL_NAMES", "MODEL_TASKS", "GROUPED_MODELS",
            "DATASET_NAMES", "LOCAL_DATASETS", "SEQUENCE_DATASETS", "SEQUENCE_MODELS", "LAYER_NAMES", "SPEED_TARGETS",
            "MODEL_COMMANDS", "TRAINING_COMMANDS", "STORE_COMMANDS", "SECTIONS", "section_of", "SettingError",
            "SettingTypeError", "SettingRangeError", "SettingChoiceError", "SettingTaskError", "DataDirError",
-           "settings_markdown", "comma_list"]
+           "settings_markdown", "comma_list", "FINALIST_RULE"]
 
 TASKS = ("image", "lm")
 # what a trial of each task reports (the study's primary objective) and in which direction it is better
@@ -55,32 +63,14 @@ MODEL_COMMANDS = ("search", "enumerate", "reevaluate", "calibrate")
 # the subcommands that train (the training and device options; enumerate and calibrate train nothing)
 TRAINING_COMMANDS = ("search", "reevaluate")
 STORE_COMMANDS = ("search", "show", "list", "export", "report", "reevaluate", "tune", "calibrate")
+# which operators the final stage may re-train (study/finalists.py: choose_finalists, far_outside), in the words the
+# README and docs/search.md repeat (tests/test_finalist_rule.py)
+FINALIST_RULE = ("Finalists: completed operators faster than the original in their trial by the study's speed "
+                 "objective (measured: time ratio < 1, the default; planned cost ratio < 1 with --speed-objective "
+                 "planned or --objective accuracy); one whose trial value is more than 5× --final-margin behind the "
+                 "baseline's is not re-trained.")
 _BOTH = ("image", "lm")
 _UNSET: Any = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
-
-
-class SettingError(SynoError, ValueError):
-    """A search setting has a value it cannot take (the message names the flag, or the field without one)."""
-
-
-class SettingTypeError(SettingError, TypeError):
-    """A search setting of the wrong type (e.g. a string where a number belongs)."""
-
-
-class SettingRangeError(SettingError):
-    """A number outside the setting's range."""
-
-
-class SettingChoiceError(SettingError):
-    """A value that is not one of the setting's choices."""
-
-
-class SettingTaskError(SettingError):
-    """A setting given for a task it does not apply to (``--steps`` without ``--task lm``)."""
-
-
-class DataDirError(SettingError, FileNotFoundError):
-    """A dataset's folder that is missing or not given."""
 
 
 def comma_list(text: str) -> tuple[str, ...]:
@@ -453,9 +443,9 @@ def _rows() -> list[Setting]:
         S("latency_inductor", bool, False, "also time both under torch.compile", "--latency-inductor",
           resumable=True),
         # -- the final stage (study/finalists.py) and its verdict
-        S("finalists", int, 3, "final stage: re-train this many operators cheaper than the replaced layers (best "
-          "first) and the baseline alike, time the whole models, and name the fastest within --final-margin of the "
-          "baseline; 0: no final stage", "--finalists", minimum=0, resumable=True),
+        S("finalists", int, 3, "final stage: re-train this many operators (best first) and the baseline alike, "
+          "time the whole models, and name the fastest within --final-margin of the baseline; 0: no final stage. "
+          f"{FINALIST_RULE}", "--finalists", minimum=0, resumable=True),
         S("final_epochs", int, None, "final stage: training epochs (none: twice --epochs)", "--final-epochs",
           minimum=1, optional=True, tasks=("image",), resumable=True),
         S("final_steps", int, None, "lm final stage: training steps, without --time-budget (none: twice --steps)",

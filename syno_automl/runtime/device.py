@@ -60,7 +60,7 @@ def resolve_device(accelerator: str, devices: int = 1, precision: str = "32") ->
     else MPS, else the CPU)."""
     import torch
 
-    from syno_automl.settings import SettingError
+    from syno_automl.errors import SettingError
 
     if accelerator == "cpu":
         return Device("cpu", devices, precision)
@@ -97,7 +97,7 @@ def check_runnable_here(accelerator: str, speed_target: str, also_measure: Seque
         return []
     import torch
 
-    from syno_automl.settings import SettingError
+    from syno_automl.errors import SettingError
 
     if accelerator == "gpu":
         resolve_device(accelerator)

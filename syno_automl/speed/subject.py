@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from syno_automl.errors import NotFoundError
 from syno_automl.runtime import SpeedTarget
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class SpeedSubject:
         return replace(self, target=target)
 
     def rebuilt(self) -> SpeedSubject:
-        """The subject made again by its recipe (in a fresh process). LookupError when it has none."""
+        """The subject made again by its recipe (in a fresh process). NotFoundError when it has none."""
         if self.recipe is None:
-            raise LookupError("this speed subject has no recipe to rebuild it in another process")
+            raise NotFoundError("this speed subject has no recipe to rebuild it in another process")
         return self.recipe(self.target)

@@ -130,12 +130,14 @@ def test_other_parameters_use_the_independent_sampler():
     assert all(1e-3 <= t.params["lr"] <= 1.0 for t in study.trials)
 
 
-def test_exhausted_space_fails_trials_with_a_clear_error():
+def test_exhausted_space_ends_the_study_with_a_clear_message():
     study = optuna.create_study(sampler=SynoSampler(tiny_space(depth=3), seed=0))
-    study.optimize(objective, n_trials=9, catch=(SearchExhaustedError,))
+    study.optimize(objective, n_trials=9)   # nothing raised: the trial is pruned, the study stops (issue 46, item 3)
     complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
     assert len(complete) == 7 and len({t.user_attrs["syno.hash"] for t in complete}) == 7
-    assert [t.state for t in study.trials[7:]] == [TrialState.FAIL, TrialState.FAIL]
+    assert [t.state for t in study.trials[7:]] == [TrialState.PRUNED]
+    with pytest.raises(SearchExhaustedError, match="trial 7: no operator left to propose"):
+        study.sampler.operator_of(study.trials[7])
 
 
 def test_failed_and_pruned_trials_are_low_reward_and_loss_studies_work():

@@ -2,12 +2,11 @@
 
 The operator of a trial is chosen in `before_trial` and stored on it once, in the user attrs ``syno.operator``
 (the JSON: what the sampler reads, optuna-dashboard shows, and ``enqueue_trial({}, user_attrs={"syno.operator":
-json})`` requests) and ``syno.hash``. Studies of earlier versions also hold the JSON in the system attr
-``syno:operator``: it is read (first), never written. Names: syno_automl.vocabulary (``syno.`` for user
-attributes, ``syno:`` for the sampler's system attributes). The objective
-reads it with `suggest_operator(trial)`. Any number of processes may share one storage: every decision rebuilds
-(incrementally) the search tree from the trials, RUNNING trials count as virtual loss, and an operator held by
-any other trial is never proposed again (a write-then-check protocol resolves simultaneous picks).
+json})`` requests) and ``syno.hash`` (search/trial_attrs.py). The objective reads it with `suggest_operator(trial)`;
+the objective's other parameters are the independent sampler's, relative sampling included. Any number of
+processes may share one storage: every decision rebuilds (incrementally) the search tree from the trials, RUNNING
+trials count as virtual loss, and an operator held by any other trial is never proposed again (a write-then-check
+protocol resolves simultaneous picks).
 
 Each decision folds in only the trials that finished since the last one (a finished trial is read once), and
 records on its trial (the system attr ``syno:rollouts``) the rollouts it sampled: pure functions of the space, the
@@ -15,7 +14,8 @@ seed and the leaf (mcts.RolloutFact), which every sampler of the same space and 
 sampling them again; those its prefetch sampled while the trial ran are added when the trial ends (after_trial).
 A new worker or a resumed search thus rebuilds the tree, and what the earlier decisions learned, from one read of
 the trials; the proposals are the same with or without those records. A decision writes its attrs in one
-transaction on an RDB storage (each attr write is a commit there: a disk sync on SQLite).
+transaction on an RDB storage (each attr write is a commit there: a disk sync on SQLite). The sampler pickles
+(its space as its spec), and ends ``study.optimize`` when the space has nothing left (NothingLeftToPropose).
 
 Example:
     >>> import optuna
@@ -29,7 +29,6 @@ Example:
 """
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import threading
@@ -43,15 +42,31 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from syno_automl import vocabulary as V
-from syno_automl.errors import EmptySpaceError, NoOperatorError, OperatorFormatError, OptionError, OptionTypeError
+from syno_automl.errors import NoOperatorError, OperatorFormatError, OptionError, OptionTypeError
 from syno_automl.search.mcts import MCTS, Observation, RolloutFact, SearchExhaustedError
-from syno_automl.search.optuna_private import has_constraint, retry_history, storage_of, study_id_of, trial_id_of
+from syno_automl.search.optuna_private import (
+    has_constraint,
+    retry_history,
+    storage_of,
+    study_id_of,
+    trial_id_of,
+    wrapped_sampler,
+)
 from syno_automl.search.optuna_private import write_attrs_at_once as _write_rdb_attrs
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
+from syno_automl.search.trial_attrs import (
+    NothingLeftToPropose,
+    end_study,
+    error_attr,
+    operator_json_of,
+    operator_text,
+    path_and_hash,
+    recorded_error,
+)
 from syno_automl.space import Operator, OperatorSpace
 
-__all__ = ["SynoSampler", "suggest_operator", "operator_json_of"]
+__all__ = ["SynoSampler", "suggest_operator", "syno_sampler_of", "operator_json_of", "NothingLeftToPropose"]
 
 _SYS_ROLLOUTS = "syno:rollouts"      # {"key": MCTS.facts_key, "facts": [RolloutFact.to_data(), ...]}
 _MAX_CONFLICTS = 16
@@ -59,30 +74,8 @@ _PREFETCH_AHEAD = 4                  # decisions a prefetch prepares when its tr
 _log = logging.getLogger(__name__)
 
 
-def _operator_text(system: dict[str, Any], user: dict[str, Any]) -> str | None:
-    # an older study's system attr first: there it is the assigned operator, the user attr perhaps a request
-    text = system.get(V.SYS_OPERATOR)
-    if text is None:
-        text = user.get(V.OPERATOR)
-    return text if isinstance(text, str) else None
-
-
-def operator_json_of(trial: FrozenTrial) -> str | None:
-    """The operator JSON held by a trial: assigned, or requested by enqueue_trial (the user attr
-    ``syno.operator``; an older study's system attr ``syno:operator`` first)."""
-    return _operator_text(trial.system_attrs, trial.user_attrs)
-
-
 def _trial_seed(seed: int, number: int) -> int:
     return int(np.random.SeedSequence([seed, number]).generate_state(1)[0])
-
-
-def _path_and_hash(text: str) -> tuple[tuple[str, ...], str] | None:
-    try:
-        data = json.loads(text)
-        return tuple(data["path"]), str(data["hash"])
-    except (TypeError, ValueError, KeyError):
-        return None
 
 
 class SynoSampler(BaseSampler):
@@ -95,8 +88,9 @@ class SynoSampler(BaseSampler):
         reward: maps a finished trial to [0, 1]; default: accuracy in [0, 1] with power 2 for a maximized
             objective, a loss in [0, 10] for a minimized one. Failed and pruned trials get its low constants.
             A ParetoReward reads (accuracy or loss, cost ratio) of a multi-objective study.
-        independent_sampler: samples the objective's other parameters. By default a RandomSampler seeded from
-            (seed, trial number), so a resumed process does not repeat the values of the trials before it.
+        independent_sampler: samples the objective's other parameters, jointly where it samples relatively
+            (every sampler call is passed through). By default a RandomSampler seeded from (seed, trial number), so
+            a resumed process does not repeat the values of the trials before it.
         widening, widening_power: progressive widening, ceil(widening * N ** widening_power) children.
         virtual_loss: visits with reward 0 that each RUNNING trial adds along its path.
         flops_bins: rollouts drawn over this many FLOPs bands of the space's budget (0: uniformly; MCTS).
@@ -106,6 +100,7 @@ class SynoSampler(BaseSampler):
             next decisions take.
 
     Example:
+        >>> import optuna
         >>> sampler = SynoSampler(OperatorSpace("[N, C_in]", "[N, C_out]", primary=["N: 0", "C_in: 2",
         ...     "C_out: 2"], coefficients=["k=2: 1"], mappings=[{"N": 4, "C_in": 8, "C_out": 8}], max_depth=4), seed=1)
         >>> study = optuna.create_study(direction="maximize", sampler=sampler)
@@ -140,6 +135,26 @@ class SynoSampler(BaseSampler):
 
     current_trial_id: int | None = None   # the trial this sampler last assigned (before_trial)
 
+    # -- pickling (Optuna pickles a study with its sampler; a process may receive it) -----------------------------
+    _UNPICKLED = ("_lock", "_prefetch_stop", "_tree", "_operators", "_per_trial")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The options, the seed and the space's spec: no lock, no native object. What the tree knew is rebuilt
+        from the study's trials at the next decision (the proposals do not change: they depend on the trials)."""
+        state = {k: v for k, v in self.__dict__.items() if k not in self._UNPICKLED}
+        state["space"] = {"config": self.space.config(), "seed": self.space.seed, "threads": self.space.threads}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        spec = state.pop("space")
+        self.__dict__.update(state)
+        self.space = OperatorSpace(**spec["config"], seed=spec["seed"], threads=spec["threads"])
+        self._lock = threading.RLock()
+        self._prefetch_stop = None
+        self._operators = {}
+        self._per_trial = {}
+        self._reset(None)
+
     def _reset(self, key: Any) -> None:
         self._study_key = key
         # a new study: no statistics, but the rollouts and children known (they do not depend on the study)
@@ -154,12 +169,19 @@ class SynoSampler(BaseSampler):
         self._facts_read: dict[int, int] = {}  # trial number -> how many of its recorded rollouts were learned
 
     # -- Optuna's sampler interface ---------------------------------------------------------------------
+    # The operator is not an Optuna parameter (it is chosen in before_trial and kept in the trial's attrs), so the
+    # user's other parameters are the independent sampler's whole search space: its relative sampling (Grid,
+    # CMA-ES, GP, QMC, multivariate TPE) sees them jointly, as it would without the operator beside them.
     def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        return {}
+        if self._own_independent:
+            return {}   # the default: random values, one RNG per trial (sample_independent)
+        return self._independent.infer_relative_search_space(study, trial)
 
     def sample_relative(self, study: Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        return {}
+        if self._own_independent:
+            return {}
+        return self._independent.sample_relative(study, trial, search_space)
 
     def sample_independent(self, study: Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
@@ -185,11 +207,19 @@ class SynoSampler(BaseSampler):
                     _log.debug("SynoSampler: rollouts not recorded on trial %d: %s", trial.number, e)
 
     def reseed_rng(self) -> None:
-        # Proposals depend on (seed, trial number) only, so threads sharing this sampler need no new seed.
+        """Reseeds the independent sampler (Optuna calls this in each thread of ``optimize(n_jobs>1)``) and nothing
+        else: the operators depend on (seed, trial number, the study's trials) by design, so that threads,
+        processes and a resumed search propose the same ones; the default independent sampler's values depend on
+        (seed, trial number) as well (one RandomSampler per trial), so they are not reseeded either."""
         self._independent.reseed_rng()
 
     def before_trial(self, study: Study, trial: FrozenTrial) -> None:
-        """Assigns the trial's operator. Never raises for a search problem: suggest_operator reports it."""
+        """Assigns the trial's operator, then lets the independent sampler prepare the trial (a GridSampler picks
+        its grid point here). Never raises for a search problem: suggest_operator reports it."""
+        self._assign(study, trial)
+        self._independent.before_trial(study, trial)
+
+    def _assign(self, study: Study, trial: FrozenTrial) -> None:
         # remembered (in memory: no write a Ctrl-C could land in) so that an interrupted worker can fail the trial
         # it was creating (syno_automl.study.lost_trials)
         self.current_trial_id = trial_id_of(trial)
@@ -225,11 +255,8 @@ class SynoSampler(BaseSampler):
         trial.system_attrs.update(system)
         trial.user_attrs.update(user)
 
-    def _error_attr(self, error: Exception) -> dict[str, Any]:
-        return {V.SYS_ERROR: {"type": type(error).__name__, "message": str(error)}}
-
     def _fail_assignment(self, study: Study, trial: FrozenTrial, error: Exception) -> None:
-        self._write(study, trial, self._error_attr(error))
+        self._write(study, trial, error_attr(error))
 
     def _assign_requested(self, study: Study, trial: FrozenTrial, text: Any) -> None:
         try:
@@ -251,7 +278,8 @@ class SynoSampler(BaseSampler):
             try:
                 proposal = self._tree.propose(trial.number, running, taken)
             except SearchExhaustedError as e:
-                self._write(study, trial, {**self._facts_attr(trial, facts), **self._error_attr(e)})
+                self._write(study, trial, {**self._facts_attr(trial, facts), **error_attr(e)})
+                end_study(study, trial.number, e)
                 return
             op = proposal.operator
             self._operators[op.hash] = op
@@ -294,7 +322,7 @@ class SynoSampler(BaseSampler):
         for other in storage_of(study).get_all_trials(study_id_of(study), deepcopy=False):
             if other.number != trial.number and other.number not in self._done:
                 text = operator_json_of(other)
-                if text is not None and (_path_and_hash(text) or ((), ""))[1] == op_hash:
+                if text is not None and (path_and_hash(text) or ((), ""))[1] == op_hash:
                     return True
         return False
 
@@ -348,7 +376,7 @@ class SynoSampler(BaseSampler):
                     facts = [RolloutFact.from_data(d) for d in data[read:]]
                     self._tree.learn(f for f in facts if f is not None)
             text = operator_json_of(t)
-            parsed = _path_and_hash(text) if text is not None else None
+            parsed = path_and_hash(text) if text is not None else None
             finished = t.state.is_finished()
             if parsed is None:
                 if finished:
@@ -372,7 +400,7 @@ class SynoSampler(BaseSampler):
 
     # -- operators -------------------------------------------------------------------------------------
     def _load(self, text: str) -> Operator:
-        parsed = _path_and_hash(text)
+        parsed = path_and_hash(text)
         if parsed is not None and parsed[1] in self._operators:
             return self._operators[parsed[1]]
         op = Operator.from_json(self.space, text)
@@ -389,12 +417,10 @@ class SynoSampler(BaseSampler):
             system, user = trial.system_attrs, trial.user_attrs
         if user.get(V.BASELINE):
             raise OptionError(f"trial {trial.number} evaluates the baseline (the original layers): no operator")
-        error = system.get(V.SYS_ERROR)
-        if isinstance(error, dict):
-            cls = SearchExhaustedError if error.get("type") == "SearchExhaustedError" else (
-                OperatorFormatError if error.get("type") == "OperatorFormatError" else EmptySpaceError)
-            raise cls(f"trial {trial.number}: {error.get('message')}")
-        text = _operator_text(system, user) if V.SYS_SOURCE in system or V.SYS_OPERATOR in system else None
+        error = recorded_error(trial.number, system)
+        if error is not None:
+            raise error
+        text = operator_text(system, user) if V.SYS_SOURCE in system or V.SYS_OPERATOR in system else None
         if text is None:
             raise NoOperatorError(f"trial {trial.number} has no operator: was it created by a SynoSampler's study?")
         return self._load(text)
@@ -404,14 +430,17 @@ def suggest_operator(trial: Trial, space: OperatorSpace | None = None) -> Operat
     """The operator chosen for `trial` by its study's SynoSampler (and its FLOPs recorded as a constraint).
 
     The constraint ``flops`` is ``total_flops / max_flops - 1`` (feasible when <= 0) when the space has a
-    FLOPs budget. Raises SearchExhaustedError / OperatorFormatError when no operator could be assigned.
+    FLOPs budget. The study's sampler may be a SynoSampler or wrap one (syno_sampler_of: Optuna's
+    PartialFixedSampler). Raises NothingLeftToPropose (a SearchExhaustedError and an optuna.TrialPruned: the trial is
+    pruned with the sampler's message and ``study.optimize`` ends) when the space had nothing left for the trial,
+    OperatorFormatError for a malformed requested operator.
     """
-    sampler = trial.study.sampler
-    if not isinstance(sampler, SynoSampler):
+    sampler = syno_sampler_of(trial.study.sampler)
+    if sampler is None:
         if space is None:
-            raise OptionTypeError("suggest_operator needs the study's sampler to be a SynoSampler "
-                            f"(got {type(sampler).__name__}), or an explicit space=")
-        text = _operator_text(trial.storage.get_trial_system_attrs(trial_id_of(trial)), trial.user_attrs)
+            raise OptionTypeError("suggest_operator needs the study's sampler to be a SynoSampler or to wrap one "
+                                  f"(got {type(trial.study.sampler).__name__}), or an explicit space=")
+        text = operator_text(trial.storage.get_trial_system_attrs(trial_id_of(trial)), trial.user_attrs)
         if text is None:
             raise NoOperatorError(f"trial {trial.number} has no operator")
         op = Operator.from_json(space, text)
@@ -421,3 +450,13 @@ def suggest_operator(trial: Trial, space: OperatorSpace | None = None) -> Operat
     if max_flops and not has_constraint(trial, "flops"):
         trial.set_constraint("flops", op.total_flops() / max_flops - 1.0)
     return op
+
+
+def syno_sampler_of(sampler: BaseSampler | None) -> SynoSampler | None:
+    """`sampler` when it is a SynoSampler, else the SynoSampler it wraps (Optuna's wrappers keep the sampler they
+    delegate to: search/optuna_private.wrapped_sampler), else None."""
+    for _ in range(8):   # wrappers of wrappers, never a loop
+        if sampler is None or isinstance(sampler, SynoSampler):
+            return sampler
+        sampler = wrapped_sampler(sampler)
+    return None

@@ -1,13 +1,16 @@
 """The final stage of a search: re-train the finalists and the baseline alike, time the whole models, judge.
 
 After the search's trials, up to ``config.finalists`` operator trials are chosen (:func:`choose_finalists`:
-completed, not the baseline, planned cost below the replaced layers'; the Pareto front ``study.best_trials``
-first in a multi-objective study, then by the trial's value -- accuracy under ``config.lr_schedule``, or loss for
-the lm task --, and up to twice as many when further ones are within a seed's noise, :data:`TIE_MARGIN`, of a
-chosen one's value). Each of them and the baseline is
-re-trained with the search's own training path (:func:`syno_automl.study.training.train_operator`) with
-``config.final_seeds`` training seeds (the same seeds for every model: a paired comparison), so that "within
-1 pp" is a statement about the operator rather than one seed's noise, for :func:`final_budget`:
+completed, not the baseline, faster than the original in the trial by the study's speed objective -- the measured
+time ratio, or the planned cost ratio, below 1 (settings.FINALIST_RULE states it for the docs and --help); the
+Pareto front ``study.best_trials`` first in a multi-objective study, then by the trial's value -- accuracy under
+``config.lr_schedule``, or loss for the lm task --, and up to twice as many when further ones are within a seed's
+noise, :data:`TIE_MARGIN`, of a chosen one's value). One whose trial value is more than :data:`FAR_OUTSIDE` ×
+``config.final_margin`` behind the baseline trial's is left out (:func:`far_outside`; the table says why). Each of
+the others and the baseline is re-trained with the search's own training path
+(:func:`syno_automl.study.training.train_operator`) with ``config.final_seeds`` training seeds (the same seeds
+for every model: a paired comparison), so that "within 1 pp" is a statement about the operator rather than one
+seed's noise, for :func:`final_budget`:
 
 - image: ``config.final_epochs`` epochs (default twice the search's ``epochs``);
 - lm: ``config.final_steps`` optimizer steps (default twice the search's ``max_steps``) and no time budget: every
@@ -66,14 +69,21 @@ from syno_automl.study.verdict import NO_CHEAPER_OPERATOR, Finalist, FinalResult
 if TYPE_CHECKING:
     from syno_automl.study.context import SearchContext
 
-__all__ = ["choose_finalists", "retrain", "measure_speedups", "run_final_stage", "measured_targets",
-           "TIE_MARGIN"]
+__all__ = ["choose_finalists", "far_outside", "retrain", "measure_speedups", "run_final_stage", "measured_targets",
+           "TIE_MARGIN", "FAR_OUTSIDE"]
 
 # finalists: a trial value (accuracy) this close to a chosen one's is within one seed's noise of it, so that operator
 # is re-trained too (up to 2x --finalists). Measured on the default task (one-cycle, 3 epochs, 20 operators x seeds
 # 0-2, bench/density.py --trial-seeds 3): sd of a trial's val_acc over seeds median 0.0043, pooled 0.0067; the sd
 # of the difference of two such values is sqrt(2) x 0.0067 = 0.0095, about this margin
 TIE_MARGIN = 0.01
+
+#: a finalist whose trial value is worse than the baseline's trial value by more than this many --final-margin is
+#: not re-trained (:func:`far_outside`): a trial's value is one seed's of a shorter training, but ranks operators as
+#: the final stage does (docs/search.md, "The trial's signal": one seed's noise is about TIE_MARGIN), so one that
+#: far behind cannot come within the margin, and its re-training is time spent for nothing (on MNIST-1D a finalist
+#: 47 pp behind took 18 s of a 98 s stage)
+FAR_OUTSIDE = 5
 
 
 def choose_finalists(study: optuna.Study, k: int, tie: float | None = None,
@@ -109,6 +119,24 @@ def choose_finalists(study: optuna.Study, k: int, tie: float | None = None,
         seen.add(h)
         chosen.append(t)
     return chosen
+
+
+def far_outside(value: float | None, baseline: float | None, margin: float, maximize: bool,
+                metric: str = "val_acc") -> str | None:
+    """Why a finalist whose search trial reached `value` is not re-trained (None: it is): worse than the baseline
+    trial's `baseline` by more than FAR_OUTSIDE × `margin` (accuracy: absolute, in pp; a loss: absolute, in nats).
+    A margin of 0 or less (nothing may be lost) judges nothing: every finalist is re-trained."""
+    if value is None or baseline is None or margin <= 0:
+        return None
+    gap = baseline - value if maximize else value - baseline
+    if gap <= FAR_OUTSIDE * margin + 1e-12:
+        return None
+    if maximize:
+        behind, allowed = f"{gap * 100:.1f} pp below", f"{margin * 100:g} pp"
+    else:
+        behind, allowed = f"{gap:.3g} nats above", f"{margin:g} nats"
+    return (f"not re-trained: its trial's {metric} {value:.3f} is {behind} the baseline's {baseline:.3f}, more than "
+            f"{FAR_OUTSIDE}× the {allowed} margin")
 
 
 def _no_candidate(study: optuna.Study, context: SearchContext) -> str:
@@ -217,26 +245,39 @@ def run_final_stage(study: optuna.Study, context: SearchContext, tracker: Any | 
     (budget, unit), seeds = context.task.final_budget(config), config.final_seeds
     trials = choose_finalists(study, config.finalists)
     no_candidate = _no_candidate(study, context)
+    base_trial = baseline_trial(study)
+    far = {t.number: why for t in trials if (why := far_outside(
+        primary_value(t), primary_value(base_trial) if base_trial is not None else None, config.final_margin,
+        context.task.direction == "maximize", config.objective_name)) is not None}
+    if far and len(far) == len(trials):
+        no_candidate = (f"every finalist's trial value is more than {FAR_OUTSIDE}× --final-margin from the "
+                        f"baseline's")
+    far_trials = [t for t in trials if t.number in far]
+    trials = [t for t in trials if t.number not in far]
     if out is not None:
         extra = (f" ({len(trials) - config.finalists} beyond --finalists {config.finalists}: trial values within "
                  f"{TIE_MARGIN * 100:g} pp of a chosen one's)") if len(trials) > config.finalists else ""
+        if far_trials and trials:
+            extra += (f" ({len(far_trials)} more not re-trained: trial values more than {FAR_OUTSIDE}× "
+                      f"--final-margin from the baseline's)")
         eta = expected_seconds(study, context, budget, (len(trials) + 1) * seeds) if trials else None
         print(f"final stage: re-training {len(trials)} finalist(s){extra} and the baseline, {seeds} seeds × {budget} "
               f"{unit} each" + (f" (about {_duration(eta)}, from the search's trials)" if eta else "") if trials else
               f"final stage: no finalist ({no_candidate}): nothing re-trained",
               file=out, flush=True)
     ops = []
-    for t in trials:
+    for t in [*trials, *far_trials]:
         text = operator_json_of(t)
         assert text is not None  # choose_finalists picks operator trials: each holds its operator's JSON
         ops.append(Operator.from_json(context.space, text))
-    base_trial = baseline_trial(study)
     baseline = Finalist("baseline", base_trial.number if base_trial else None, "the original layers", 1.0,
                         primary_value(base_trial) if base_trial is not None else None)
     # an opening trial runs a known form (known.opening): the verdict names it, so that it reads as known, not found
     candidates = [Finalist(op.hash, t.number, t.user_attrs.get(V.OPENING) or describe_kind(op),
                            t.user_attrs.get(V.COST_RATIO), primary_value(t), flops=t.user_attrs.get(V.FLOPS),
-                           params=t.user_attrs.get(V.PARAMS)) for t, op in zip(trials, ops)]
+                           params=t.user_attrs.get(V.PARAMS), skipped=far.get(t.number))
+                  for t, op in zip([*trials, *far_trials], ops)]
+    skipped, candidates, ops = candidates[len(trials):], candidates[:len(trials)], ops[:len(trials)]
     # no finalist: nothing to compare the baseline with, so it is not re-trained either
     if tracker is not None:
         _end_abandoned_final_runs(tracker, config.study)
@@ -273,7 +314,7 @@ def run_final_stage(study: optuna.Study, context: SearchContext, tracker: Any | 
     # more perplexity at any loss level; a margin relative to the loss would instead tighten as the model improves
     result = FinalResult(baseline, candidates, seeds=seeds, epochs=budget, margin=config.final_margin,
                          timing=timing, metric=task.final_metric, maximize=task.direction == "maximize",
-                         seconds=time.time() - started, unit=unit, no_candidate=no_candidate)
+                         seconds=time.time() - started, unit=unit, no_candidate=no_candidate, skipped=skipped)
     _record(study, result, config.objective_name, tracker, parent, context)
     if out is not None:
         print(f"final stage ({result.seconds:.0f} s):", file=out)

@@ -84,6 +84,7 @@ class Finalist:
     speedup_high: float | None = None
     flops: float | None = None      # the operator's FLOPs and parameters (the tie rule's keys)
     params: float | None = None
+    skipped: str | None = None      # why it was not re-trained (its trial value far outside the margin), or None
 
     @property
     def mean(self) -> float | None:
@@ -142,7 +143,7 @@ class Finalist:
                 "mean": self.mean, "sd": self.sd, "failures": list(self.failures), "speedup": self.speedup,
                 "latency_ms": self.latency_ms, "tokens_per_s": self.tokens_per_s, "run_id": self.run_id,
                 "speedup_low": self.speedup_low, "speedup_high": self.speedup_high, "flops": self.flops,
-                "params": self.params}
+                "params": self.params, "skipped": self.skipped}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Finalist:
@@ -151,7 +152,7 @@ class Finalist:
                    data.get("cost_ratio"), data.get("search_value"), [float(v) for v in data.get("values") or []],
                    [str(f) for f in data.get("failures") or []], data.get("speedup"), data.get("latency_ms"),
                    data.get("tokens_per_s"), data.get("run_id"), data.get("speedup_low"), data.get("speedup_high"),
-                   data.get("flops"), data.get("params"))
+                   data.get("flops"), data.get("params"), data.get("skipped"))
 
 
 @dataclass
@@ -171,6 +172,8 @@ class FinalResult:
     unit: str = "epochs"
     # why no operator was re-trained, when none was: what "faster" meant (measured on a target, or planned)
     no_candidate: str = NO_CHEAPER_OPERATOR
+    # finalists left out before re-training (each says why: its trial value far outside the margin), not candidates
+    skipped: list[Finalist] = field(default_factory=list)
 
     def within(self, f: Finalist) -> bool:
         """Whether `f`'s mean is within the margin of the baseline's mean (both re-trained alike)."""
@@ -287,7 +290,8 @@ class FinalResult:
         return f"{f.tokens_per_s:,.0f} vs {self.baseline.tokens_per_s:,.0f} tokens/s; "
 
     def table(self) -> list[str]:
-        """One line per re-trained model, the baseline first (the lm task: with its tokens/s)."""
+        """One line per re-trained model, the baseline first (the lm task: with its tokens/s), then one per finalist
+        left out, with why."""
         rate = any(f.tokens_per_s is not None for f in [self.baseline, *self.candidates])
         lines = [f"  {'':<16}  {self.metric:>15}  {'speedup [95% interval]':>20}"
                  + (f"  {'tokens/s':>9}" if rate else "") + f"  {'cost':>6}  search  description"]
@@ -299,6 +303,12 @@ class FinalResult:
             fails = f"  ({len(f.failures)} seed(s) failed: {f.failures[0][:60]})" if f.failures else ""
             lines.append(f"  {f.label:<16}  {f.figure():>15}  {f.speedup_text():>20}{tokens}  {cost:>6}  "
                          f"{search:>6}  {f.description}{mark}{fails}")
+        for f in self.skipped:
+            cost = f"{f.cost_ratio:.2f}x" if f.cost_ratio is not None else "-"
+            search = f"{f.search_value:.3f}" if f.search_value is not None else "-"
+            tokens = f"  {'-':>9}" if rate else ""
+            lines.append(f"  {f.label:<16}  {f.figure():>15}  {'-':>20}{tokens}  {cost:>6}  {search:>6}  "
+                         f"{f.description}  ({f.skipped})")
         return lines
 
     def to_dict(self) -> dict[str, Any]:
@@ -308,7 +318,8 @@ class FinalResult:
                 "metric": self.metric, "maximize": self.maximize, "seconds": round(self.seconds, 1),
                 "verdict": self.verdict(),
                 "chosen": chosen.label if chosen is not None else None, "baseline": self.baseline.to_dict(),
-                "candidates": [f.to_dict() for f in self.candidates], "no_candidate": self.no_candidate}
+                "candidates": [f.to_dict() for f in self.candidates], "no_candidate": self.no_candidate,
+                "skipped": [f.to_dict() for f in self.skipped]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FinalResult:
@@ -328,7 +339,8 @@ class FinalResult:
                    epochs=int(data.get(unit) or 0), margin=float(data.get("margin") or 0.0),
                    timing=str(data.get("timing") or ""), metric=str(data.get("metric") or "accuracy"),
                    maximize=bool(data.get("maximize", True)), seconds=float(data.get("seconds") or 0.0), unit=unit,
-                   no_candidate=str(data.get("no_candidate") or NO_CHEAPER_OPERATOR))
+                   no_candidate=str(data.get("no_candidate") or NO_CHEAPER_OPERATOR),
+                   skipped=[Finalist.from_dict(c) for c in data.get("skipped") or []])
 
 
 def stored_final(study: Any) -> FinalResult | None:

@@ -79,10 +79,11 @@ def test_torch_target_measures_without_tvm(no_tvm_env, tmp_path):
     m, s = out["metrics"], out["summary"]
     assert not out["tvm"] and out["notes"] == {}
     assert m["latency_ms.torch"] > 0 and m["baseline_latency_ms.torch"] > 0
-    assert m["speedup.torch"] == pytest.approx(m["baseline_latency_ms.torch"] / m["latency_ms.torch"])
+    # the one speed protocol: interleaved pairs, the ratio its mean log ratio (near, not equal to, the medians')
+    assert m["speedup.torch"] == pytest.approx(m["baseline_latency_ms.torch"] / m["latency_ms.torch"], rel=0.5)
     assert s["schedules"] == measure.EAGER and s["tag"] == "eager" and s["tuned_trials"] == 0
     assert "inductor_ms" not in s and "inductor" not in s["layers"][0]
-    assert "eager" in s["layers"][0]["operator"]["note"] or s["layers"][0]["operator"]["note"].startswith("number=")
+    assert s["layers"][0]["operator"]["note"].startswith("speed protocol, "), s["layers"][0]["operator"]["note"]
 
 
 @pytest.mark.parametrize("args", [

@@ -1,16 +1,20 @@
-"""Measured latency of operators, of the layers they replace and of whole models (TVM MetaSchedule, or eager
-PyTorch with the ``"torch"`` target), under one timing protocol.
+"""TVM latency of operators, of the layers they replace and of whole models, and its comparison with torch
+(the ``"torch"`` target: eager PyTorch, timed against the replaced layer by the one speed protocol of
+:mod:`syno_automl.speed`).
 
-One concept per module, in MetaSchedule's vocabulary:
+One concept per module, in MetaSchedule's vocabulary; these are all of its modules:
 
-* :mod:`~syno_automl.measure.result`: :class:`Latency`, :class:`TimingProtocol`/:data:`PROTOCOL`, speedups,
+* :mod:`~syno_automl.measure.result`: :class:`Latency`, TVM's :class:`TimingProtocol`/:data:`PROTOCOL`, speedups,
   schedule labels, failure notes (imports neither torch nor tvm);
 * :mod:`~syno_automl.measure.request`: :class:`MeasureRequest`, the settings every entry point below takes
   (targets, trials, seconds, work_dir, protocol, seed, inductor, isolate, runner...), frozen and checked once;
-* :mod:`~syno_automl.measure.target`: target parsing, ``<device>`` names, RPC reachability;
+* :mod:`~syno_automl.measure.target`: TVM target specs (``llvm``, ``cuda``, ``rpc:KEY@host:port``, ``torch``),
+  ``<device>`` names, RPC reachability;
 * :mod:`~syno_automl.measure.database`: the on-disk tuning database (``$SYNO_TVM_WORK_DIR``);
 * :mod:`~syno_automl.measure.metaschedule`: builder, runner, tuning monitor, THE tuning loop;
-* :mod:`~syno_automl.measure.timing`: the protocol for TVM modules (local, RPC) and torch modules;
+* :mod:`~syno_automl.measure.compile_worker`: MetaSchedule's builds in worker processes with a time limit;
+* :mod:`~syno_automl.measure.timing`: TVM modules (local, RPC) by TVM's protocol; torch modules against their
+  baseline by the speed protocol (:func:`time_torch_pair`);
 * :mod:`~syno_automl.measure.isolate`: one child process with a hard timeout;
 * :mod:`~syno_automl.measure.kernel` (one PrimFunc), :mod:`~syno_automl.measure.relax` and
   :mod:`~syno_automl.measure.model` (a whole model), :mod:`~syno_automl.measure.baseline` (the replaced layers),
@@ -61,13 +65,13 @@ from syno_automl.measure.result import (
 )
 from syno_automl.measure.substituted_model import measure_substitution, model_metrics, substituted_models
 from syno_automl.measure.target import TVM_HINT, device_name, needs_tvm, parse_target, resolve_target, torch_device
-from syno_automl.measure.timing import time_main, time_torch
+from syno_automl.measure.timing import time_main, time_torch, time_torch_pair
 
 __all__ = [
     "MeasureRequest", "Latency", "TimingProtocol", "PROTOCOL", "UNTUNED", "EAGER", "schedules_label", "schedules_tag",
     "speedup", "stored_entry", "error_note", "failed_at", "slug",
     "parse_target", "device_name", "resolve_target", "torch_device", "needs_tvm", "TVM_HINT",
-    "DEFAULT_WORK_DIR", "tune_and_time", "compare", "apply_record", "time_main", "time_torch",
+    "DEFAULT_WORK_DIR", "tune_and_time", "compare", "apply_record", "time_main", "time_torch", "time_torch_pair",
     "conv2d_nchw_te", "conv1d_ncw_te", "dense_te", "infer_baseline", "baseline_kernel", "baseline_module",
     "measure_operator", "measure_layers",
     "export_relax", "prepare_relax", "relax_run", "model_latency", "compare_models",

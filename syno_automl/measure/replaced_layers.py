@@ -29,7 +29,7 @@ from syno_automl.measure.result import (
     speedup,
 )
 from syno_automl.measure.target import needs_tvm, safe_device_name, torch_device
-from syno_automl.measure.timing import time_torch
+from syno_automl.measure.timing import paired_protocol_of, time_torch, time_torch_pair
 
 Progress = Callable[[str], None]  # receives one line of progress text
 
@@ -181,16 +181,18 @@ def _baselines(program: Mapping[str, Any], baseline: Any, torch_baseline: Any, k
 
 
 class _TorchPairs:
-    """The operator's module and the baseline module, timed with the same protocol, threads and input, once per
-    (torch device, compiled or not)."""
+    """The operator's module against the baseline module by the one speed protocol (interleaved, a ratio with its
+    interval: measure.timing.time_torch_pair), once per (torch device, compiled or not); the operator alone by
+    the same warm-up and calibration where no baseline module exists."""
 
     def __init__(self, op, mapping: Any, program: Mapping[str, Any], base_module: Any, protocol: TimingProtocol):
         self.op, self.mapping, self.program = op, mapping, program
         self.base_module, self.protocol = base_module, protocol
         self.module: Any = None  # a torch module, built on first use: the TVM-only targets never need it
-        self.cache: dict[tuple[str, bool], tuple[Latency, Latency | None]] = {}
+        self.cache: dict[tuple[str, bool], tuple[Latency, Latency | None, float | None]] = {}
 
-    def __call__(self, tdev: str, compile: bool) -> tuple[Latency, Latency | None]:
+    def __call__(self, tdev: str, compile: bool) -> tuple[Latency, Latency | None, float | None]:
+        """(the operator's latency, the baseline's or None, the protocol's speedup or None)."""
         if (tdev, compile) not in self.cache:
             import torch
 
@@ -200,13 +202,18 @@ class _TorchPairs:
                 if self.module is None:
                     self.module = (self.op.to_module(self.mapping) if not isinstance(self.op, Mapping)
                                    else module_from_program(self.program))
-                op_t = time_torch(self.module.to(tdev).eval(), (x,), compile=compile, protocol=self.protocol)
+                module = self.module.to(tdev).eval()
             except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
-                op_t = Latency.failed(f"{kind}-{tdev}", f"module: {type(exc).__name__}: {exc}")
-            base_t = None
-            if self.base_module is not None:
-                base_t = time_torch(self.base_module.to(tdev).eval(), (x,), compile=compile, protocol=self.protocol)
-            self.cache[tdev, compile] = (op_t, base_t)
+                failed = Latency.failed(f"{kind}-{tdev}", f"module: {type(exc).__name__}: {exc}")
+                self.cache[tdev, compile] = (failed, None, None)
+                return self.cache[tdev, compile]
+            if self.base_module is None:
+                self.cache[tdev, compile] = (time_torch(module, (x,), compile=compile, protocol=self.protocol),
+                                             None, None)
+            else:
+                op_t, base_t, estimate = time_torch_pair(module, self.base_module.to(tdev).eval(), (x,), compile,
+                                                         paired_protocol_of(self.protocol))
+                self.cache[tdev, compile] = (op_t, base_t, estimate.ratio if estimate is not None else None)
         return self.cache[tdev, compile]
 
 
@@ -220,8 +227,9 @@ def _kernel_metrics(fig: _Figures, t: Any, program: Mapping[str, Any], base: _Ba
     if eager:
         tdev, _ = torch_device(t)
         assert tdev is not None  # "torch" runs on CUDA or the CPU
-        op_lat, base_lat = pairs(tdev, False)
+        op_lat, base_lat, paired = pairs(tdev, False)
     else:
+        paired = None
         op_lat = tune_and_time(program, t, request, progress=progress, label=f"{label}operator ")
         base_lat = None
         if base.kernel is not None:
@@ -233,7 +241,7 @@ def _kernel_metrics(fig: _Figures, t: Any, program: Mapping[str, Any], base: _Ba
     fig.info[f"operator.{dev}"] = op_lat.to_dict()
     if base_lat is not None:
         fig.info[f"baseline.{dev}"] = base_lat.to_dict()
-    result[sp_key] = speedup(base_lat, op_lat) if base_lat is not None else None
+    result[sp_key] = paired if paired is not None else speedup(base_lat, op_lat) if base_lat is not None else None
     if result[sp_key] is None:
         why = base.module_reason if eager else base.reason
         notes[sp_key] = why or (f"baseline: {base_lat.note}" if base_lat is not None and not base_lat.ok
@@ -251,11 +259,11 @@ def _inductor_metrics(fig: _Figures, t: Any, base: _Baselines, pairs: _TorchPair
         result[ind_lat_key] = result[ind_sp_key] = None
         notes[ind_lat_key] = notes[ind_sp_key] = why
         return
-    ind_op, ind_base = pairs(tdev, True)
+    ind_op, ind_base, paired = pairs(tdev, True)
     result[ind_lat_key] = ind_op.median_ms
     if not ind_op.ok:
         notes[ind_lat_key] = ind_op.note
-    result[ind_sp_key] = speedup(ind_base, ind_op) if ind_base is not None else None
+    result[ind_sp_key] = paired
     if result[ind_sp_key] is None:
         notes[ind_sp_key] = base.module_reason or (f"baseline: {ind_base.note}" if ind_base is not None
                                                    and not ind_base.ok else f"operator: {ind_op.note}")

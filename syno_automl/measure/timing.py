@@ -1,5 +1,7 @@
-"""THE timing protocol (:data:`~syno_automl.measure.result.PROTOCOL`), applied to a TVM module (local or on an RPC
-board: :func:`time_main`) and to a torch module (eager or TorchInductor: :func:`time_torch`).
+"""Timing TVM modules (local or on an RPC board: :func:`time_main`) by TVM's protocol
+(:data:`~syno_automl.measure.result.PROTOCOL`), and torch modules: an operator against the layer it replaces by
+the project's one speed protocol (:func:`time_torch_pair`: :mod:`syno_automl.speed.paired`, interleaved, a ratio
+with its interval), a module alone by the same warm-up and calibration (:func:`time_torch`).
 
 Both: warm-up calls first (never timed: for ``torch.compile`` this is where Inductor compiles), then ``repeat``
 measurements of ``number`` back-to-back calls, ``number`` raised until one measurement lasts ``min_repeat_ms``;
@@ -22,8 +24,11 @@ import numpy as np
 
 from syno_automl.measure.result import PROTOCOL, Latency, TimingProtocol
 from syno_automl.measure.target import TargetSpec
+from syno_automl.runtime.timing_signal import timing_in_progress
+from syno_automl.speed.paired import SPEED_PROTOCOL, PairedProtocol, SpeedupEstimate, paired_speedup
 
-__all__ = ["time_main", "random_args", "upload_remote", "time_remote", "time_torch", "torch_threads"]
+__all__ = ["time_main", "random_args", "upload_remote", "time_remote", "time_torch", "time_torch_pair",
+           "torch_threads"]
 
 
 def random_args(func, dev, seed: int = 0) -> list:
@@ -142,3 +147,54 @@ def time_torch(module, example_inputs, compile: bool = True, protocol: TimingPro
         return Latency.of_samples(samples, name, note=f"number={number}; {n_threads} threads; {first}")
     except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
         return Latency.failed(name, f"{stage}: {type(exc).__name__}: {str(exc).strip()[:500]}")
+
+
+def paired_protocol_of(timing: TimingProtocol) -> PairedProtocol:
+    """The speed protocol at the size a TVM timing protocol asks (a layer, not a model): its warm-up, blocks of
+    ``min_repeat_ms``, ``repeat`` pairs at least (even, two per batch) and twice that at most, one copy.
+
+    Example:
+        >>> paired_protocol_of(PROTOCOL).min_pairs, paired_protocol_of(PROTOCOL).min_block_s
+        (16, 0.05)
+    """
+    pairs = max(4, 2 * math.ceil(timing.repeat / 2))
+    return PairedProtocol(warmup=max(1, timing.warmup), min_block_s=max(1, timing.min_repeat_ms) / 1e3,
+                          min_pairs=pairs, max_pairs=2 * pairs, target_halfwidth=SPEED_PROTOCOL.target_halfwidth,
+                          copies=1)
+
+
+def time_torch_pair(module, baseline, example_inputs, compile: bool = False,
+                    protocol: PairedProtocol = SPEED_PROTOCOL, threads: int | None = None,
+                    ) -> tuple[Latency, Latency, SpeedupEstimate | None]:
+    """``module`` against ``baseline`` (both called on ``example_inputs`` under ``torch.inference_mode``) by the
+    speed protocol: interleaved blocks, the ratio with its interval. Returns the two sides' latencies (each the
+    median per-call time of its blocks) and the estimate. ``compile=True``: both ``torch.compile``d (static
+    shapes), compiled in the protocol's warm-up, never timed. Never raises: a failure is both latencies' note."""
+    import torch
+
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    dev = next((t.device.type for t in example_inputs if isinstance(t, torch.Tensor)), "cpu")
+    name = f"{'inductor' if compile else 'eager'}-{dev}"
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+
+    def caller(m: Any) -> Any:
+        fn = torch.compile(m, dynamic=False) if compile else m
+
+        def call() -> Any:
+            with torch.inference_mode():
+                return fn(*example_inputs)
+        return call
+    try:
+        with timing_in_progress(), torch_threads(threads) as n_threads:
+            estimate = paired_speedup(caller(baseline), caller(module), protocol, sync=sync)
+    except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
+        failed = Latency.failed(name, f"paired timing: {type(exc).__name__}: {str(exc).strip()[:500]}")
+        return failed, failed, None
+    if estimate is None:
+        failed = Latency.failed(name, "paired timing: no estimate")
+        return failed, failed, None
+    note = f"speed protocol, {estimate.pairs} pairs, {n_threads} threads; speedup {estimate.text()}"
+    return (Latency(estimate.candidate_ms, None, estimate.pairs, name, 0, note),
+            Latency(estimate.baseline_ms, None, estimate.pairs, name, 0, note), estimate)

@@ -424,18 +424,20 @@ class Operator:
         """DOT text of the coordinate graph (weights filled blue, reductions as diamonds)."""
         return self._native.graphviz()
 
-    def to_module(self, mapping: int | Mapping[str, int] | None = None):
-        """A trainable torch.nn.Module computing this operator for one valuation."""
+    def to_module(self, mapping: int | Mapping[str, int] | None = None, contraction: str = "conv"):
+        """A trainable torch.nn.Module computing this operator for one valuation (``contraction="matmul"``:
+        contractions as mm/bmm, never a convolution; codegen/torch.py)."""
         from syno_automl.codegen.torch import build_module
 
-        return build_module(self.program(mapping), class_name=f"Syno_{self.hash}")
+        return build_module(self.program(mapping), class_name=f"Syno_{self.hash}", contraction=contraction)
 
-    def to_source(self, mapping: int | Mapping[str, int] | None = None) -> str:
+    def to_source(self, mapping: int | Mapping[str, int] | None = None, contraction: str = "conv") -> str:
         """A standalone Python file (torch only) defining the module."""
         from syno_automl.codegen.torch import program_to_source
 
         header = f"Syno operator {self.hash}\n" + str(self)
-        return program_to_source(self.program(mapping), class_name=f"Syno_{self.hash}", header=header)
+        return program_to_source(self.program(mapping), class_name=f"Syno_{self.hash}", header=header,
+                                 contraction=contraction)
 
     def to_tvm(self, mapping: int | Mapping[str, int] | None = None, target: str = "llvm"):
         """A compiled TVM kernel `kernel(x, *weights) -> numpy array` (weights as in to_module's parameters)."""

@@ -27,6 +27,12 @@ tensor):
   ``F.conv1d`` (``F.conv2d``) on the tensor before the unfolds (no im2col copy). See codegen/torch_contract.py.
 * end          -> materialize what is still virtual, ``permute`` to ``output.dims``
 
+``contraction="matmul"`` (``program_to_source`` / ``build_module``; default ``"conv"``) emits every contraction of
+T as the mm/bmm above, the unfolds as views before it, never ``F.conv1d``/``F.conv2d``: Inductor realizes a
+convolution's input, so nothing fuses into it, while ``max-autotune``'s Triton mm templates can take the views
+as a prologue (a weight's views, products of weights included, too). Same values and gradients
+(tests/test_codegen_contraction.py).
+
 Dims in ``free_dims`` may have any size at run time (e.g. the batch dim): the generated code never bakes their
 size in, so the module works for any size of them and exports with a dynamic dim.
 
@@ -44,23 +50,49 @@ from syno_automl.codegen.loader import load_class
 from syno_automl.codegen.torch_steps import TorchGen
 from syno_automl.echo import shown
 from syno_automl.errors import OptionError
-from syno_automl.ir import Program, count_flops, parse, walk, weight_stds
+from syno_automl.ir import Program, count_flops, parse, walk, weight_order, weight_program, weight_stds
 
-__all__ = ["program_to_source", "build_module", "count_flops"]
+__all__ = ["program_to_source", "build_module", "count_flops", "CONTRACTIONS"]
+
+CONTRACTIONS = ("conv", "matmul")  # how a contraction after unfolds is emitted: one convolution, or mm/bmm
+
+
+class _MatmulGen(TorchGen):
+    """The generator without the convolution patterns: each contraction one mm/bmm after the unfolds' views."""
+
+    PATTERNS = {ops: handler for ops, handler in TorchGen.PATTERNS.items() if ops[-1] != "contract"}
+
+    def weight_lines(self) -> list[str]:
+        """TorchGen.weight_lines with this generator for the weights' views too (a product of weights after an
+        unfold of one is a contraction as well)."""
+        lines: list[str] = []
+        for k in weight_order(self.p):
+            sub = _MatmulGen(weight_program(self.p, k))
+            walk(sub.p, sub)
+            lines += [f"# w{k} viewed before its contraction: dims {list(self.p.weights[k].dims)}", f"t = self.w{k}",
+                      *sub.lines, f"w{k} = t"]
+        return lines
+
+
+def _generator(p: Program, contraction: str) -> TorchGen:
+    if contraction not in CONTRACTIONS:
+        raise OptionError(f"contraction {shown(contraction)} is not one of {', '.join(CONTRACTIONS)}")
+    return _MatmulGen(p) if contraction == "matmul" else TorchGen(p)
 
 
 def program_to_source(program: Mapping[str, Any] | Program, class_name: str = "SynoOperator",
-                      header: str = "") -> str:
+                      header: str = "", contraction: str = "conv") -> str:
     """Python source of a standalone module defining ``class <class_name>(torch.nn.Module)``.
 
     ``__init__`` creates ``self.w0, self.w1, ...`` (program weight order and shapes), drawn from
     ``U(-b, b)`` with ``b = sqrt(3) · std`` and ``std`` from ``syno_automl.ir.weight_stds``;
     ``forward(self, x)`` runs the steps. ``header`` (e.g. a description of the operator) is placed at the top
-    as ``#`` comment lines."""
+    as ``#`` comment lines. ``contraction``: ``"conv"`` (unfold + contract as one convolution) or ``"matmul"``
+    (always mm/bmm; module docstring)."""
     if not class_name.isidentifier():
         raise OptionError(f"class name {shown(class_name)} is not an identifier")
     p = parse(program)
-    gen = TorchGen(p)
+    gen = _generator(p, contraction)
     walk(p, gen)
     stds = weight_stds(p)
 
@@ -107,7 +139,8 @@ def program_to_source(program: Mapping[str, Any] | Program, class_name: str = "S
     return "\n".join(src) + "\n"
 
 
-def build_module(program: Mapping[str, Any] | Program, class_name: str = "SynoOperator"):
-    """Execute ``program_to_source(program, class_name)`` and instantiate the class (codegen/loader.py: the
-    generated text stays visible to tracebacks, ``inspect`` and ``torch.compile`` while the class lives)."""
-    return load_class(program_to_source(program, class_name), class_name)()
+def build_module(program: Mapping[str, Any] | Program, class_name: str = "SynoOperator", contraction: str = "conv"):
+    """Execute ``program_to_source(program, class_name, contraction=contraction)`` and instantiate the class
+    (codegen/loader.py: the generated text stays visible to tracebacks, ``inspect`` and ``torch.compile`` while
+    the class lives)."""
+    return load_class(program_to_source(program, class_name, contraction=contraction), class_name)()

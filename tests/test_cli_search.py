@@ -63,7 +63,7 @@ def test_search_show_export_report_resume(tmp_path, monkeypatch):
 
     again = cli(tmp_path, "search", "--trials", "4", "--epochs", "1", "--timeout", "30", "--resume",
                 "--finalists", "0")  # the resumed trials are checked here; the final stage ran above
-    assert "1 trials to run" in again.stdout
+    assert "1 trial to run" in again.stdout
     trials = read_study(tmp_path).trials
     assert len(trials) == 5 and len({t.user_attrs["syno.hash"] for t in trials[1:]}) == 4
     assert len([r for r in read_runs(tmp_path) if r.data.tags.get("syno.role") == "study"]) == 1

@@ -148,7 +148,7 @@ def test_resume_refuses_other_training_settings_naming_them(tmp_path):
     n_trials = len(read_study(tmp_path).trials)
     # no option given: the study's own settings (1 epoch, not the CLI's default 3); in this process, as above
     done = cli_here(tmp_path, "search", "--resume", "--tracking-uri", "none", "--trials", "0", "--timeout", "0")
-    assert "1 trials to run" in done.stdout  # the waiting baseline
+    assert "1 trial to run" in done.stdout  # the waiting baseline
     trials = read_study(tmp_path).trials
     assert len(trials) == n_trials and trials[0].state == optuna.trial.TrialState.COMPLETE
     assert read_study(tmp_path).user_attrs["syno.settings"]["epochs"] == 1

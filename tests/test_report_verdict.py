@@ -71,7 +71,7 @@ def test_report_shows_the_verdict_first_with_its_figure(searched, monkeypatch) -
     _cli(folder, "report", "--out", "report")
     text = (folder / "report" / "report.md").read_text()
     headings = [line for line in text.splitlines() if line.startswith("## ")]
-    assert headings[0].startswith("## Verdict: the final stage") and "2 seeds × 1 epochs" in headings[0]
+    assert headings[0].startswith("## Verdict: the final stage") and "2 seeds × 1 epoch" in headings[0]
     assert f"**{final.verdict()}**" in text
     for f in [final.baseline, *final.candidates]:
         row = next(line for line in text.splitlines() if line.startswith(f"| {f.label} ") or
@@ -107,7 +107,7 @@ def test_show_and_list_print_the_retrained_figures_beside_the_search(searched) -
     final, study = result.final, result.study
     listed = _cli(folder, "show")
     assert _cli(folder, "list") == listed
-    assert f"final stage (2 seeds × 1 epochs, re-trained alike): {final.verdict()}" in listed
+    assert f"final stage (2 seeds × 1 epoch, re-trained alike): {final.verdict()}" in listed
     for f in [final.baseline, *final.candidates]:
         row = next(line for line in listed.splitlines() if re.match(rf"\s+{f.trial}\s", line))
         search = next(t for t in study.trials if t.number == f.trial)
@@ -115,7 +115,7 @@ def test_show_and_list_print_the_retrained_figures_beside_the_search(searched) -
     named = final.chosen
     shown = _cli(folder, "show", str(named.trial))
     assert f"val_acc: {named.search_value:.4f} (the search's: one seed × 1 epoch each)" in shown
-    assert f"final stage: accuracy {named.figure()} (2 seeds × 1 epochs; baseline {final.baseline.figure()})" in shown
+    assert f"final stage: accuracy {named.figure()} (2 seeds × 1 epoch; baseline {final.baseline.figure()})" in shown
     assert "named: the fastest within 100 pp of the baseline" in shown
     assert _cli(folder, "show", "final").splitlines()[0] == shown.splitlines()[0]
     base = _cli(folder, "show", "baseline")
@@ -233,7 +233,7 @@ def test_the_verdict_table_marks_the_named_operator_and_the_margin() -> None:
                               "within 30 pp | speedup |")
     assert rows[3] == ("| **ad6c0141110ce7ad** (named) | 1 | grouped conv2d | 0.600 ± 0.028 | -16.0 pp | yes | 1.46× "
                        "| 0.590x | 0.6200 |")
-    assert "0.540 ± 0.014 (1 seed(s) failed) | -22.0 pp | yes | 1.34×" in rows[4]
+    assert "0.540 ± 0.014 (1 seed failed) | -22.0 pp | yes | 1.34×" in rows[4]
 
 
 def test_a_baseline_never_retrained_is_not_shown_as_failed() -> None:

@@ -86,7 +86,7 @@ def test_final_stage_retrains_the_finalists_and_the_baseline_with_every_seed(sea
     chosen = final.chosen
     assert chosen is not None and parent.data.tags[V.TAG_FINAL_HASH] == chosen.label
     assert final.verdict().startswith(f"fastest operator within 100 pp of the baseline: {chosen.label} ")
-    assert f"{chosen.mean:.3f} ± {chosen.sd:.3f}" in final.verdict() and "2 seeds × 1 epochs" in final.verdict()
+    assert f"{chosen.mean:.3f} ± {chosen.sd:.3f}" in final.verdict() and "2 seeds × 1 epoch" in final.verdict()
     assert "final stage (" in printed and f"final {chosen.label}" in printed
 
 

@@ -19,6 +19,7 @@ from syno_automl.cli.lookup import (
 )
 from syno_automl.cli.options import config_of
 from syno_automl.errors import NotFoundError, OptionError
+from syno_automl.words import counted
 
 __all__ = ["cmd_search", "cmd_show", "cmd_export"]
 
@@ -71,7 +72,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     pruned = [t for t in study.trials if t.state.name == "PRUNED"]
     failed = [t for t in study.trials if t.state.name == "FAIL"]
     base = baseline_trial(study)
-    print(f"done in {result.seconds:.0f} s: {len(study.trials)} trials, {len(done)} complete, {len(pruned)} pruned, "
+    print(f"done in {result.seconds:.0f} s: {counted(len(study.trials), 'trials')}, {len(done)} complete, "
+          f"{len(pruned)} pruned, "
           f"{len(failed)} failed" + (f"; baseline {name} {primary_value(base):.4f}" if base else ""))
     failure = failure_of(study)
     if failure is not None:  # nothing to compare: say why, and exit non-zero
@@ -127,7 +129,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     budget = search_budget(study.user_attrs.get(V.SETTINGS, {}))
     if args.hash is None:
         trials = study.get_trials(deepcopy=False)
-        print(f"study {study.study_name}: {len(trials)} trials ({name}; `syno-automl show N` for one)")
+        print(f"study {study.study_name}: {counted(len(trials), 'trials')} ({name}; `syno-automl show N` for one)")
         print(_final_headline(study, final, budget))
         print(trial_header(name, final))
         from syno_automl.study.lost_trials import stale_trials

@@ -21,6 +21,7 @@ from typing import Any
 from syno_automl import vocabulary as V
 from syno_automl.report.pareto import Point, Series
 from syno_automl.study.verdict import Finalist, FinalResult
+from syno_automl.words import counted
 
 __all__ = ["final_table", "verdict_section", "final_series", "plot_final", "search_budget"]
 
@@ -39,7 +40,8 @@ def final_table(final: FinalResult, search_name: str = "val_acc") -> str:
     one-seed value; the operator the verdict names in bold."""
     rate = any(f.tokens_per_s is not None for f in [final.baseline, *final.candidates])
     lines = [f"| model | trial | description | {final.metric} re-trained (mean ± sd) | vs baseline | "
-             f"within {final.margin_text()} | speedup |" + (" tokens/s |" if rate else "")
+             f"within {final.margin_text()} | speedup{f' on {final.target}' if final.target else ''} |"
+             + (" tokens/s |" if rate else "")
              + f" planned cost | {search_name} in the search |",
              "|---|---:|---|---:|---:|---|---:|" + ("---:|" if rate else "") + "---:|---:|"]
     for f in [final.baseline, *final.candidates]:
@@ -48,7 +50,7 @@ def final_table(final: FinalResult, search_name: str = "val_acc") -> str:
         within = "-" if base else ("yes" if final.within(f) else "no")
         speedup = "-" if f.speedup is None else f.speedup_text()
         tokens = (" - |" if f.tokens_per_s is None else f" {f.tokens_per_s:,.0f} |") if rate else ""
-        figure = f.figure() + (f" ({len(f.failures)} seed(s) failed)" if f.failures else "")
+        figure = f.figure() + (f" ({counted(len(f.failures), 'seeds')} failed)" if f.failures else "")
         lines.append(f"| {label} | {'-' if f.trial is None else f.trial} | {f.description.replace('|', '/')} | "
                      f"{figure} | {'-' if base else _difference(final, f)} | {within} | {speedup} |{tokens} "
                      f"{'-' if f.cost_ratio is None else f'{f.cost_ratio:.3f}x'} | "

@@ -11,6 +11,7 @@ import optuna
 from syno_automl import vocabulary as V
 from syno_automl.report.pareto import Point, Series
 from syno_automl.search.objectives import primary_value
+from syno_automl.words import counted
 
 __all__ = ["Reevaluation", "number_text", "search_label", "reevaluations_of", "reevaluation_series",
            "reevaluation_table"]
@@ -40,9 +41,9 @@ def _param(value: Any) -> str:
 
 def _budget(task: str, settings: Mapping[str, Any]) -> str:
     if task == "lm":
-        return f"{settings.get('max_steps')} steps"
+        return counted(settings.get("max_steps"), "steps")
     epochs = settings.get("epochs")
-    return f"{epochs} epoch{'' if str(epochs) == '1' else 's'}"
+    return counted(epochs, "epochs")
 
 
 def search_label(settings: Mapping[str, Any]) -> str:

@@ -65,6 +65,7 @@ from syno_automl.search.objectives import (
 from syno_automl.speed.probe import SpeedMeasurement, measure_speedups
 from syno_automl.speed.sessions import measure_final
 from syno_automl.study.verdict import NO_CHEAPER_OPERATOR, Finalist, FinalResult, describe_kind, no_faster_operator
+from syno_automl.words import counted
 
 if TYPE_CHECKING:
     from syno_automl.study.context import SearchContext
@@ -261,8 +262,9 @@ def run_final_stage(study: optuna.Study, context: SearchContext, tracker: Any | 
             extra += (f" ({len(far_trials)} more not re-trained: trial values more than {FAR_OUTSIDE}× "
                       f"--final-margin from the baseline's)")
         eta = expected_seconds(study, context, budget, (len(trials) + 1) * seeds) if trials else None
-        print(f"final stage: re-training {len(trials)} finalist(s){extra} and the baseline, {seeds} seeds × {budget} "
-              f"{unit} each" + (f" (about {_duration(eta)}, from the search's trials)" if eta else "") if trials else
+        about = f" (about {_duration(eta)}, from the search's trials)" if eta else ""
+        print(f"final stage: re-training {counted(len(trials), 'finalists')}{extra} and the baseline, "
+              f"{counted(seeds, 'seeds')} × {counted(budget, unit)} each{about}" if trials else
               f"final stage: no finalist ({no_candidate}): nothing re-trained",
               file=out, flush=True)
     ops = []

@@ -52,6 +52,7 @@ from syno_automl.study.opening import check_study, open_study, remaining_trials
 from syno_automl.study.requeue import requeue_interrupted
 from syno_automl.study.trial import Objective
 from syno_automl.study.trial_speed import announce_speed_objective
+from syno_automl.words import counted
 
 __all__ = ["SearchResult", "run_search", "SearchFailedError", "failure_of", "check_space_holds_operators"]
 
@@ -132,7 +133,7 @@ def _optimize(config: SearchConfig, context: SearchContext, study: optuna.Study,
     if n_trials is None:
         n_trials = remaining_trials(study, config.trials)
     if out is not None:
-        print(f"syno-automl: study {config.study!r} in {config.storage}: {n_trials} trials to run "
+        print(f"syno-automl: study {config.study!r} in {config.storage}: {counted(n_trials, 'trials')} to run "
               f"({config.model} on {config.dataset}, {len(context.substitution.placeholders)} layers substituted, "
               f"FLOPs budget {config.flops_ratio}x of {context.substitution.baseline_flops / 1e6:.1f} MFLOPs"
               + (f", cost budget {config.cost_ratio}x" if config.cost_ratio else "") + ")",

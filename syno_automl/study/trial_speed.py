@@ -207,12 +207,12 @@ class TrialSpeed:
         return float(cost)
 
     def text(self, trial: optuna.trial.Trial | optuna.trial.FrozenTrial) -> str:
-        """``  speedup 1.41× [1.33, 1.49]`` for the progress line ('' when not measured)."""
+        """``  speedup 1.41× [1.33, 1.49] on cpu.eager`` for the progress line ('' when not measured)."""
         attrs, target = trial.user_attrs, self.objective.target
         ratio, low, high = (attrs.get(V.speedup_attr(target, b)) for b in ("", "low", "high"))
         if not self.objective.measured or ratio is None or low is None or high is None:
             return ""
-        return f"  speedup {ratio:.2f}× [{low:.2f}, {high:.2f}]"
+        return f"  speedup {ratio:.2f}× [{low:.2f}, {high:.2f}] on {target}"
 
 
 def _record(trial: optuna.trial.Trial, run: Any | None, found: Measurement) -> None:

@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from syno_automl.words import counted
+
 __all__ = ["NO_CHEAPER_OPERATOR", "Finalist", "FinalResult", "no_faster_operator", "short_description",
            "stored_final"]
 
@@ -45,10 +47,24 @@ def no_faster_operator(target: str) -> str:
 
 
 def short_description(primitives: list[str], limit: int = 60) -> str:
-    """The operator's primitives in forward order (``STRIDE C_in by s → REDUCE ...``), cut at `limit` characters.
-    `primitives` as :attr:`Operator.primitives` gives them: search (bottom-up) order."""
-    text = " → ".join(reversed(primitives))
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    """The operator's primitives in forward order (``STRIDE C_in by s → REDUCE ...``), whole primitives within
+    about `limit` characters, then how many are left out (``→ … 3 more``); at least the first is given whole.
+    `primitives` as :attr:`Operator.primitives` gives them: search (bottom-up) order.
+
+    Example:
+        >>> short_description(["REDUCE C_in", "SPLIT H -> [H, k]", "UNFOLD W -> [W, k]"], limit=40)
+        'UNFOLD W -> [W, k] → SPLIT H -> [H, k] → … 1 more'
+    """
+    forward = list(reversed(primitives))
+    text = " → ".join(forward)
+    if len(text) <= limit:
+        return text
+    shown = forward[:1]
+    for primitive in forward[1:]:
+        if len(" → ".join([*shown, primitive])) > limit:
+            break
+        shown.append(primitive)
+    return " → ".join(shown) + f" → … {len(forward) - len(shown)} more"
 
 
 def describe_kind(op: Any, primitives: bool = True) -> str:
@@ -213,7 +229,7 @@ class FinalResult:
 
     def budget_text(self) -> str:
         """``3 seeds × 4 epochs``: what every re-trained model trained for."""
-        return f"{self.seeds} seeds × {self.epochs} {self.unit}"
+        return f"{counted(self.seeds, 'seeds')} × {counted(self.epochs, self.unit)}"
 
     def difference(self, f: Finalist) -> float | None:
         """`f`'s mean minus the baseline's (None when either failed to re-train)."""
@@ -244,7 +260,7 @@ class FinalResult:
         head = (f"within {self.margin_text()} of the baseline" if maximize
                 else f"within {self.margin_text()} of the baseline's {self.metric}")
         base = self.baseline.figure()
-        budget = f"{self.seeds} seeds × {self.epochs} {self.unit}"
+        budget = self.budget_text()
         chosen = self.chosen
         if chosen is not None:
             value = (f"{self.metric} {chosen.figure()} (baseline {base}, {budget})" if maximize
@@ -273,15 +289,26 @@ class FinalResult:
         return (f"no operator {head} {base} (best: {best.label} {metric}{best.figure()}, speedup "
                 f"{best.speedup_text()}; {budget}, {self._throughput(best)}{self.timing})")
 
+    @property
+    def target(self) -> str | None:
+        """The speed target the speedups were measured on: the start of the timing label (``cpu.eager: torch eager
+        inference, ...``, speed.probe), None for a label that does not name one."""
+        from syno_automl.runtime.target import SPEED_TARGETS
+
+        head, colon, _ = self.timing.partition(":")
+        return head if colon and head in SPEED_TARGETS else None
+
     def _tie_text(self) -> str:
         """``; tied in accuracy and speed with 2 others (ab12…, cd34…): named by fewer FLOPs, then parameters,
         then hash`` ('' when the named operator has no tie)."""
-        others = self.tied()[1:]
+        group = self.tied()
+        others = group[1:]
         if not others:
             return ""
         what = "accuracy" if self.maximize else self.metric
         return (f"; tied in {what} and speed with {len(others)} other{'s' if len(others) > 1 else ''} "
-                f"({', '.join(f.label for f in others)}): named by fewer FLOPs, then parameters, then hash")
+                f"({', '.join(f.label for f in others)}): named by fewer FLOPs, then parameters, then hash; "
+                f"{_decided(group[0], group[1])}")
 
     def _throughput(self, f: Finalist) -> str:
         """``75,100 vs 57,300 tokens/s; `` (the operator's vs the baseline's), '' when either is unmeasured."""
@@ -293,14 +320,15 @@ class FinalResult:
         """One line per re-trained model, the baseline first (the lm task: with its tokens/s), then one per finalist
         left out, with why."""
         rate = any(f.tokens_per_s is not None for f in [self.baseline, *self.candidates])
-        lines = [f"  {'':<16}  {self.metric:>15}  {'speedup [95% interval]':>20}"
+        speedup = f"speedup on {self.target}" if self.target else "speedup [95% interval]"
+        lines = [f"  {'':<16}  {self.metric:>15}  {speedup:>20}"
                  + (f"  {'tokens/s':>9}" if rate else "") + f"  {'cost':>6}  search  description"]
         for f in [self.baseline, *self.candidates]:
             cost = f"{f.cost_ratio:.2f}x" if f.cost_ratio is not None else "-"
             search = f"{f.search_value:.3f}" if f.search_value is not None else "-"
             tokens = (f"  {f.tokens_per_s:>9,.0f}" if f.tokens_per_s is not None else f"  {'-':>9}") if rate else ""
             mark = " *" if f is self.chosen else ""
-            fails = f"  ({len(f.failures)} seed(s) failed: {f.failures[0][:60]})" if f.failures else ""
+            fails = f"  ({counted(len(f.failures), 'seeds')} failed: {f.failures[0][:60]})" if f.failures else ""
             lines.append(f"  {f.label:<16}  {f.figure():>15}  {f.speedup_text():>20}{tokens}  {cost:>6}  "
                          f"{search:>6}  {f.description}{mark}{fails}")
         for f in self.skipped:
@@ -360,6 +388,16 @@ def _signed(value: float | None, maximize: bool) -> float:
 
 def _overlap(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
     return a is not None and b is not None and a[0] <= b[1] and b[0] <= a[1]
+
+
+def _decided(named: Finalist, next_one: Finalist) -> str:
+    """Which criterion of the tie rule put `named` before `next_one` (the first that differs), with the figures."""
+    for what, a, b in (("FLOPs", named.flops, next_one.flops), ("parameters", named.params, next_one.params)):
+        if a is not None and b is not None and a != b:
+            return f"decided by {what}: {a:,.0f} vs {b:,.0f} ({next_one.label})"
+        if (a is None) != (b is None):
+            return f"decided by {what}: {next_one.label}'s are unknown"
+    return f"decided by the hash: FLOPs and parameters equal to {next_one.label}'s"
 
 
 def _tie_key(f: Finalist) -> tuple[float, float, str]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from syno_automl import vocabulary as V
 from syno_automl.errors import TrialResultError
 from syno_automl.tasks.base import Task, TrainingContext
+from syno_automl.words import counted
 
 if TYPE_CHECKING:
     import optuna
@@ -95,7 +96,7 @@ class ImageTask(Task):
         return float(value)
 
     def budget_label(self, config: SearchConfig) -> str:
-        return f"{config.epochs} epochs"
+        return counted(config.epochs, "epochs")
 
     def latency_sizes(self, config: SearchConfig) -> dict[str, int]:
         return {"N": 1}   # batch 1, as the paper's latency figures

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from syno_automl import vocabulary as V
 from syno_automl.settings import SettingError
 from syno_automl.tasks.base import Task, TrainingContext
+from syno_automl.words import counted
 
 if TYPE_CHECKING:
     import optuna
@@ -76,7 +77,7 @@ class LMTask(Task):
         return int(config.max_steps)
 
     def budget_label(self, config: SearchConfig) -> str:
-        return f"{config.max_steps} steps"
+        return counted(config.max_steps, "steps")
 
     def trial_line(self, trial: optuna.trial.Trial, run: Any | None, baseline: bool) -> str:
         """Training tokens/s against the baseline trial's, measured in the same study ('' when unknown)."""

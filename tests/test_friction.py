@@ -1,0 +1,66 @@
+"""Friction a newcomer met (issue 46, item 6), each fixed: plurals, every speed figure naming its target, the verdict's
+operator cut at a primitive boundary and the tie rule's deciding criterion named. (The refusals before the heavy
+imports are in tests/test_early_refusals_46.py.) No training, no timing: the figures are given."""
+from __future__ import annotations
+
+from syno_automl.study.verdict import Finalist, FinalResult, short_description
+from syno_automl.words import counted
+
+
+def _result(timing: str = "cpu.eager: torch eager inference, batch 64", seeds: int = 1, epochs: int = 1,
+            **op_figures) -> FinalResult:
+    base = Finalist("baseline", 0, "the original layers", 1.0, 0.98, [0.98] * seeds, speedup=1.0,
+                    speedup_low=0.99, speedup_high=1.01)
+    a = Finalist("aaaa", 1, "grouped conv", 0.5, 0.97, [0.975] * seeds, speedup=1.40, speedup_low=1.35,
+                 speedup_high=1.45, flops=op_figures.get("a_flops", 2e6), params=op_figures.get("a_params", 100))
+    b = Finalist("bbbb", 2, "new: ...", 0.5, 0.97, [0.975] * seeds, speedup=1.41, speedup_low=1.36,
+                 speedup_high=1.46, flops=op_figures.get("b_flops", 4e6), params=op_figures.get("b_params", 100))
+    return FinalResult(base, [a, b], seeds=seeds, epochs=epochs, margin=0.01, timing=timing)
+
+
+def test_counts_of_one_are_singular():
+    assert counted(1, "trials") == "1 trial" and counted(2, "trials") == "2 trials" and counted(0, "epochs") == \
+        "0 epochs"
+    assert _result(seeds=1, epochs=1).budget_text() == "1 seed × 1 epoch"
+    assert "1 seed × 1 epoch)" in _result(seeds=1, epochs=1).verdict()
+    assert _result(seeds=3, epochs=6).budget_text() == "3 seeds × 6 epochs"
+
+
+def test_the_final_table_and_the_trial_line_name_the_speed_target():
+    assert _result().table()[0].split()[:4] == ["accuracy", "speedup", "on", "cpu.eager"]
+    assert _result(timing="torch eager inference").target is None   # a label that names no target: none claimed
+    from syno_automl.report.final import final_table
+
+    assert "| speedup on cpu.eager |" in final_table(_result(), "val_acc")
+
+    from types import SimpleNamespace
+
+    from syno_automl import vocabulary as V
+    from syno_automl.study.trial_speed import TrialSpeed
+
+    speed = TrialSpeed.__new__(TrialSpeed)
+    speed.objective = SimpleNamespace(measured=True, target="cpu.eager")
+    trial = SimpleNamespace(user_attrs={V.speedup_attr("cpu.eager", b): v for b, v in
+                                        (("", 1.43), ("low", 1.40), ("high", 1.47))})
+    assert speed.text(trial) == "  speedup 1.43× [1.40, 1.47] on cpu.eager"
+
+
+def test_the_operators_primitives_are_cut_between_primitives():
+    primitives = ["CONTRACTION C_in with w0", "SPLIT C_in -> [s, C_in/s]", "UNFOLD W -> [W, k]", "UNFOLD H -> [H, k]"]
+    text = short_description(primitives, limit=60)
+    assert text == "UNFOLD H -> [H, k] → UNFOLD W -> [W, k] → … 2 more"
+    shown = text.split(" → … ")[0].split(" → ")
+    assert all(p in primitives for p in shown)   # every one shown whole
+    assert short_description(primitives, limit=1000) == " → ".join(reversed(primitives))
+    assert short_description(["A" * 80, "B"], limit=10) == "B → … 1 more"   # the first, whole, however long
+
+
+def test_a_tie_names_the_criterion_that_decided_it():
+    by_flops = _result().verdict()
+    assert "tied in accuracy and speed with 1 other (bbbb): named by fewer FLOPs, then parameters, then hash; " \
+           "decided by FLOPs: 2,000,000 vs 4,000,000 (bbbb)" in by_flops
+    assert " aaaa grouped conv " in by_flops
+    by_params = _result(b_flops=2e6, a_params=50).verdict()
+    assert "decided by parameters: 50 vs 100 (bbbb)" in by_params
+    by_hash = _result(b_flops=2e6).verdict()
+    assert "decided by the hash: FLOPs and parameters equal to bbbb's" in by_hash

@@ -33,7 +33,8 @@ from syno_automl.runtime.target import SPEED_TARGETS
 
 __all__ = ["Setting", "SETTINGS", "SETTING", "TASKS", "TASK_OBJECTIVES", "MODEL_NAMES", "MODEL_TASKS", "GROUPED_MODELS",
            "DATASET_NAMES", "LOCAL_DATASETS", "SEQUENCE_DATASETS", "SEQUENCE_MODELS", "LAYER_NAMES", "SPEED_TARGETS",
-           "MODEL_COMMANDS", "TRAINING_COMMANDS", "STORE_COMMANDS", "SECTIONS", "section_of", "SettingError",
+           "MODEL_COMMANDS", "SPACE_COMMANDS", "REEVALUATE_DEFAULTS",
+           "TRAINING_COMMANDS", "STORE_COMMANDS", "SECTIONS", "section_of", "SettingError",
            "SettingTypeError", "SettingRangeError", "SettingChoiceError", "SettingTaskError", "DataDirError",
            "settings_markdown", "comma_list", "FINALIST_RULE"]
 
@@ -62,6 +63,11 @@ GROUPED_MODELS = ("resnext29_2x64d",)
 MODEL_COMMANDS = ("search", "enumerate", "reevaluate", "calibrate")
 # the subcommands that train (the training and device options; enumerate and calibrate train nothing)
 TRAINING_COMMANDS = ("search", "reevaluate")
+# the subcommands that build the space from its budgets: not reevaluate, which re-trains operators the study holds
+# (their space and budgets the study's own)
+SPACE_COMMANDS = ("search", "enumerate", "calibrate")
+# reevaluate re-trains longer than a trial by default: its own defaults of these settings (the help says them)
+REEVALUATE_DEFAULTS: dict[str, Any] = {"epochs": 10, "max_steps": 1000}
 STORE_COMMANDS = ("search", "show", "list", "export", "report", "reevaluate", "tune", "calibrate")
 # which operators the final stage may re-train (study/finalists.py: choose_finalists, far_outside), in the words the
 # README and docs/search.md repeat (tests/test_finalist_rule.py)
@@ -294,6 +300,7 @@ def _milestones_check(value: dict) -> str | None:
 def _rows() -> list[Setting]:
     S = Setting
     model = MODEL_COMMANDS
+    space = SPACE_COMMANDS
     train = TRAINING_COMMANDS
     store = STORE_COMMANDS
     return [
@@ -322,20 +329,20 @@ def _rows() -> list[Setting]:
         S("batch_size", int, 64, "training batch size (also the batch the layers' sizes, and so the operators' "
           "costs, are taken at)", "--batch-size", model, minimum=1),
         # -- the space and its budgets
-        S("flops_ratio", float, 0.5, "FLOPs budget relative to the replaced layers", "--flops-ratio", model,
+        S("flops_ratio", float, 0.5, "FLOPs budget relative to the replaced layers", "--flops-ratio", space,
           above=0),
         S("cost_ratio", float, None, "planned-cost budget (FLOPs + elements materialized, Operator.cost) relative "
           "to the replaced layers; 0 turns it off (mnist1d: 2.0, since a 3-tap Conv1d's plan is mostly the "
           "elements it writes, so at 1.0 only convolutions fit; the measured speed ranks what the budget lets in)",
-          "--cost-ratio", model, above=0, optional=True, off=0, task_defaults={"image": 1.0, "lm": 1.0},
+          "--cost-ratio", space, above=0, optional=True, off=0, task_defaults={"image": 1.0, "lm": 1.0},
           dataset_defaults={"mnist1d": 2.0}),
         S("cost_profile", str, None, "the cost profile that prices --cost-ratio: cpu.eager (today's planned cost: "
           "FLOPs + 256 per element written), cuda.eager, cuda.compiled, or a file from `syno-automl calibrate`; "
-          "none: cpu.eager", "--cost-profile", model, optional=True, legacy=None, check=_profile_check),
+          "none: cpu.eager", "--cost-profile", space, optional=True, legacy=None, check=_profile_check),
         S("priors", bool, True, "the original Syno's space priors (syno_automl.priors: every weight meets the input "
           "and the output, bounded outer products, low rank 8, unweighted pooling <= 8, a FLOPs floor of 0.05x, no "
-          "channel-interleaved twins); --no-priors searches the whole space", "--no-priors", model, legacy=False),
-        S("max_depth", int, 8, "maximum primitives per operator", "--max-depth", model,
+          "channel-interleaved twins); --no-priors searches the whole space", "--no-priors", space, legacy=False),
+        S("max_depth", int, 8, "maximum primitives per operator", "--max-depth", space,
           minimum=_native.option_ranges()["max_depth"][0], maximum=_native.option_ranges()["max_depth"][1]),
         S("seed", int, 0, "search seed", "--seed", model),
         # -- training a trial
@@ -350,7 +357,7 @@ def _rows() -> list[Setting]:
         S("max_steps", int, 200, "training steps per trial", "--steps", train, minimum=1, tasks=("lm",),
           metavar="STEPS"),
         S("time_budget", float, 60.0, "seconds of training per trial; at the budget training stops and the model "
-          "is validated; 0: none", "--time-budget", train, above=0, optional=True, off=0, tasks=("lm",)),
+          "is validated; 0: none", "--time-budget", above=0, optional=True, off=0, tasks=("lm",)),
         S("seq_len", int, 64, "tokens per sequence", "--seq-len", model, minimum=2, tasks=("lm",)),
         S("val_every", int, 50, "validate every N steps", "--val-every", train, minimum=1, tasks=("lm",)),
         S("val_batches", int, 8, "batches per validation", minimum=1, tasks=("lm",)),
@@ -378,6 +385,16 @@ def _rows() -> list[Setting]:
           "the spread between processes; ~2 s each to start); same, the search's process (default: fresh, or "
           "$SYNO_AUTOML_SPEED_PROCESS)", "--speed-process",
           choices=("fresh", "same"), optional=True, recorded=False),
+        S("speed_batch", int, None, "the batch speed is timed at, apart from training (the trials' speed objective, "
+          "the final stage, reevaluate): e.g. 1 for deployed latency; default: the training's timing batch",
+          "--speed-batch", train, minimum=1, optional=True, legacy=None),
+        S("speed_size", int, None, "the image side speed is timed at, apart from training (H = W; a 1-D model's "
+          "length), so an operator searched on small images is timed as it is deployed: e.g. 224; default: the "
+          "training's", "--speed-size", train, minimum=1, optional=True, tasks=("image",), legacy=None),
+        S("compile_mode", str, "default", "torch.compile's mode on a compiled --target, the same for the original "
+          "and every operator: default (with CUDA graphs at batch <= 32 on a GPU: reduce-overhead) or max-autotune "
+          "(Inductor's autotuned Triton templates, CUDA graphs)", "--compile-mode", train,
+          choices=("default", "max-autotune"), legacy="default"),
         S("pruner", str, "hyperband", "stop trials that learn slower than the others, after each epoch, with "
           "Optuna's HyperbandPruner or SuccessiveHalvingPruner", "--pruner", choices=("hyperband", "halving", "none"),
           tasks=("image",), legacy="none"),

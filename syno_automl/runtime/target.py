@@ -1,9 +1,10 @@
 """Speed targets: where and how a model runs (``cpu.eager``, ``cuda.compiled``...), the one list of them and the one
 parser of their names.
 
-A target is ``<device>.<execution>``: a device (``cpu``, ``cuda``) and an execution (``eager``, or ``compiled``
-with ``torch.compile``). Kernel sources add TVM's (``tvm.llvm``, ``tvm.cuda``: TVM is the device, its target kind
-the execution).
+A target is ``<device>.<execution>``: a device (``cpu``, ``cuda``) and an execution (``eager``; ``compiled`` with
+``torch.compile``; ``triton``, on CUDA only: each operator as its one generated Triton kernel, codegen/triton.py,
+inside the ``torch.compile``d model). Kernel sources add TVM's (``tvm.llvm``, ``tvm.cuda``: TVM is the device, its
+target kind the execution).
 
 Example:
     >>> t = parse_target("cuda.compiled")
@@ -19,8 +20,9 @@ from syno_automl.errors import OptionError
 __all__ = ["SpeedTarget", "SPEED_TARGETS", "KERNEL_TARGETS", "DEVICES", "EXECUTIONS", "parse_target"]
 
 DEVICES = ("cpu", "cuda")
-EXECUTIONS = ("eager", "compiled")
-SPEED_TARGETS = tuple(f"{d}.{e}" for d in DEVICES for e in EXECUTIONS)
+EXECUTIONS = ("eager", "compiled", "triton")
+# Triton has no CPU backend (its interpreter checks kernels, it does not time them): no cpu.triton
+SPEED_TARGETS = ("cpu.eager", "cpu.compiled", "cuda.eager", "cuda.compiled", "cuda.triton")
 KERNEL_TARGETS = SPEED_TARGETS + ("tvm.llvm", "tvm.cuda")
 
 
@@ -37,8 +39,14 @@ class SpeedTarget:
 
     @property
     def compiled(self) -> bool:
-        """Timed through ``torch.compile`` (Inductor fuses a run of views into one kernel)."""
-        return self.execution == "compiled"
+        """Timed through ``torch.compile`` (Inductor fuses a run of views into one kernel; a Triton target's model
+        is compiled around its generated kernels)."""
+        return self.execution in ("compiled", "triton")
+
+    @property
+    def triton(self) -> bool:
+        """Each operator runs as its generated Triton kernel (codegen/triton.py)."""
+        return self.execution == "triton"
 
     @property
     def cuda(self) -> bool:

@@ -105,23 +105,25 @@ class Conditions:
     torch: str
     threads: int
     precision: str       # "fp32", "bf16"
-    batch: str           # what was timed: "batch 64", "batch 64 × 64 tokens"
+    batch: str           # what was timed: "batch 64", "batch 1 at 224×224"
     load: float | None   # the 1-minute load average when timing started (None: not known here)
+    setup: str = ""      # how both sides ran: layout, cudnn.benchmark, compile mode (speed/setup.py); "": not recorded
 
     def text(self) -> str:
         load = "" if self.load is None else f", load {self.load:.2f}"
+        setup = f", {self.setup}" if self.setup else ""
         return (f"{self.device}, torch {self.torch}, {self.threads} thread{'s' if self.threads != 1 else ''}, "
-                f"{self.precision}, {self.batch}{load}")
+                f"{self.precision}, {self.batch}{setup}{load}")
 
     @classmethod
-    def here(cls, device: str, threads: int, precision: str, batch: str) -> Conditions:
+    def here(cls, device: str, threads: int, precision: str, batch: str, setup: str = "") -> Conditions:
         import torch
 
         try:
             load: float | None = os.getloadavg()[0]
         except (AttributeError, OSError):   # not on every platform
             load = None
-        return cls(device, torch.__version__, threads, precision, batch, load)
+        return cls(device, torch.__version__, threads, precision, batch, load, setup)
 
 
 @dataclass(frozen=True)

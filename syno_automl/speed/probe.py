@@ -19,9 +19,10 @@ from typing import Any
 
 from syno_automl.runtime.timing_signal import timing_in_progress
 from syno_automl.speed.paired import SPEED_PROTOCOL, Conditions, PairedProtocol, SpeedupEstimate
+from syno_automl.speed.setup import timing_setup
 from syno_automl.speed.subject import SpeedSubject, precision_name
 
-__all__ = ["SpeedMeasurement", "SpeedProbe", "measure_speedups", "precision_name"]
+__all__ = ["SpeedMeasurement", "SpeedProbe", "measure_speedups", "precision_name", "substituted_model"]
 
 
 @dataclass
@@ -86,6 +87,14 @@ def _tf32_matmuls() -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
+def _same_format(tensor: Any) -> Any:
+    """The memory format `tensor` is in (a copy of the timing batch keeps the setup's layout)."""
+    import torch
+
+    return torch.channels_last if tensor.dim() == 4 and tensor.is_contiguous(memory_format=torch.channels_last) \
+        and not tensor.is_contiguous() else torch.contiguous_format
+
+
 def _caller(model: Any, example: Any, device: str, precision: str) -> Callable[[], Any]:
     import torch
 
@@ -93,6 +102,27 @@ def _caller(model: Any, example: Any, device: str, precision: str) -> Callable[[
         with torch.inference_mode(), _numerics(device, precision):
             return model(example)
     return call
+
+
+def substituted_model(substitution: Any, op: Any, *, triton: bool = False) -> Any:
+    """The substitution's model running `op` in every placeholder (fresh weights), in eval mode. An operator of
+    another space (the search's, at the training's sizes, where the subject is another regime) is replayed in the
+    substitution's space first: the same operator at these sizes (ValuationError where it does not exist there).
+    `triton`: each placeholder runs the operator's generated Triton kernel (codegen/triton.py; the torch lowering,
+    counted and logged, where the kernel cannot express it)."""
+    from syno_automl.measure.substituted_model import substituted_models
+    from syno_automl.placeholder import placeholders
+    from syno_automl.space import Operator
+
+    if op.space is not substitution.space:
+        op = Operator.from_json(substitution.space, op.to_json())
+    model = substituted_models(substitution, op)[1]
+    if triton:
+        from syno_automl.codegen.triton import build_triton_module
+
+        for i, (_, placeholder) in enumerate(placeholders(model)):
+            placeholder.set_operator(build_triton_module(op, i))
+    return model.eval()
 
 
 class SpeedProbe:
@@ -120,36 +150,37 @@ class SpeedProbe:
             self.precision = _cuda_fp32_name()
         self.where = (f"cpu ({self.threads} thread{'s' if self.threads > 1 else ''})" if self.target.device == "cpu"
                       else torch.cuda.get_device_name() if self.runs else "cuda (none here)")
+        self.setup = timing_setup(self.target, subject.compile_mode, tuple(subject.example.shape))
         self._example: Any = None
         self._baseline: list[Callable[[], Any]] | None = None
 
     @property
     def example(self) -> Any:
         if self._example is None:
-            self._example = self.subject.example.to(self.target.device)
+            self._example = self.setup.example(self.subject.example.to(self.target.device))
         return self._example
 
     def conditions(self) -> Conditions:
         """The conditions now (the load average changes between measurements)."""
-        return Conditions.here(self.where, self.threads, self.precision, self.subject.batch_label)
+        return Conditions.here(self.where, self.threads, self.precision, self.subject.batch_label, self.setup.text())
 
     def label(self) -> str:
-        return (f"{self.target}: torch {'compiled' if self.target.compiled else 'eager'} inference, "
-                f"{self.conditions().batch}, {self.where}, {self.precision}")
+        execution = {"eager": "eager", "compiled": "compiled", "triton": "generated Triton kernels, compiled"}
+        return (f"{self.target}: torch {execution[self.target.execution]} inference, "
+                f"{self.subject.batch_label}, {self.where}, {self.precision}, {self.setup.text()}")
 
     def _call(self, model: Any) -> list[Callable[[], Any]]:
-        """The protocol's copies of `model` (each its own weights and input: other addresses), each as one call;
-        one on a compiled target (each copy would be compiled again)."""
+        """The protocol's copies of `model` (each its own weights and input: other addresses), each as one call in
+        the timing setup; one on a compiled target (each copy would be compiled again)."""
         import copy
-
-        import torch
 
         model = model.to(self.target.device)
         if self.target.compiled:
-            return [_caller(torch.compile(model, dynamic=False), self.example, self.target.device, self.precision)]
+            return [_caller(self.setup.model(model), self.example, self.target.device, self.precision)]
         models = [model] + [copy.deepcopy(model) for _ in range(self.protocol.copies - 1)]
-        inputs = [self.example] + [self.example.clone() for _ in range(self.protocol.copies - 1)]
-        return [_caller(m, x, self.target.device, self.precision) for m, x in zip(models, inputs)]
+        inputs = [self.example] + [self.example.clone(memory_format=_same_format(self.example))
+                                   for _ in range(self.protocol.copies - 1)]
+        return [_caller(self.setup.model(m), x, self.target.device, self.precision) for m, x in zip(models, inputs)]
 
     def _original(self) -> list[Callable[[], Any]]:
         if self._baseline is None:
@@ -179,10 +210,8 @@ class SpeedProbe:
 
     def _candidate(self, op: Any) -> list[Callable[[], Any]] | None:
         """`op` substituted (fresh weights), as the protocol's copies; None when it cannot be installed."""
-        from syno_automl.measure.substituted_model import substituted_models
-
         try:
-            return self._call(substituted_models(self.subject.substitution, op)[1])
+            return self._call(substituted_model(self.subject.substitution, op, triton=self.target.triton))
         except Exception:  # noqa: BLE001 -- an operator that cannot be installed: unmeasured
             return None
 
@@ -197,7 +226,7 @@ class SpeedProbe:
         runnable = [c for c in candidates if c is not None]
         sync = torch.cuda.synchronize if self.target.cuda else (lambda: None)
         try:
-            with timing_in_progress(), torch_threads(self.threads):
+            with timing_in_progress(), torch_threads(self.threads), self.setup.running():
                 timed = iter(paired_speedups(self._original(), runnable, self.protocol, sync=sync,
                                              conditions=self.conditions()))
         except Exception:  # noqa: BLE001 -- the original fails to run: nothing is measured

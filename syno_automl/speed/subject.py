@@ -44,7 +44,9 @@ def precision_name(precision: str) -> str:
 class SpeedSubject:
     """The models to time (a substitution), the batch they are timed on and its label, the precision
     (``fp32``/``bf16``/``fp16``: :func:`precision_name`) and the target; ``recipe`` rebuilds it in another process
-    (None: it cannot be, and a fresh-process timing falls back to this one, saying so)."""
+    (None: it cannot be, and a fresh-process timing falls back to this one, saying so). The batch is the regime the
+    figure is about (its label names it: ``batch 1 at 224×224``): operators of another space (the search's, at the
+    training's sizes) are replayed in the substitution's space before they are timed (speed/probe.py)."""
 
     substitution: Substitution
     example: Any                  # the timing batch (a CPU tensor: the probe moves it to the target's device)
@@ -52,6 +54,7 @@ class SpeedSubject:
     precision: str
     target: SpeedTarget
     recipe: SubjectRecipe | None = field(default=None, repr=False)
+    compile_mode: str = "default"  # torch.compile's mode on a compiled target: "default" or "max-autotune"
 
     def with_target(self, target: SpeedTarget | None) -> SpeedSubject:
         """The same subject on `target` (itself when None or the same)."""

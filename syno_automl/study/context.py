@@ -27,7 +27,7 @@ from syno_automl.speed.subject import SpeedSubject, precision_name
 from syno_automl.tasks import Task, task_of
 
 __all__ = ["SearchContext", "ContextData", "Budgets", "Resolved", "resolve", "prepare", "seed_everything", "seed_rngs",
-           "process_threads", "speed_subject_of", "LAYERS"]
+           "process_threads", "regime_batch", "speed_subject_of", "LAYERS"]
 
 LAYERS: dict[str, type] = {"conv2d": nn.Conv2d, "conv1d": nn.Conv1d, "linear": nn.Linear}
 
@@ -130,15 +130,55 @@ class SearchContext:
 
     def speed_subject(self, target: SpeedTarget | None = None) -> SpeedSubject:
         """What the speed protocol times for this search: the substitution on the timing batch, at the training's
-        precision, on `target` (default: the verdict's); its recipe prepares this context again in a fresh
-        process from the config and the batches read off the data (no data loaded, no Lightning)."""
-        return SpeedSubject(self.substitution, self.timing_example, self.task.timing_label(self.timing_example),
-                            precision_name(self.config.precision), target or self.resolved.speed,
-                            functools.partial(speed_subject_of, self.config, self.data))
+        precision, on `target` (default: the verdict's), in the speed regime (``--speed-batch``, ``--speed-size``:
+        the batch resized, and the model substituted anew at its sizes; default: the training's); its recipe
+        prepares this context again in a fresh process from the config and the batches read off the data (no data
+        loaded, no Lightning)."""
+        substitution, example, label = self._speed_regime
+        return SpeedSubject(substitution, example, label, precision_name(self.config.precision),
+                            target or self.resolved.speed, functools.partial(speed_subject_of, self.config, self.data),
+                            self.config.compile_mode)
+
+    @functools.cached_property
+    def _speed_regime(self) -> tuple[Substitution, torch.Tensor, str]:
+        """(the substitution, the timing batch, its label) of the speed regime; the search's own where the regime
+        is the training's."""
+        batch, size = self.config.speed_batch, self.config.speed_size
+        example = regime_batch(self.timing_example, batch, size)
+        label = self.task.timing_label(example) + (f" at {size}×{size}" if size and example.dim() == 4 else
+                                                   f" at length {size}" if size else "")
+        if example.shape == self.timing_example.shape:
+            return self.substitution, self.timing_example, label
+        # the same model and layers substituted at the regime's sizes: no budget (the operators come from the
+        # search's space, replayed here by their structure), the space's own options
+        seed_rngs(self.config.seed)
+        model = self.build_model()
+        assert self.config.layer is not None  # SearchConfig.__post_init__ gives it the task's default
+        sub = substitute(model, LAYERS[self.config.layer], example, check=False, flops_ratio=None,
+                         cost_ratio=None, **self.space_options)
+        return sub, example, label
 
     def with_config(self, config: SearchConfig) -> SearchContext:
         """This context for a changed config (a final-stage seed, another speed target), its values resolved again."""
         return replace(self, config=config, resolved=resolve(config))
+
+
+def regime_batch(example: torch.Tensor, batch: int | None, size: int | None) -> torch.Tensor:
+    """The timing batch in a speed regime: its first `batch` rows (cycled where it has fewer), its spatial sides
+    resized to `size` (bilinear for images, linear for sequences of channels; a token batch keeps its length).
+
+    Example:
+        >>> regime_batch(torch.zeros(64, 1, 8, 8), 1, 224).shape
+        torch.Size([1, 1, 224, 224])
+    """
+    out = example
+    if batch is not None and batch != out.shape[0]:
+        out = out[torch.arange(batch) % out.shape[0]]
+    if size is not None and out.is_floating_point() and out.dim() in (3, 4) and tuple(out.shape[2:]) != \
+            (size,) * (out.dim() - 2):
+        mode = "bilinear" if out.dim() == 4 else "linear"
+        out = torch.nn.functional.interpolate(out, size=(size,) * (out.dim() - 2), mode=mode, align_corners=False)
+    return out.contiguous()
 
 
 def speed_subject_of(config: SearchConfig, data: ContextData, target: SpeedTarget) -> SpeedSubject:

@@ -6,7 +6,7 @@ N seeds (default 5) x a fixed budget of operator trials (default 30) on the defa
   * random:  the same study and training, every operator trial enqueued from the space's own random sampler
              (space.sample(budget, seed): distinct canonical operators) -- bench/search.py's baseline method;
   * accuracy: the shipped search with ``objective="accuracy"`` (the single objective: no speed in the reward);
-  * screened: the shipped search with ``screen`` on (--screen, --screen-threshold: search/screen.py): an operator
+  * screened: the shipped search with ``screen`` on (--screen, --screen-threshold: study/screen.py): an operator
              that fails the screen is pruned before its training (not in the default --methods);
   * METHOD-no-opening: METHOD with ``opening="none"``: no known operators enqueued first (known.opening), so
              every operator trial comes from the method itself (shipped-no-opening is the search as shipped

@@ -16,7 +16,7 @@ SPACE = "syno.space"                  # the OperatorSpace's config (a --resume m
 SETTINGS = "syno.settings"            # SearchConfig.settings() of the search (a --resume must match them)
 STUDY_RUN_ID = "syno.mlflow_run_id"   # the study's parent MLflow run
 LATENCY = "syno.latency"              # {hash: {device: entry}} measured by `syno-automl tune`
-FINAL = "syno.final"                  # the final stage's table and verdict (search/verdict.py FinalResult.to_dict)
+FINAL = "syno.final"                  # the final stage's table and verdict (study/verdict.py FinalResult.to_dict)
 SPEED_OBJECTIVE = "syno.speed_objective"  # the pareto speed objective the study uses: {"objective": "measured" |
                                       # "planned", "target", "reason" (why planned where measured was asked)}
 
@@ -32,7 +32,7 @@ BASELINE = "syno.baseline"            # True on the trial that trains the origin
 FAILURE = "syno.failure"              # why the trial failed
 PRUNED = "syno.pruned"                # why the trial was pruned
 OPENING = "syno.opening"              # on an opening trial: the known form it runs (known.opening)
-SCREENED = "syno.screened"            # why the screen pruned the trial before its training (search/screen.py)
+SCREENED = "syno.screened"            # why the screen pruned the trial before its training (study/screen.py)
 SCREEN_SCORE = "syno.screen_score"    # the operator's screen score (relative to the baseline's; higher is better)
 FIDELITY_TRIAL = "syno.fidelity_trial"  # pareto: number of the companion study's trial holding its per-epoch values
 SEARCH_TRIAL = "syno.search_trial"    # on a companion trial: the number of the search trial it reports for
@@ -77,7 +77,7 @@ SYS_MEASUREMENT = "syno:measurement:"  # study system attrs: one speed measureme
 METRIC_FLOPS = "flops"
 METRIC_NUM_PARAMS = "num_params"
 METRIC_FLOPS_RATIO = "flops_ratio"
-METRIC_SCREEN_SCORE = "screen_score"     # the trial's screen score (search/screen.py), beside V.SCREEN_SCORE
+METRIC_SCREEN_SCORE = "screen_score"     # the trial's screen score (study/screen.py), beside V.SCREEN_SCORE
 
 # -- MLflow latency metrics, one triple per measured device (``llvm``, ``cuda``, ``torch``, ``inductor-llvm`` ...)
 INDUCTOR = "inductor-"                # prefix of the device name of a TorchInductor figure: inductor-<device>

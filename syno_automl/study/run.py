@@ -67,7 +67,7 @@ class SearchResult:
     context: SearchContext
     parent_run_id: str | None
     seconds: float
-    final: Any = None  # the final stage's FinalResult (search/verdict.py), None when off
+    final: Any = None  # the final stage's FinalResult (study/verdict.py), None when off
 
 
 def run_search(config: SearchConfig, resume: bool = False, out: TextIO | None = sys.stdout,

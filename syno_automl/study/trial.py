@@ -51,7 +51,7 @@ class Objective:
         self.tracker = tracker
         self.parent_run_id = parent_run_id
         self.out = out
-        self.screen: Any = None   # search/screen.py's Screen, made at the first operator trial when config.screen
+        self.screen: Any = None   # study/screen.py's Screen, made at the first operator trial when config.screen
         self.speed: TrialSpeed | None = None   # made at the first trial, for its study's speed objective
 
     def __call__(self, trial: optuna.trial.Trial) -> float | tuple[float, float]:
@@ -140,7 +140,7 @@ class Objective:
         return self.speed
 
     def _screen(self, trial: optuna.trial.Trial, run: Any | None) -> None:
-        """Scores the trial's operator cheaply before its training (search/screen.py, seeded as the training);
+        """Scores the trial's operator cheaply before its training (study/screen.py, seeded as the training);
         raises ScreenedOut (an optuna.TrialPruned: the MCTS rewards it as a pruned trial) when it fails."""
         from syno_automl.study.screen import Screen, ScreenedOut
 

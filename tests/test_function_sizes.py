@@ -1,6 +1,6 @@
 """Small functions with one job: none in syno_automl/ is longer than 120 lines or takes more than 10 parameters,
-except the public entry points whose signature is the documented contract (README.md, "The space in five lines", and docs/search.md's library path) and the
-settings table's rows (one call per setting)."""
+except the public entry points whose signature is the documented contract (README.md, "The space in five lines",
+and docs/search.md's library path) and the settings table's rows (one call per setting)."""
 from __future__ import annotations
 
 import ast

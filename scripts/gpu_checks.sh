@@ -1,4 +1,13 @@
 #!/usr/bin/env bash
+# For speed on a GPU (issue 45) the prepared script is bench/gpu_window.py, not this one: standalone (torch and
+# Triton only, the operators exported ahead of time into bench/gpu_window_ops/ by `python bench/gpu_window.py
+# --prepare bench/gpu_window_ops`), each step capped, JSON lines in $OUT/window.jsonl as they land, the Inductor
+# and Triton caches packed into $OUT/cache.tar.gz[.partN]. Its device-tool call (bench/ travels as tracked files):
+#   echo /.gpu_cache/ >> .git/info/exclude; mkdir -p .gpu_cache   # once; after a window, copy its cache.tar.gz* here
+#   run(command="PYTHONUNBUFFERED=1 python3 bench/gpu_window.py --out $OUT --cache .gpu_cache", carry=[".gpu_cache"],
+#       timeout_s=590)        # steps' caps 540 s in all; a rerun of some: add --steps cifar32,train --cap-scale 0.5
+# CI runs its `--dry-run` (tests/test_gpu_window.py). What follows is the older check of the CUDA tests and a search.
+#
 # The checks that need a CUDA GPU (issues 24 part 5 and 35) on an H100/H200, on a host whose python
 # already has torch (lightning, scikit-learn, pytest and scipy are usual there too):
 #   1. installs what the host lacks (optuna, mlflow and their dependencies) from wheels in .whl/ beside the

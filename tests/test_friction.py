@@ -64,3 +64,21 @@ def test_a_tie_names_the_criterion_that_decided_it():
     assert "decided by parameters: 50 vs 100 (bbbb)" in by_params
     by_hash = _result(b_flops=2e6).verdict()
     assert "decided by the hash: FLOPs and parameters equal to bbbb's" in by_hash
+
+
+def test_reevaluate_help_is_true_and_lists_only_the_flags_that_apply():
+    import argparse
+
+    from syno_automl.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    reevaluate = sub.choices["reevaluate"]
+    helps = {o: a.help for a in reevaluate._actions for o in a.option_strings}
+    assert helps["--epochs"].endswith("(default: 10)") and "per trial" not in helps["--epochs"]
+    assert helps["--steps"].endswith("(default: 1000)")
+    assert not {"--flops-ratio", "--cost-ratio", "--cost-profile", "--no-priors", "--max-depth", "--time-budget"} & \
+        set(helps)   # the study's space and budgets; a re-training has no time budget
+    assert "--epochs" in helps and "--seed" in helps and "--batch-size" in helps
+    assert "flag not given takes the study's recorded setting" in " ".join(reevaluate.format_help().split())
+    search = {o for a in sub.choices["search"]._actions for o in a.option_strings}
+    assert {"--flops-ratio", "--max-depth", "--time-budget"} <= search

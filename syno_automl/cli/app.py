@@ -106,7 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true")
     p.set_defaults(func=cmd_enumerate)
 
-    p = sub.add_parser("reevaluate", help="retrain chosen operators (e.g. longer, bigger dataset)")
+    p = sub.add_parser("reevaluate", help="retrain chosen operators (e.g. longer, bigger dataset)",
+                       description="Re-trains the operators named, and the baseline first, as the search did: a "
+                                   "flag not given takes the study's recorded setting (its space and budgets "
+                                   "always do), except --epochs (default 10) and --steps (lm, default 1000).")
     p.add_argument("hashes", nargs="+", metavar="TRIAL", help="best, trial numbers or operator hash prefixes")
     p.add_argument("--no-baseline", action="store_true",
                    help="do not retrain the baseline (by default it is retrained first, at the same budget)")

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 from syno_automl import vocabulary as V
 from syno_automl.cli.common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
 from syno_automl.cli.lookup import find_trial
-from syno_automl.cli.options import config_of, fill_from_recorded
+from syno_automl.cli.options import config_of, dest_of, fill_from_recorded
 from syno_automl.errors import LatencyError, OptionError
+from syno_automl.settings import REEVALUATE_DEFAULTS, SETTINGS, SPACE_COMMANDS
 
 if TYPE_CHECKING:
     from syno_automl.study.context import SearchContext
@@ -137,12 +138,15 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
         found.insert(0, (find_trial(study, "baseline"), None))
     budget_given = args.epochs is not None, args.steps is not None
     recorded = _recorded_settings(study)
+    for s in SETTINGS:   # the space's budgets (no flag here) are the study's: its operators are re-trained
+        if s.flag and s.commands == SPACE_COMMANDS:
+            setattr(args, dest_of(s), None)
     fill_from_recorded(args, recorded)  # as a --resume: the flags not given take the study's settings
     config = config_of(args, tracking_uri=tracking_of(args), study=args.study)
     if not budget_given[0] and config.task == "image":  # re-training is longer than a trial by default
-        config.epochs = 10
+        config.epochs = REEVALUATE_DEFAULTS["epochs"]
     if not budget_given[1] and config.task == "lm":
-        config.max_steps = 1000
+        config.max_steps = REEVALUATE_DEFAULTS["max_steps"]
     if not args.quiet:
         from syno_automl.config import describe_diff, settings_diff
         from syno_automl.settings import SETTING

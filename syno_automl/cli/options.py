@@ -19,6 +19,7 @@ from typing import Any
 from syno_automl.settings import (
     GROUPED_MODELS,
     MODEL_TASKS,
+    REEVALUATE_DEFAULTS,
     SETTINGS,
     STORE_COMMANDS,
     TASKS,
@@ -35,13 +36,16 @@ def dest_of(s: Setting) -> str:
     return str(s.flag).lstrip("-").replace("-", "_")
 
 
-def _help(s: Setting) -> str:
+def _help(s: Setting, command: str = "search") -> str:
     tasks = "" if len(s.tasks) > 1 else f"{s.tasks[0]}: "
     text = s.help
+    default = s.default_text()
+    if command == "reevaluate" and s.name in REEVALUATE_DEFAULTS:   # its own default, not a trial's
+        text, default = text.replace(" per trial", " of each re-training"), str(REEVALUATE_DEFAULTS[s.name])
     if s.name == "model":   # the names (not argparse's choices: a wrong one is refused with the list, in one line)
         text += ": " + "; ".join(f"--task {task}: {', '.join(m for m, t in MODEL_TASKS.items() if t == task)}"
                                  for task in TASKS) + f" ({', '.join(GROUPED_MODELS)} with --groups)"
-    return f"{tasks}{text} (default: {s.default_text()})".replace("%", "%%")
+    return f"{tasks}{text} (default: {default})".replace("%", "%%")
 
 
 def add_setting_flags(parser: argparse.ArgumentParser, command: str) -> None:
@@ -57,10 +61,11 @@ def add_setting_flags(parser: argparse.ArgumentParser, command: str) -> None:
         default = s.default if command in STORE_COMMANDS and s.name in ("storage", "study", "tracking_uri") \
             else None
         if s.kind is bool:   # the flag turns a setting on (--latency-inductor), or off (--no-priors)
-            group.add_argument(s.flag, action="store_const", const=not s.default, default=default, help=_help(s))
+            group.add_argument(s.flag, action="store_const", const=not s.default, default=default,
+                               help=_help(s, command))
             continue
         kind = s.parse or {int: int, float: float}.get(s.kind, str)
-        group.add_argument(s.flag, type=kind, default=default, help=_help(s), metavar=s.metavar,
+        group.add_argument(s.flag, type=kind, default=default, help=_help(s, command), metavar=s.metavar,
                             choices=s.choices if s.kind is str and s.choices and s.name != "model" else None)
 
 

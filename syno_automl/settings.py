@@ -428,7 +428,8 @@ def _rows() -> list[Setting]:
         S("precision", str, "32", "training precision (Lightning's): 32, bf16-mixed or 16-mixed", "--precision",
           train, choices=("32", "bf16-mixed", "16-mixed"), legacy="32"),
         S("speed_target", str, "auto", "where and how the model will run, what the final stage's speedup is measured "
-          "on: cpu.eager, cpu.compiled, cuda.eager or cuda.compiled (torch.compile); auto: cuda.compiled when trials "
+          "on: cpu.eager, cpu.compiled, cuda.eager, cuda.compiled (torch.compile) or cuda.triton (each operator as "
+          "its generated Triton kernel, in the compiled model); auto: cuda.compiled when trials "
           "train on a GPU, else cpu.eager", "--target", choices=("auto",) + SPEED_TARGETS, resumable=True,
           legacy="cpu.eager", metavar="TARGET"),
         S("also_measure", tuple, (), "more speed targets the final stage times the finalists on, beside --target "

@@ -24,6 +24,17 @@ from syno_automl.space import Operator, OperatorSpace
 CHECK_ATTEMPTS = 1_000
 CHECK_ATTEMPTS_NAMED = 200
 CHECK_SECONDS = 60.0
+#: where a known form proves the space not empty, how hard the check looks for another operator (else it warns,
+#: KnownFormsOnlyWarning): one sample below each of the root's first children within the budgets, as the search's
+#: rollouts do. MNIST-1D's Conv1d at cost_ratio=1.0: none below 8 (about 1 s); at 2.0, and Conv2d at 1.0, one below
+#: the first (0.01-0.15 s)
+PROBE_CHILDREN = 8
+PROBE_ATTEMPTS = 48
+
+
+class KnownFormsOnlyWarning(UserWarning):
+    """substitute()'s budgets hold known forms of the layer and no other operator was found: a search has little
+    to find and ends (its study stops) within a few trials."""
 
 
 def check_holds_operators(space: OperatorSpace, choice: Choice, measures: Measures) -> None:
@@ -35,7 +46,13 @@ def check_holds_operators(space: OperatorSpace, choice: Choice, measures: Measur
     if space._budget_conflict:  # proven by the core's bounds
         layers = ", ".join(c.site.name for c in choice.chosen)
         raise EmptySpaceError(f"{space._budget_conflict}, over the layers {layers} ({ratios}); {_EMPTY_HINT}")
-    if _known_forms(space, choice.kind):
+    forms = _known_forms(space, choice.kind)
+    if forms:
+        if not _holds_a_new_operator(space):
+            warnings.warn(KnownFormsOnlyWarning(
+                f"the budgets ({ratios}) hold known forms of the layer ({', '.join(forms)}) but no other operator "
+                f"was found below the first {PROBE_CHILDREN} choices: a search would end within a few trials; raise "
+                f"cost_ratio (the CLI takes 2.0 for Conv1d) or flops_ratio, or pass cost_ratio=None"), stacklevel=3)
         return
     blamed = _shutting_out(space, choice, measures)
     with warnings.catch_warnings():
@@ -74,6 +91,24 @@ def _ratios(budgets: Mapping[str, float], measures: Measures) -> str:
         name, per = shown_as.get(k, (k, 0))
         parts.append(f"{name}={v / per:.4g}" if per else f"{k}={v:.4g}")
     return ", ".join(parts)
+
+
+def _holds_a_new_operator(space: OperatorSpace) -> bool:
+    """Whether a sample below one of the root's first PROBE_CHILDREN children within the cost budget finds an
+    operator that is no known form (known.classify). Bounded by descents: the same answer on any machine."""
+    max_cost = space.budgets.get("max_cost", float("inf"))
+    children = [c for c in space.root().children() if c.cost_bound <= max_cost][:PROBE_CHILDREN]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NothingSampledWarning)
+        for child in children:
+            try:
+                ops = [child.to_operator()] if child.is_final else space.sample(
+                    1, seed=space.seed, prefix=child, max_attempts=PROBE_ATTEMPTS, time_limit=CHECK_SECONDS)
+            except EmptySpaceError:
+                continue
+            if any(known.classify(op) is None for op in ops):
+                return True
+    return False
 
 
 def _known_forms(space: OperatorSpace, kind: str) -> list[str]:

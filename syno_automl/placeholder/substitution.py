@@ -52,7 +52,7 @@ Each step of :func:`substitute` is a module of its own (``sites``, ``space_spec`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from torch import nn
 
@@ -66,7 +66,12 @@ from syno_automl.placeholder.sites import Rules, call_with, choose, find_sites, 
 from syno_automl.placeholder.space_spec import measure, space_spec_for
 from syno_automl.space import OperatorSpace
 
-__all__ = ["Substitution", "substitute", "call_with"]
+__all__ = ["Substitution", "substitute", "call_with", "COST_RATIO_BY_KIND"]
+
+#: substitute's cost budget by the replaced layers' kind (``cost_ratio="auto"``, the default): the CLI's defaults
+#: (settings.py ``cost_ratio``: 1.0; 2.0 for MNIST-1D, whose layers are Conv1d: a 3-tap Conv1d's planned cost is
+#: mostly the elements it writes, so at 1.0 only its known forms fit and a study ends within its first trials)
+COST_RATIO_BY_KIND = {"conv2d": 1.0, "conv1d": 2.0, "linear": 1.0}
 
 
 def substitute(
@@ -81,7 +86,7 @@ def substitute(
     max_depth: int = 8,
     flops_ratio: float | None = None,
     min_flops_ratio: float | None = None,
-    cost_ratio: float | None = 1.0,
+    cost_ratio: float | None | Literal["auto"] = "auto",
     target: Any = None,
     kernel_sizes: Sequence[int] | None = (3,),
     groups: bool = False,
@@ -107,8 +112,9 @@ def substitute(
             to the replaced layers' FLOPs summed (the space's ``max_flops`` / ``min_flops``).
         cost_ratio: bound on the operator's planned cost (``Operator.cost``: FLOPs computed plus elements
             materialized) summed over all placeholders, relative to the replaced layers' cost (the space's
-            ``max_cost``): operators that cannot run about as fast as the layers are not in the space. 1.0 by
-            default (as the CLI's ``--cost-ratio``): no slower than the replaced layers; ``None`` turns it off.
+            ``max_cost``): operators that cannot run about as fast as the layers are not in the space. ``"auto"``
+            (the default): the CLI's default for the layers' kind (``COST_RATIO_BY_KIND``: 1.0, no slower than the
+            replaced layers; 2.0 for ``nn.Conv1d``, as ``--dataset mnist1d``); ``None`` turns it off.
         target: the speed target whose cost profile prices that cost and the space's cost pruning
             (syno_automl.cost_profile: ``"cpu.eager"``, ``"cuda.eager"``, ``"cuda.compiled"``, a profile file
             written by ``calibrate``, or a CostProfile); None: today's cost (the cpu.eager profile).
@@ -125,7 +131,8 @@ def substitute(
             replaced layer fits the budgets (a grouped form, ``known.opening``, or the layer itself: it proves
             the space holds one); else one sample of ``empty_space.CHECK_ATTEMPTS`` descents decides
             (``CHECK_ATTEMPTS_NAMED``, about 2 s, where a layer shuts the known forms out that fit the others).
-            False skips it (an operator is at hand, or the caller checks the space itself).
+            False skips it (an operator is at hand, or the caller checks the space itself). It warns
+            (KnownFormsOnlyWarning) when the budgets hold the layer's known forms and no other operator is found.
         space_options: other :class:`OperatorSpace` options (``max_params``, ``min_weights``...).
 
     Raises:
@@ -142,6 +149,10 @@ def substitute(
     sites = find_sites(model, rules.types)
     seen = observe(model, sites, example_input)
     choice = choose(sites, seen, rules)
+    if isinstance(cost_ratio, str):
+        if cost_ratio != "auto":
+            raise SubstitutionError(f"cost_ratio must be a positive number, None or 'auto', got {cost_ratio!r}")
+        cost_ratio = COST_RATIO_BY_KIND[choice.kind]
     space_spec = space_spec_for(choice, spec, primary, coefficients, groups)
     measures = measure(choice, space_spec, profile)
     asked = Asked(flops_ratio, min_flops_ratio, cost_ratio, priors, space_options)

@@ -34,13 +34,14 @@ The device tool's call (README, "On a GPU"): run(command="PYTHONUNBUFFERED=1 pyt
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -137,9 +138,18 @@ def _measure_roofs(ctx: Context) -> dict[str, float]:
 def _compare(ctx: Context, label: dict[str, Any], calls: dict[str, Callable[[], Any]],
              costs: dict[str, tuple[float, float]]) -> None:
     """Times ``calls`` interleaved (the first is the baseline; a control, the baseline again, is added) and writes
-    one ``ratio`` row per candidate and one for the control, each with both times and the roofline check."""
+    one ``ratio`` row per candidate and one for the control, each with both times and the roofline check. A call
+    that fails its first run (a compile error, say) gets an ``error`` row and is left out."""
     from _gpu_window_timing import interleaved, ratio, summary
 
+    for name in list(calls):
+        try:
+            calls[name]()
+        except Exception as e:  # noqa: BLE001 (one candidate's failure must not cost the others their rows)
+            ctx.write("error", **label, candidate=name, error=f"{type(e).__name__}: {e}"[:800])
+            del calls[name]
+            if not calls or name == next(iter(costs)):
+                return
     names = list(calls)
     base = names[0]
     timed = interleaved({**calls, "control": calls[base]}, ctx.device, ctx.sizes.rounds, ctx.sizes.block_s,
@@ -170,12 +180,13 @@ def step_e2e224(ctx: Context) -> None:
                 model = resnet(depth, "imagenet", ctx.sizes.width)
                 call, xin = prepared(model, x, base, ctx.device, ctx.sizes.compile)
                 baselines[depth] = call, cost(model, xin)
-            cand, counts = substituted(resnet(depth, "imagenet", ctx.sizes.width), x, ctx.ops_dir, entry)
-            call, xin = prepared(cand, x, base, ctx.device, ctx.sizes.compile)
-            calls = {"baseline": baselines[depth][0], entry["hash"]: call}
-            costs = {"baseline": baselines[depth][1], entry["hash"]: cost(cand, xin)}
-            _compare(ctx, {"model": f"resnet{depth}", "size": ctx.sizes.e2e_size, "batch": 1, "op": entry["hash"],
-                           **counts, "conditions": base.conditions()}, calls, costs)
+            with ctx.guarded(model=f"resnet{depth}", op=entry["hash"]):
+                cand, counts = substituted(resnet(depth, "imagenet", ctx.sizes.width), x, ctx.ops_dir, entry)
+                call, xin = prepared(cand, x, base, ctx.device, ctx.sizes.compile)
+                calls = {"baseline": baselines[depth][0], entry["hash"]: call}
+                costs = {"baseline": baselines[depth][1], entry["hash"]: cost(cand, xin)}
+                _compare(ctx, {"model": f"resnet{depth}", "size": ctx.sizes.e2e_size, "batch": 1, "op": entry["hash"],
+                               **counts, "conditions": base.conditions()}, calls, costs)
 
 
 def _cifar_settings() -> list[Any]:
@@ -207,13 +218,15 @@ def step_cifar32(ctx: Context) -> None:
                 return ctx.write("skipped", why="cap reached", batch=batch, op=entry["hash"])
             calls, costs, counts = {"baseline": base_call}, {"baseline": base_cost}, {}
             for backend in ("torch", "triton"):
-                cand, counts[backend] = substituted(resnet(18, "cifar", s.width), x, ctx.ops_dir, entry, backend)
-                if counts[backend]["replaced"] == 0:
-                    ctx.write("skipped", why=f"{backend}: not exported", op=entry["hash"], batch=batch)
-                    continue
-                name = f"{entry['hash']}.{backend}"
-                calls[name], xin = prepared(cand, x, base, ctx.device, s.compile)
-                costs[name] = cost(cand, xin)
+                with ctx.guarded(batch=batch, op=entry["hash"], candidate=backend):
+                    cand, counts[backend] = substituted(resnet(18, "cifar", s.width), x, ctx.ops_dir, entry,
+                                                        backend)
+                    if counts[backend]["replaced"] == 0:
+                        ctx.write("skipped", why=f"{backend}: not exported", op=entry["hash"], batch=batch)
+                        continue
+                    name = f"{entry['hash']}.{backend}"
+                    calls[name], xin = prepared(cand, x, base, ctx.device, s.compile)
+                    costs[name] = cost(cand, xin)
             _compare(ctx, {"model": "resnet18", "size": s.cifar_size, "batch": batch, "op": entry["hash"],
                            "layers": counts, "conditions": base.conditions()}, calls, costs)
         for setting in _cifar_settings():
@@ -270,7 +283,7 @@ def step_layers(ctx: Context) -> None:
                 b = ctx.adapt(Baseline(True, True, "bf16", mode))
                 calls[name], xin = prepared(OpLayer(module, channels, False, 0.0), x, b, ctx.device, ctx.sizes.compile)
                 weights = sum(p.numel() for p in module.parameters())
-                costs[name] = (flops * batch, 2.0 * (2 * xin.numel() + weights))
+                costs[name] = (flops * batch, float(xin.element_size() * (2 * xin.numel() + weights)))
             _compare(ctx, {"layer": f"{channels}x{size}", "batch": batch,
                            "conditions": {**Baseline(True, True, "bf16", None).conditions(),
                                           "compiled_rows": "torch.compile default mode"}}, calls, costs)
@@ -360,6 +373,14 @@ class Context:
         """``b`` as the dry run runs it: eager fp32 (a CPU's bf16 convolutions are slow, and compiling takes
         minutes); the rows' conditions say so."""
         return replace(b, compile_mode=None, dtype="fp32") if self.dry else b
+
+    @contextlib.contextmanager
+    def guarded(self, **label: Any) -> Iterator[None]:
+        """Runs the block; an exception becomes an ``error`` row, and the step goes on with its next rows."""
+        try:
+            yield
+        except Exception as e:  # noqa: BLE001 (one candidate's failure must not cost the step its other rows)
+            self.write("error", **label, error=f"{type(e).__name__}: {e}"[:800])
 
     def expired(self) -> bool:
         return time.monotonic() > self._end

@@ -44,10 +44,10 @@ def autotune_configs(plan: KernelPlan) -> list[tuple[int, int, int, int, int]]:
             if cfg not in out:
                 out.append(cfg)
         return out
-    if plan.rowsum:  # tiles [BM, BK] of x and of w, no N
-        bk = min(k, 64)
+    if plan.rowsum:  # tiles [BM, BK] of x and of w, no N: at most 4096 elements each (no register spills)
+        bk = min(k, 32)
         for bm in (128, 64, 256, 32):
-            if bm * bk <= ELEMENTS // 2:
+            if bm * bk <= ELEMENTS // 4:
                 out.append((bm, 1, bk, 4 if bm <= 128 else 8, 2))
         return out or [(32, 1, bk, 4, 2)]
     bn = min(n, 64)
@@ -60,15 +60,16 @@ def autotune_configs(plan: KernelPlan) -> list[tuple[int, int, int, int, int]]:
 
 
 def _group(lines: list[str], ind: str, group: tuple[int, ...], flat: str, sizes: tuple[int, ...], name) -> None:
-    """``name(j) = ...`` for each member of ``group`` from the flat index ``flat`` (row-major, last fastest)."""
+    """``name(j) = ...`` for each member of ``group`` from the flat index ``flat`` (row-major, last fastest).
+    Temporaries are named after ``flat`` (a name reused inside the K loop would be a loop-carried variable)."""
     if not group:
         return
     rest = flat
     for pos in range(len(group) - 1, 0, -1):
         j = group[pos]
         lines.append(f"{ind}{name(j)} = {rest} % {sizes[j]}")
-        lines.append(f"{ind}_q{pos} = {rest} // {sizes[j]}")
-        rest = f"_q{pos}"
+        lines.append(f"{ind}{flat}_{pos} = {rest} // {sizes[j]}")
+        rest = f"{flat}_{pos}"
     lines.append(f"{ind}{name(group[0])} = {rest}")
 
 

@@ -53,19 +53,24 @@ def _conv_space(**mapping) -> OperatorSpace:
 
 # -- in the interpreter and compiled (child processes) -------------------------------------------------------------
 
-def test_sampled_operators_agree_with_torch_lowering() -> None:
+@pytest.fixture(scope="module")
+def interpreted() -> dict:
+    return _child("interpreted", interpret=True)
+
+
+def test_sampled_operators_agree_with_torch_lowering(interpreted) -> None:
     """Default search space (both mappings) and random conv2d/conv1d-shaped spaces: every supported program
     agrees with the torch lowering in float64 (forward, dx, dw); the fallbacks are few and for known reasons."""
-    r = _child("sample", interpret=True)
+    r = interpreted["sample"]
     assert r["bad"] == []
-    assert r["checked"] == 24
-    assert r["supported"] >= 8, r  # 10 at this commit: fewer means support broke
+    assert r["checked"] == 19
+    assert r["supported"] >= 6, r  # 7 at this commit (the rest: two weights): fewer means support broke
     assert set(r["fallbacks"]) <= set(REASONS)
     assert r["supported"] + sum(r["fallbacks"].values()) == r["checked"]
 
 
-def test_known_convolutions_match_conv2d() -> None:
-    r = _child("known", interpret=True)
+def test_known_convolutions_match_conv2d(interpreted) -> None:
+    r = interpreted["known"]
     for name in ("conv2d", "conv2d_dot", "grouped", "depthwise", "pointwise"):
         assert r[f"{name}/backend"] == "triton"
         for layout in ("contiguous", "channels_last"):
@@ -75,7 +80,7 @@ def test_known_convolutions_match_conv2d() -> None:
 
 def test_aot_compile_for_sm80_and_sm90() -> None:
     r = _child("aot", interpret=False)
-    assert len(r) >= 8  # conv2d, grouped, depthwise and two sampled operators, for each arch
+    assert len(r) == 6  # conv2d and depthwise for each arch, grouped and a sampled operator for sm_90
     for name, k in r.items():
         assert isinstance(k["spills"], int) and k["spills"] >= 0, name
         assert 0 < k["registers"] <= 255, name

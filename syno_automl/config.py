@@ -146,6 +146,11 @@ class _SearchConfigMethods:
                                f"are not downloaded)")
         if self.data_dir is not None and not Path(self.data_dir).exists():
             raise DataDirError(f"--data-dir {self.data_dir} does not exist")
+        from syno_automl.data_check import missing_data
+
+        problem = missing_data(dataset, self.data_dir)   # what the data module would say after the imports
+        if problem is not None:
+            raise DataDirError(problem)
         self._check_model()
 
     def _check_model(self) -> None:

@@ -13,7 +13,7 @@ __all__ = ["SynoError", "SpecError", "OptionError", "OptionTypeError", "EmptySpa
            "DatasetNotFoundError", "DatasetFormatError", "MissingDependencyError", "NothingSampledWarning",
            "CostProfileError", "NotFoundError", "TrackingUnreachableError", "StorageURLError", "TrialResultError",
            "LatencyError", "MissingMetricError", "SettingError", "SettingTypeError", "SettingRangeError",
-           "SettingChoiceError", "SettingTaskError", "DataDirError"]
+           "SettingChoiceError", "SettingTaskError", "DataDirError", "DatabaseFileError", "ReadOnlyError"]
 
 
 class SynoError(Exception):
@@ -128,6 +128,14 @@ class TrackingUnreachableError(SynoError, ConnectionError):
 
 class StorageURLError(SynoError, ValueError):
     """An Optuna storage URL that names no usable database (not a URL, no driver, no journal path)."""
+
+
+class DatabaseFileError(SynoError, OSError):
+    """A database file (the study's SQLite, MLflow's) that is damaged or is not a database: the message names it."""
+
+
+class ReadOnlyError(SynoError, PermissionError):
+    """A folder or file a command must write (the study's database, MLflow's store) that it cannot write."""
 
 
 class TrialResultError(SynoError, ValueError):

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 from syno_automl.cli.measure import cmd_calibrate, cmd_enumerate, cmd_reevaluate, cmd_tune
 from syno_automl.cli.options import add_setting_flags
+from syno_automl.cli.preflight import check_database
 from syno_automl.cli.report import cmd_report
 from syno_automl.cli.search import cmd_export, cmd_search, cmd_show
 from syno_automl.cost_profile import TARGETS as COST_TARGETS
@@ -205,6 +206,8 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.quiet:
         logging.disable(logging.WARNING - 1)  # warnings and errors only
     try:
+        if isinstance(getattr(args, "storage", None), str):   # a damaged study database named before the imports
+            check_database(args.storage, "--storage")
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a reader that left shows here, inside main's BrokenPipeError handler
         return code

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 from syno_automl import vocabulary as V
 from syno_automl.cli.lookup import check_tracking_uri, existing_storage, find_operator, missing_database
-from syno_automl.errors import MissingDependencyError, NotFoundError
+from syno_automl.errors import MissingDependencyError, NotFoundError, OptionError
 from syno_automl.settings import SETTING
 
-__all__ = ["quiet_logs", "require_tvm", "tracking_of", "load_study", "space_of", "operator_of"]
+__all__ = ["quiet_logs", "require_tvm", "require_cuda", "tracking_of", "load_study", "space_of", "operator_of"]
 
 
 def quiet_logs(training: bool = False, verbose: bool = False) -> None:
@@ -40,6 +40,8 @@ def quiet_logs(training: bool = False, verbose: bool = False) -> None:
 
 def require_tvm(targets: Sequence[str], flag: str) -> None:
     """Fail at once, with the install hint, when a target needs TVM and TVM cannot be imported."""
+    if not targets:   # (syno_automl.measure loads torch)
+        return
     from syno_automl.measure import TVM_HINT, needs_tvm
 
     wanting = [t for t in targets if needs_tvm(t)]
@@ -50,6 +52,20 @@ def require_tvm(targets: Sequence[str], flag: str) -> None:
     except ImportError as e:
         raise MissingDependencyError(f"{flag} {','.join(wanting)} needs TVM, which cannot be imported ({e}): "
                                      f"{TVM_HINT} (or {flag} torch: eager PyTorch, no TVM)") from None
+
+
+def require_cuda(targets: Sequence[str], flag: str) -> None:
+    """Fail at once when a TVM latency target is CUDA and this machine certainly has none (told without torch or TVM:
+    runtime.cuda_presence); TVM would find out after its imports, or time nothing."""
+    wanting = [t for t in targets if isinstance(t, str) and t.strip().lower().split(" ")[0] == "cuda"]
+    if not wanting:
+        return
+    from syno_automl.runtime.cuda_presence import no_cuda_reason
+
+    absent = no_cuda_reason()
+    if absent is not None:
+        raise OptionError(f"{flag} {','.join(wanting)}: {absent}; use {flag} llvm or torch (the CPU), or run where a "
+                          f"CUDA GPU is")
 
 
 def tracking_of(args: argparse.Namespace) -> str | None:

@@ -41,16 +41,21 @@ def check_tracking_uri(uri: str, seconds: float = 3.0) -> None:
         folder = Path(uri[len("sqlite:///"):]).parent
         if not folder.is_dir():
             raise OutputPathError(f"--tracking-uri {uri}: folder {folder} does not exist")
+        from syno_automl.cli.preflight import check_database
+
+        check_database(uri, "--tracking-uri")   # a damaged store named, before MLflow's message that names none
 
 
 # CLI option -> the setting a study records (SearchConfig.settings()): what --resume takes from the study
 def existing_storage(url: str, missing: Callable[[str], Exception]) -> Any:
     """The Optuna storage at `url`, opened without creating anything: a SQLite file that does not exist raises
     ``missing(path)`` instead of being created empty (reading commands and --resume must not leave a syno.db)."""
+    from syno_automl.cli.preflight import check_database
     from syno_automl.study.storage import make_storage
 
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
         raise missing(url[len("sqlite:///"):])
+    check_database(url, "--storage")   # a damaged file named, before SQLAlchemy's message that names none
     return make_storage(url, heartbeat_interval=None)
 
 
@@ -58,13 +63,14 @@ def refuse_existing_study(url: str, study: str) -> None:
     """StudyExistsError when a new search names a study that `url`'s storage already holds: said before the heavy
     imports (run_search would say it after them). Creates nothing: a database file that does not exist holds no
     study and is not opened."""
-    from syno_automl.study.storage import is_journal
-
     path = None   # a server's database: asked
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
-    elif is_journal(url):
-        path = url[len("journal:"):] if url.startswith("journal:") else url
+    else:   # (study.storage loads Optuna: not for the common SQLite file)
+        from syno_automl.study.storage import is_journal
+
+        if is_journal(url):
+            path = url[len("journal:"):] if url.startswith("journal:") else url
     if path is not None and not Path(path).is_file():
         return
     import optuna

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from syno_automl import vocabulary as V
-from syno_automl.cli.common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
+from syno_automl.cli.common import load_study, operator_of, quiet_logs, require_cuda, require_tvm, tracking_of
 from syno_automl.cli.lookup import find_trial
 from syno_automl.cli.options import config_of, dest_of, fill_from_recorded
 from syno_automl.errors import LatencyError, OptionError
@@ -226,6 +226,7 @@ def _image_size(config: Any) -> str:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    require_cuda([args.target], "--target")   # before TVM and torch load
     from syno_automl import measure
     from syno_automl.cli.text import layer_line, progress_printer, total_line
 

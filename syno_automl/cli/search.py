@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from syno_automl import vocabulary as V
-from syno_automl.cli.common import load_study, operator_of, quiet_logs, require_tvm, tracking_of
+from syno_automl.cli.common import load_study, operator_of, quiet_logs, require_cuda, require_tvm, tracking_of
 from syno_automl.cli.lookup import (
     check_tracking_uri,
     find_trial,
@@ -18,6 +18,7 @@ from syno_automl.cli.lookup import (
     trial_line,
 )
 from syno_automl.cli.options import config_of
+from syno_automl.cli.preflight import check_writable_stores
 from syno_automl.errors import NotFoundError, OptionError
 from syno_automl.words import counted
 
@@ -34,6 +35,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     config.validate()
     if config.tracking_uri is not None:
         check_tracking_uri(config.tracking_uri)
+    check_writable_stores(config.storage, config.tracking_uri)
+    require_cuda(config.latency_targets, "--latency")
     require_tvm(config.latency_targets, "--latency")
     if recorded is not None:  # the same check as run_search's, before the imports
         from syno_automl.config import StudyMismatchError, describe_diff, settings_diff

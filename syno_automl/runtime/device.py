@@ -11,6 +11,7 @@ Example:
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +79,11 @@ def why_not_runnable(target: SpeedTarget) -> str | None:
     """Why this machine cannot time `target` (a CUDA target where torch sees no CUDA device), or None when it can."""
     if not target.cuda:
         return None
+    from syno_automl.runtime.cuda_presence import no_cuda_reason
+
+    absent = no_cuda_reason()   # ruled out without torch (seconds to import) where that is certain
+    if absent is not None:
+        return absent
     import torch
 
     if torch.cuda.is_available():
@@ -95,13 +101,16 @@ def check_runnable_here(accelerator: str, speed_target: str, also_measure: Seque
     also = [parse_target(t) for t in also_measure]
     if accelerator != "gpu" and not any(t.cuda for t in [*targets, *also]):
         return []
-    import torch
-
     from syno_automl.errors import SettingError
 
     if accelerator == "gpu":
+        from syno_automl.runtime.cuda_presence import no_cuda_reason
+
+        absent = no_cuda_reason() if not sys.platform.startswith("darwin") else None   # (a Mac's GPU is MPS)
+        if absent is not None:
+            raise SettingError(f"--accelerator gpu: no GPU here: {absent}; use --accelerator auto or cpu")
         resolve_device(accelerator)
-    if torch.cuda.is_available():
+    if why_not_runnable(SpeedTarget("cuda", "eager")) is None:   # torch only where the files leave it open
         return []
     for t in targets:
         why = why_not_runnable(t)

@@ -57,6 +57,8 @@ def check_study(config: SearchConfig, resume: bool, storage: optuna.storages.Bas
     path = config.storage[len("sqlite:///"):] if config.storage.startswith("sqlite:///") else None
     if resume and path is not None and not Path(path).exists():  # never create a database to resume
         raise NotFoundError(f"no study {config.study!r} to resume: {path} does not exist (drop --resume to start one)")
+    if not resume and path is not None and not Path(path).exists():
+        return False   # no study there; the file is made by open_study, after the data loaded (none left if not)
     storage = storage or make_storage(config.storage, heartbeat_interval=None)
     names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     if config.study in names and not resume:

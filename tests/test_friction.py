@@ -82,3 +82,38 @@ def test_reevaluate_help_is_true_and_lists_only_the_flags_that_apply():
     assert "flag not given takes the study's recorded setting" in " ".join(reevaluate.format_help().split())
     search = {o for a in sub.choices["search"]._actions for o in a.option_strings}
     assert {"--flops-ratio", "--max-depth", "--time-budget"} <= search
+
+
+def test_a_baseline_whose_seeds_vary_more_than_the_margin_is_warned_of():
+    noisy = _result(seeds=3)
+    noisy.baseline.values = [0.95, 0.90, 0.99]   # sd 4.5 pp, the margin 1 pp
+    (warning,) = noisy.warnings()
+    assert warning.startswith("the baseline's accuracy varies by sd 4.5 pp over its 3 seeds, more than the 1 pp "
+                              "margin")
+    steady = _result(seeds=3)
+    steady.baseline.values = [0.95, 0.951, 0.949]
+    assert steady.warnings() == [] and _result(seeds=1).warnings() == []   # one seed: no spread to judge
+
+
+def test_a_near_chance_reevaluation_is_warned_of(tmp_path, monkeypatch):
+    import syno_automl.cli.measure as measure_cli
+    import syno_automl.study.training as training
+    from _cli_helpers import cli_here
+
+    from syno_automl import vocabulary as V
+    from syno_automl.config import SearchConfig
+    from syno_automl.study import run_search
+
+    def train(context, trial, run, **kw) -> float:  # noqa: ANN001 - train_operator's signature
+        if trial is not None and not trial.user_attrs.get(V.BASELINE):
+            trial.set_user_attr(V.COST_RATIO, 0.5)
+        return 0.9 if trial is not None else 0.11   # re-trained: digits' chance is 0.1
+
+    monkeypatch.setattr(training, "train_operator", train)
+    monkeypatch.setattr(measure_cli, "_remeasured", lambda *args: "")   # its speed is not what is checked
+    run_search(SearchConfig(trials=1, epochs=1, storage=f"sqlite:///{tmp_path / 'syno.db'}", tracking_uri=None,
+                            finalists=0, opening="none", max_depth=6, speed_objective="planned"), out=None)
+    done = cli_here(tmp_path, "reevaluate", "best", "--no-baseline", "--epochs", "1", "--tracking-uri", "none")
+    assert "val_acc 0.1100 with pointwise_cnn on digits" in done.stdout
+    assert "warning: " in done.stderr and "val_acc 0.110 is near chance (0.100 for 10 classes)" in done.stderr
+    assert "it learned next to nothing in 1 epoch" in done.stderr

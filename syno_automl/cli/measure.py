@@ -3,6 +3,7 @@ and ``tune`` (TVM latency against the replaced layers): the commands that measur
 from __future__ import annotations
 
 import argparse
+import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -188,6 +189,10 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
               + (f" (search trial {trial.number}: {primary_value(trial):.4f})" if primary_value(trial) is not None
                  else "") + speed
               + (f"  [MLflow run {run.run_id}]" if run is not None else ""))
+        chance = context.task.near_chance(acc, context.num_classes)
+        if chance is not None:   # a figure that low ranks nothing: said, not left to be read as a result
+            print(f"syno-automl: warning: {name}: {chance}: it learned next to nothing in {schedule}; train longer "
+                  f"(--epochs, lm: --steps) or check the data", file=sys.stderr, flush=True)
     return 0
 
 

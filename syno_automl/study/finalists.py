@@ -321,6 +321,8 @@ def run_final_stage(study: optuna.Study, context: SearchContext, tracker: Any | 
     if out is not None:
         print(f"final stage ({result.seconds:.0f} s):", file=out)
         print("\n".join(result.table()), file=out, flush=True)
+        for warning in result.warnings():
+            print(f"  warning: {warning}", file=out, flush=True)
     for other in measured_targets(context)[1:]:
         _measure_also(context, ops, [baseline, *candidates], other, tracker, out)
     return result

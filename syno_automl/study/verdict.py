@@ -298,6 +298,17 @@ class FinalResult:
         head, colon, _ = self.timing.partition(":")
         return head if colon and head in SPEED_TARGETS else None
 
+    def warnings(self) -> list[str]:
+        """What makes the verdict weaker than it reads: the baseline's own spread over its seeds above the margin
+        (then "within the margin" is within the baseline's noise)."""
+        sd = self.baseline.sd
+        if sd is None or len(self.baseline.values) < 2 or sd <= self.margin:
+            return []
+        spread = f"{sd * 100:.1f} pp" if self.maximize else f"{sd:.3g} nats"
+        return [f"the baseline's {self.metric} varies by sd {spread} over its {len(self.baseline.values)} seeds, "
+                f"more than the {self.margin_text()} margin: an operator within the margin is within the "
+                f"baseline's own noise (more --final-seeds, or a margin above that spread, make it a statement)"]
+
     def _tie_text(self) -> str:
         """``; tied in accuracy and speed with 2 others (ab12…, cd34…): named by fewer FLOPs, then parameters,
         then hash`` ('' when the named operator has no tie)."""

@@ -7,10 +7,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "syno_automl"
 FLOORS = [  # bottom up; a module's floor is that of its longest matching prefix
-    ("errors", "echo", "words", "vocabulary", "runtime", "cost_profile", "profiles", "settings", "config", "interrupt",
-     "_native"),
-    ("options", "space", "known", "ir", "codegen", "measure", "placeholder", "export", "tracking", "speed",
-     "kernels", "calibrate", "priors", "classify"),
+    ("errors", "echo", "words", "data_check", "vocabulary", "runtime", "cost_profile", "profiles", "settings",
+     "config", "interrupt", "_native"),
+    ("options", "optuna_private", "space", "known", "ir", "codegen", "measure", "placeholder", "export", "tracking",
+     "speed", "kernels", "calibrate", "priors", "classify"),
     ("search",),
     ("tasks",),
     ("study",),

@@ -1,4 +1,4 @@
-"""search/optuna_private.py against the installed Optuna: every private name it reads is there and means what the
+"""optuna_private.py against the installed Optuna: every private name it reads is there and means what the
 package takes it to mean, and each fallback (the name gone) gives the documented answer."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from optuna.storages import JournalStorage, RDBStorage, RetryFailedTrialCallback
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
+from syno_automl import optuna_private as P
 from syno_automl.errors import MissingDependencyError
-from syno_automl.search import optuna_private as P
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 pytestmark = [pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning"),

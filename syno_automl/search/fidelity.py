@@ -35,8 +35,8 @@ from optuna.trial import Trial, TrialState
 
 from syno_automl import vocabulary as V
 from syno_automl.errors import OptionError
+from syno_automl.optuna_private import storage_of
 from syno_automl.search.callbacks import SynoPruning
-from syno_automl.search.optuna_private import storage_of
 
 __all__ = ["make_pruner", "fidelity_study_name", "open_fidelity_study", "FidelityPruning", "REDUCTION_FACTOR"]
 

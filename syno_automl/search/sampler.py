@@ -43,8 +43,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from syno_automl import vocabulary as V
 from syno_automl.errors import NoOperatorError, OperatorFormatError, OptionError, OptionTypeError
-from syno_automl.search.mcts import MCTS, Observation, RolloutFact, SearchExhaustedError
-from syno_automl.search.optuna_private import (
+from syno_automl.optuna_private import (
     has_constraint,
     retry_history,
     storage_of,
@@ -52,7 +51,8 @@ from syno_automl.search.optuna_private import (
     trial_id_of,
     wrapped_sampler,
 )
-from syno_automl.search.optuna_private import write_attrs_at_once as _write_rdb_attrs
+from syno_automl.optuna_private import write_attrs_at_once as _write_rdb_attrs
+from syno_automl.search.mcts import MCTS, Observation, RolloutFact, SearchExhaustedError
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
 from syno_automl.search.trial_attrs import (
@@ -454,7 +454,7 @@ def suggest_operator(trial: Trial, space: OperatorSpace | None = None) -> Operat
 
 def syno_sampler_of(sampler: BaseSampler | None) -> SynoSampler | None:
     """`sampler` when it is a SynoSampler, else the SynoSampler it wraps (Optuna's wrappers keep the sampler they
-    delegate to: search/optuna_private.wrapped_sampler), else None."""
+    delegate to: optuna_private.wrapped_sampler), else None."""
     for _ in range(8):   # wrappers of wrappers, never a loop
         if sampler is None or isinstance(sampler, SynoSampler):
             return sampler

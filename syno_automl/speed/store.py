@@ -29,6 +29,7 @@ from typing import Any
 import optuna
 
 from syno_automl import vocabulary as V
+from syno_automl.optuna_private import storage_of, study_id_of
 from syno_automl.speed.paired import SpeedupEstimate
 
 __all__ = ["MeasurementKey", "Measurement", "MeasurementStore", "sizes_of", "cpu_name"]
@@ -79,7 +80,7 @@ class MeasurementStore:
         self.study = study
 
     def _attrs(self) -> dict[str, Any]:
-        return self.study._storage.get_study_system_attrs(self.study._study_id)
+        return storage_of(self.study).get_study_system_attrs(study_id_of(self.study))
 
     def get(self, key: MeasurementKey) -> Measurement | None:
         """The stored measurement of `key`, or None (none, or one that no longer reads)."""
@@ -90,8 +91,8 @@ class MeasurementStore:
             return None
 
     def put(self, measurement: Measurement) -> None:
-        self.study._storage.set_study_system_attr(self.study._study_id, V.SYS_MEASUREMENT + measurement.key.digest(),
-                                                  measurement.to_dict())
+        name = V.SYS_MEASUREMENT + measurement.key.digest()
+        storage_of(self.study).set_study_system_attr(study_id_of(self.study), name, measurement.to_dict())
 
     def all(self) -> list[Measurement]:
         """Every stored measurement that reads, in the order of their digests."""

@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 
 from syno_automl import vocabulary as V
 from syno_automl.interrupt import deferred_interrupt
-from syno_automl.search.optuna_private import (
+from syno_automl.optuna_private import (
     rdb_models,
     readable_rdb,
     storage_of,

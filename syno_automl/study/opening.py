@@ -22,9 +22,9 @@ from syno_automl.config import (
 )
 from syno_automl.errors import NotFoundError
 from syno_automl.interrupt import STOP_REASONS
+from syno_automl.optuna_private import heartbeat_enabled, retry_history, storage_of
 from syno_automl.search.fidelity import make_pruner
 from syno_automl.search.objectives import speed_objective_names
-from syno_automl.search.optuna_private import heartbeat_enabled, retry_history, storage_of
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
 from syno_automl.search.sampler import SynoSampler

@@ -14,6 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from syno_automl import vocabulary as V
 from syno_automl.interrupt import STOP_REASONS
+from syno_automl.optuna_private import retry_history, storage_of, study_id_of
 
 __all__ = ["requeue_interrupted", "retries", "retry_note"]
 
@@ -39,17 +40,17 @@ def requeue_interrupted(study: optuna.Study, trial_ids: Iterable[int | None]) ->
     queued = []
     for trial_id in sorted({i for i in trial_ids if i is not None}):
         try:
-            trial = study._storage.get_trial(trial_id)
+            trial = storage_of(study).get_trial(trial_id)
             if not _interrupted(trial) or trial.user_attrs.get(V.BASELINE) or not _has_operator(trial):
                 continue
             if trial.number in retries(study):
                 continue
             system = {FAILED_TRIAL: trial.number, **trial.system_attrs}
-            system[RETRY_HISTORY] = [*system.get(RETRY_HISTORY, ()), trial.number]
+            system[RETRY_HISTORY] = [*retry_history(system), trial.number]
             user = {k: v for k, v in trial.user_attrs.items() if k not in _NOT_CARRIED}
             retry = optuna.trial.create_trial(state=TrialState.WAITING, user_attrs=user, system_attrs=system)
-            retry_id = study._storage.create_new_trial(study._study_id, template_trial=retry)
-            queued.append(study._storage.get_trial_number_from_id(retry_id))
+            retry_id = storage_of(study).create_new_trial(study_id_of(study), template_trial=retry)
+            queued.append(storage_of(study).get_trial_number_from_id(retry_id))
         except Exception:  # noqa: BLE001 -- best effort: the resume then runs another operator in its place
             continue
     return queued

@@ -31,6 +31,7 @@ from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
 from syno_automl.errors import SynoError
 from syno_automl.interrupt import check_interrupt, deferred_interrupt, interrupt_requested, stop_on_signals, stop_reason
+from syno_automl.optuna_private import storage_of
 from syno_automl.runtime.process import configure_process
 from syno_automl.search.objectives import (
     baseline_trial,
@@ -171,7 +172,7 @@ def _end_interrupted(study: optuna.Study, created: TrialsCreated, tracker: Any |
         try:
             fail_unstarted(study, trial_id, reason)
             if trial_id in ids:
-                numbers.add(study._storage.get_trial(trial_id).number)
+                numbers.add(storage_of(study).get_trial(trial_id).number)
         except Exception:  # noqa: BLE001 -- a --resume fails what is left (heartbeats, lost_trials)
             pass
     requeue_interrupted(study, ids)   # their operators, tried again first by the next worker (a --resume)

@@ -14,6 +14,7 @@ import syno_automl.study.training as training
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
 from syno_automl.interrupt import STOP_REASONS, check_interrupt, stop_reason
+from syno_automl.optuna_private import has_constraint, retry_history, trial_id_of
 from syno_automl.search.objectives import baseline_trial, primary_value
 from syno_automl.search.sampler import suggest_operator
 from syno_automl.space import Operator
@@ -62,8 +63,7 @@ class Objective:
         op: Operator | None = None
         started = time.time()
         self._close_lost_run(trial)
-        system = trial.storage.get_trial_system_attrs(trial._trial_id)
-        if baseline and f"constraints:{V.BASELINE_CONSTRAINT}" not in system:  # (a retried baseline has it)
+        if baseline and not has_constraint(trial, V.BASELINE_CONSTRAINT):  # (a retried baseline has it)
             # the reference, not a candidate: infeasible, so study.best_trial is the best operator
             trial.set_constraint(V.BASELINE_CONSTRAINT, 1.0)
         try:
@@ -221,10 +221,11 @@ class Objective:
 
     def _close_lost_run(self, trial: optuna.trial.Trial) -> None:
         """A retried trial: its lost predecessor's run (worker killed mid-trial) is marked FAILED."""
-        lost = trial.storage.get_trial_system_attrs(trial._trial_id).get("failed_trial")
+        system = trial.storage.get_trial_system_attrs(trial_id_of(trial))
+        lost = system.get("failed_trial")
         if self.tracker is None or lost is None:
             return
-        history = trial.storage.get_trial_system_attrs(trial._trial_id).get("retry_history", [lost])
+        history = retry_history(system) or [lost]
         previous = history[-1] if history else lost
         found = self.tracker.find_trial_run(self.config.study, number=previous)
         if found is not None and found.info.status == "RUNNING":

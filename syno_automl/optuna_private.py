@@ -58,7 +58,7 @@ def _gone(what: str) -> MissingDependencyError:
     import optuna
 
     return MissingDependencyError(f"the installed Optuna {optuna.__version__} has no {what}, which syno_automl "
-                                  f"reads (syno_automl/search/optuna_private.py); install optuna>=4,<6")
+                                  f"reads (syno_automl/optuna_private.py); install optuna>=4,<6")
 
 
 # -- a study's and a trial's keys in their storage ----------------------------------------------------------

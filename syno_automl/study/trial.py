@@ -236,7 +236,10 @@ class Objective:
     def _print(self, trial: optuna.trial.Trial, op: Operator | None, what: str, started: float) -> None:
         if self.out is None:
             return
-        label = "baseline        " if op is None else op.hash
+        if op is not None:
+            label = op.hash
+        else:   # no operator: the baseline, or a trial the sampler had nothing left for (an exhausted space)
+            label = "baseline        " if trial.user_attrs.get(V.BASELINE) else "no operator     "
         done = len(trial.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,
                                                                     optuna.trial.TrialState.PRUNED,
                                                                     optuna.trial.TrialState.FAIL)))

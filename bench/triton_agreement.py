@@ -10,6 +10,10 @@ every max |difference| <= 1e-9 · (1 + max |reference|). Prints one table per sp
 
     python bench/triton_agreement.py                  # 120 operators of each space, seed 0
     python bench/triton_agreement.py --count 20 --spaces default
+    python bench/triton_agreement.py --aot --count 20   # instead: compile each supported kernel for sm_90, bf16
+
+``--aot`` compiles (no interpreter: one process cannot do both) the first autotune config of every supported
+program for ``GPUTarget("cuda", 90, 32)`` and counts failures, kernels that spill and kernels using wgmma.
 """
 from __future__ import annotations
 
@@ -105,12 +109,39 @@ def survey(space: OperatorSpace, count: int, seed: int) -> dict[str, Any]:
             "worst": worst, "bad": bad}
 
 
+def aot_survey(space: OperatorSpace, count: int, seed: int, arch: int = 90) -> dict[str, Any]:
+    """Compile every supported program of ``count`` sampled operators for sm_<arch> (bf16, first config)."""
+    from syno_automl.codegen.triton_aot import compile_kernel
+
+    tally: collections.Counter[str] = collections.Counter()
+    failed: list[tuple[str, int, str]] = []
+    for op in space.sample(count, seed=seed):
+        for m in range(len(space.mappings)):
+            program = op.program(m)
+            if not triton_support(program).ok:
+                continue
+            tally["supported"] += 1
+            try:
+                k = compile_kernel(program, arch=arch, dtype="bfloat16")
+            except Exception as e:  # noqa: BLE001 - a survey: every failure is counted and shown, none stops it
+                tally["failed"] += 1
+                failed.append((op.hash, m, str(e).splitlines()[-1][:200]))
+                continue
+            tally["compiled"] += 1
+            tally["  spilling"] += k.spills > 0
+            tally["  wgmma"] += k.wgmma
+    return {"tally": tally, "failed": failed}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=120, help="operators sampled per space")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--spaces", default="default,resnet", help="comma list of: default, resnet")
+    ap.add_argument("--aot", action="store_true", help="compile each supported kernel for sm_90 instead")
     args = ap.parse_args(argv)
+    if args.aot:
+        return _aot_main(args)
     # before Triton is imported (by the first generated module): kernels run in its interpreter, on the CPU
     os.environ["TRITON_INTERPRET"] = "1"
     builders = {"default": default_space, "resnet": resnet_space}
@@ -130,6 +161,22 @@ def main(argv: list[str] | None = None) -> int:
         disagreements += len(result["bad"])
     print(f"\nwall time {time.time() - started:.0f} s; disagreements {disagreements}")
     return 1 if disagreements else 0
+
+
+def _aot_main(args: argparse.Namespace) -> int:
+    started = time.time()
+    builders = {"default": default_space, "resnet": resnet_space}
+    failures = 0
+    for name in args.spaces.split(","):
+        result = aot_survey(builders[name](), args.count, args.seed)
+        print(f"\n{name}: sm_90, bf16, first autotune config")
+        for key in sorted(result["tally"]):
+            print(f"  {key:<28} {result['tally'][key]:>5}")
+        for h, m, err in result["failed"]:
+            print(f"  FAILED: {h} mapping {m}: {err}")
+        failures += len(result["failed"])
+    print(f"\nwall time {time.time() - started:.0f} s; failures {failures}")
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -70,6 +70,7 @@ def _program(op_or_program: Any, mapping: Any) -> tuple[Program, str]:
 
 _TAIL = '''
 
+
 def _interpreting():
     return os.environ.get("TRITON_INTERPRET") == "1"
 

@@ -152,7 +152,7 @@ def kernel_source(p: Program, plan: KernelPlan) -> list[str]:
     scale = "" if plan.scale == 1.0 else f" * {plan.scale!r}"
     mask = "m_ok" if plan.rowsum else "m_ok[:, None] & n_ok[None, :]"
     L.append(f"    tl.store(out_ptr + out_off, (acc{scale}).to(out_ptr.dtype.element_ty), mask={mask})")
-    L += ["", ""] + _launcher(p, plan, n_total, b_total) + ["", ""]
+    L += ["", ""] + _launcher(p, plan, n_total, b_total)
     return L
 
 

@@ -43,7 +43,19 @@ step "syno_automl (editable; its C++ core compiled) with Lightning, Optuna, MLfl
 # SYNO_NATIVE_TESTS=1 (scripts/test.sh): the C++ unit tests are built too, in the same build folder (ctest there)
 native_tests=()
 [ -z "${SYNO_NATIVE_TESTS:-}" ] || native_tests=(--config-settings=cmake.define.SYNO_BUILD_TESTS=ON)
-quiet pip install -q --no-compile -e ".[test,tvm]" "${native_tests[@]}"
+# the C++ core compiles for minutes: ninja's progress lines ("[12/73] Building CXX object .../size.cpp.o", in pip's
+# verbose output) are shown as they come, one short line each; the rest of that output goes to a log, whose tail is
+# printed if the install fails
+build_log=.venv/install-build.log
+build_progress() {
+  { grep --line-buffered -E '^\s*\[[0-9]+/[0-9]+\] (Building|Linking) ' || true; } |
+    sed -u -E 's#^\s*\[([0-9]+/[0-9]+)\] (Building|Linking) [A-Za-z+]+ [a-z ]*(object|library|module|executable) (.*/)?([^/ ]+)$#[install]   C++ core \1: \5#'
+}
+if ! pip install -v --no-compile -e ".[test,tvm]" "${native_tests[@]}" 2>&1 | tee "$build_log" | build_progress; then
+  tail -n 40 "$build_log" >&2
+  echo "[install] failed: pip's whole output is in $build_log" >&2
+  exit 1
+fi
 step "checking the imports"
 python -c "import syno_automl._native, torch, lightning, optuna, mlflow; print('[install] ok: torch', torch.__version__)"
 (cd / && python -c "import syno_automl._native")

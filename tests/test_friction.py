@@ -96,10 +96,10 @@ def test_a_baseline_whose_seeds_vary_more_than_the_margin_is_warned_of():
 
 
 def test_a_near_chance_reevaluation_is_warned_of(tmp_path, monkeypatch):
-    import syno_automl.cli.measure as measure_cli
-    import syno_automl.study.training as training
     from _cli_helpers import cli_here
 
+    import syno_automl.cli.measure as measure_cli
+    import syno_automl.study.training as training
     from syno_automl import vocabulary as V
     from syno_automl.config import SearchConfig
     from syno_automl.study import run_search
@@ -117,3 +117,24 @@ def test_a_near_chance_reevaluation_is_warned_of(tmp_path, monkeypatch):
     assert "val_acc 0.1100 with pointwise_cnn on digits" in done.stdout
     assert "warning: " in done.stderr and "val_acc 0.110 is near chance (0.100 for 10 classes)" in done.stderr
     assert "it learned next to nothing in 1 epoch" in done.stderr
+
+
+def test_the_install_shows_the_cpp_builds_progress():
+    """scripts/install.sh's filter of pip's verbose output: ninja's progress lines, one short line each, nothing else
+    (the lines as `pip wheel -v .` printed them for this package's 30-step build)."""
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "install.sh"
+    pip_output = "\n".join([
+        "Processing ./.", "  Running command Building editable for syno_automl (pyproject.toml)",
+        "  [1/30] Building CXX object native/CMakeFiles/syno_core.dir/rules.cpp.o",
+        "  -- Configuring done (1.2s)", "  [29/30] Linking CXX static library native/libsyno_core.a",
+        "  [30/30] Linking CXX shared module native/_native.cpython-311-x86_64-linux-gnu.so",
+        "Successfully installed syno_automl-0.1.0", ""])
+    shown = subprocess.run(["bash", "-c", f'source <(sed -n "/^build_progress()/,/^}}/p" {script}); build_progress'],
+                           input=pip_output, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert shown == ["[install]   C++ core 1/30: rules.cpp.o", "[install]   C++ core 29/30: libsyno_core.a",
+                     "[install]   C++ core 30/30: _native.cpython-311-x86_64-linux-gnu.so"]
+    text = script.read_text()
+    assert 'pip install -v --no-compile -e ".[test,tvm]"' in text and "| tee \"$build_log\" | build_progress" in text

@@ -29,8 +29,9 @@ from syno_automl import vocabulary as V
 from syno_automl.cli import main
 from syno_automl.interrupt import STOP_REASONS
 from syno_automl.search.sampler import SynoSampler
+from syno_automl.speed import probe as speed
 from syno_automl.speed.paired import PairedProtocol
-from syno_automl.study import finalists, speed
+from syno_automl.study import finalists
 from syno_automl.study.lost_trials import STALE, stale_trials
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -127,13 +127,14 @@ def test_resume_without_trials_keeps_the_studys_count_and_trials_0_leaves_nothin
 def test_ctrl_c_in_the_final_stage_kills_its_run_and_a_new_final_stage_ends_the_abandoned(tmp_path, monkeypatch):
     import functools
 
+    from syno_automl.speed import sessions
     from syno_automl.speed.paired import PairedProtocol
-    from syno_automl.study import finalists, speed
+    from syno_automl.study import finalists
 
     # the stage times its finalists by the paired protocol (up to 40 pairs of blocks, most of a stage whose training
     # is a fixed value); the runs' states are what is checked, not the figures: two pairs
     brief = PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=2, max_pairs=2, batch_pairs=1)
-    monkeypatch.setattr(finalists, "measure_speedups", functools.partial(speed.measure_speedups, protocol=brief))
+    monkeypatch.setattr(finalists, "measure_final", functools.partial(sessions.measure_final, protocol=brief))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     calls = []
 

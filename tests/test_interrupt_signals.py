@@ -29,7 +29,7 @@ from syno_automl import vocabulary as V
 from syno_automl.cli import main
 from syno_automl.interrupt import STOP_REASONS
 from syno_automl.search.sampler import SynoSampler
-from syno_automl.speed import probe as speed
+from syno_automl.speed import sessions
 from syno_automl.speed.paired import PairedProtocol
 from syno_automl.study import finalists
 from syno_automl.study.lost_trials import STALE, stale_trials
@@ -63,7 +63,7 @@ def _final_stage_timed_briefly(monkeypatch):
     """The final stage times its finalists by the paired protocol (up to 40 pairs of blocks, most of a stage whose
     training is a fixed value); no signal is sent there and its figures are not read here: two pairs."""
     brief = PairedProtocol(warmup=1, min_block_s=0.005, min_pairs=2, max_pairs=2, batch_pairs=1)
-    monkeypatch.setattr(finalists, "measure_speedups", functools.partial(speed.measure_speedups, protocol=brief))
+    monkeypatch.setattr(finalists, "measure_final", functools.partial(sessions.measure_final, protocol=brief))
 
 
 def _train(hook=None):

@@ -83,7 +83,7 @@ def tiling(program: dict[str, Any]) -> str:
     return "row-sum" if plan.rowsum else "dot" if plan.dot else "broadcast"
 
 
-def survey(space: OperatorSpace, count: int, seed: int) -> dict[str, Any]:
+def survey(space: OperatorSpace, count: int, seed: int, batch: int = 2, progress: bool = False) -> dict[str, Any]:
     """Counts over ``count`` sampled operators, every mapping each."""
     ops = space.sample(count, seed=seed)
     tally: collections.Counter[str] = collections.Counter()
@@ -98,7 +98,11 @@ def survey(space: OperatorSpace, count: int, seed: int) -> dict[str, Any]:
                 continue
             tally["supported"] += 1
             tally["  " + tiling(program)] += 1
-            err = max_error(program)
+            t0 = time.time()
+            err = max_error(program, batch=batch)
+            if progress:
+                print(f"    {op.hash} mapping {m}: {tiling(program)} {err:.1e} {time.time() - t0:.1f} s",
+                      file=sys.stderr, flush=True)
             worst = max(worst, err)
             if err <= RTOL and math.isfinite(err):
                 tally["agree"] += 1
@@ -138,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=120, help="operators sampled per space")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--spaces", default="default,resnet", help="comma list of: default, resnet")
+    ap.add_argument("--batch", type=int, default=2, help="the batch of the inputs checked")
+    ap.add_argument("--progress", action="store_true", help="one line per checked program on stderr")
     ap.add_argument("--aot", action="store_true", help="compile each supported kernel for sm_90 instead")
     args = ap.parse_args(argv)
     if args.aot:
@@ -150,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.spaces.split(","):
         t0 = time.time()
         space = builders[name]()
-        result = survey(space, args.count, args.seed)
+        result = survey(space, args.count, args.seed, args.batch, args.progress)
         print(f"\n{name}: {result['operators']} operators, {result['programs']} programs "
               f"({time.time() - t0:.0f} s)")
         for key in sorted(result["tally"], key=lambda k: (k.startswith("fallback"), k)):

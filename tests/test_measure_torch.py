@@ -88,7 +88,7 @@ def test_torch_target_measures_without_tvm(no_tvm_env, tmp_path):
 
 @pytest.mark.parametrize("args", [
     ["search", "--latency", "llvm", "--trials", "1", "--epochs", "1"],
-    ["search", "--latency", "torch,cuda", "--trials", "1", "--epochs", "1"],
+    ["search", "--latency", "torch,llvm", "--trials", "1", "--epochs", "1"],   # (cuda: refused first, no CUDA)
     ["tune", "abcd", "--target", "llvm"],
 ])
 def test_tvm_targets_without_tvm_fail_at_once_with_the_hint(no_tvm_env, tmp_path, args):

@@ -89,7 +89,7 @@ def test_a_trial_reuses_a_stored_measurement_and_its_value_is_the_time_ratio(con
     speed.measure(base, None, None)   # the baseline's: the control, 1.00×; its objective value is 1.0
     assert timer.calls == 2 and base.user_attrs[V.speedup_attr("cpu.eager")] == pytest.approx(1.0)
     assert speed.objective_value(base, baseline=True) == 1.0
-    assert speed.text(second) == "  speedup 2.00× [2.00, 2.00]"
+    assert speed.text(second) == "  speedup 2.00× [2.00, 2.00] on cpu.eager"
 
 
 def test_another_target_or_precision_is_measured_again(context):

@@ -345,7 +345,8 @@ def test_operators_tied_in_accuracy_and_speed_are_named_by_fewer_flops_then_para
         result = _judged(*order)
         assert result.chosen is b and [f.label for f in result.tied()] == [b.label, a.label]
         assert result.verdict().endswith("; tied in accuracy and speed with 1 other (e1cae8d57c846d0d): named by "
-                                         "fewer FLOPs, then parameters, then hash")
+                                         "fewer FLOPs, then parameters, then hash; decided by FLOPs: 1,500,000 vs "
+                                         "2,000,000 (e1cae8d57c846d0d)")
         assert "speedup 1.38× [1.35, 1.42]" in result.verdict()
     same = [_op(h, [0.99] * 3, (1.4, 1.3, 1.5), flops=1e6, params=p) for h, p in (("bb", 5), ("aa", 5), ("cc", 4))]
     assert [f.label for f in _judged(*same).tied()] == ["cc", "aa", "bb"]   # params, then the hash

@@ -91,9 +91,19 @@ def test_an_lm_trial_trains_on_the_configured_device_and_precision(built_trainer
 def test_the_final_stage_and_reevaluate_train_on_the_study_device(tmp_path: Path, built_trainers, monkeypatch):
     """A tiny search with its final stage, then `syno-automl reevaluate` of its baseline: every Trainer built on
     the way has the precision the search was given (recorded with the study, so reevaluate takes it too)."""
-    from syno_automl.cli import main
-    from syno_automl.study import run_search
+    import functools
 
+    from _syno_helpers import brief_speed_protocol
+
+    from syno_automl.cli import main
+    from syno_automl.speed import sessions
+    from syno_automl.study import finalists, run_search
+
+    # the Trainers are what is checked, not the figures: the final stage's and reevaluate's timings (bf16 autocast
+    # on a CPU, ~190 s of this test at the protocol's full length) brief
+    brief = functools.partial(sessions.measure_final, protocol=brief_speed_protocol())
+    monkeypatch.setattr(finalists, "measure_final", brief)
+    monkeypatch.setattr(sessions, "measure_final", brief)
     storage = f"sqlite:///{tmp_path / 'syno.db'}"
     config = SearchConfig(trials=1, epochs=1, final_epochs=1, finalists=1, final_seeds=1, storage=storage,
                           tracking_uri=None, heartbeat=None, objective="accuracy", pruner="none", opening="known",

@@ -1,5 +1,5 @@
 """Initial scale of sampled operators against the layer they replace (issue 10, item 6). Figures printed, nothing
-asserted (tests/test_initial_scale.py holds the checks).
+asserted (tests/ir/test_initial_scale.py holds the checks).
 
     PYTHONPATH=. python bench/init_scale.py [--count 60] [--lm 30]
 

@@ -39,7 +39,7 @@ RTOL = 1e-9
 
 
 def default_space() -> OperatorSpace:
-    """The default search's space (as tests/test_channels_last.py builds it)."""
+    """The default search's space (as tests/placeholder/test_channels_last.py builds it)."""
     from lightning_modules import build_model
     from syno_automl.placeholder import substitute
 

@@ -6,20 +6,20 @@
 #   echo /.gpu_cache/ >> .git/info/exclude; mkdir -p .gpu_cache   # once; after a window, copy its cache.tar.gz* here
 #   run(command="PYTHONUNBUFFERED=1 python3 bench/gpu_window.py --out $OUT --cache .gpu_cache", carry=[".gpu_cache"],
 #       timeout_s=590)        # steps' caps 540 s in all; a rerun of some: add --steps cifar32,train --cap-scale 0.5
-# CI runs its `--dry-run` (tests/test_gpu_window.py). What follows is the older check of the CUDA tests and a search.
+# CI runs its `--dry-run` (tests/bench/test_gpu_window.py). What follows is the older check of the CUDA tests and a search.
 #
 # The checks that need a CUDA GPU (issues 24 part 5 and 35) on an H100/H200, on a host whose python
 # already has torch (lightning, scikit-learn, pytest and scipy are usual there too):
 #   1. installs what the host lacks (optuna, mlflow and their dependencies) from wheels in .whl/ beside the
 #      checkout, when present (fetch them on a machine with an index: bash scripts/fetch_gpu_wheels.sh);
 #   2. builds the native module for that python, in place;
-#   3. the CUDA tests (tests/test_cuda.py: generated modules and TVM kernels against the CPU, latency with TVM and
+#   3. the CUDA tests (tests/measure/test_cuda.py: generated modules and TVM kernels against the CPU, latency with TVM and
 #      TorchInductor, training on the GPU; TVM's parts skip cleanly without TVM);
 #   4. a short search end to end on the GPU: ResNet-18 on the digits upscaled to 32x32, batch 128 (at 64 the
 #      cuda.compiled budget holds next to no operator: a launch weighs more), --accelerator gpu, 6 epochs (at 2 the
 #      baseline stayed at chance: 22 steps), cost profile and speed target cuda.compiled (each trial measured on
 #      it); the verdict names its target. First run on an H200 (2026-11-27): every trial failed until the example
-#      batch and SlowTrialGuard's baseline went where the weights are (tests/test_cuda.py covers both now);
+#      batch and SlowTrialGuard's baseline went where the weights are (tests/measure/test_cuda.py covers both now);
 #   5. the cost model (scripts/gpu_cost_checks.sh): bench/gpu_cost.py (per target: Spearman of the predicted cost
 #      with the measured time, step-time ratios inside the budget), then calibrate on cuda (cuda.eager and
 #      cuda.compiled profiles of that space);

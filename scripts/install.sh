@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs syno_automl and everything it needs into ./.venv (CPU torch first, so that nothing pulls a CUDA
 # build), plus the Debian packages the artifacts and tests use (Graphviz, PostgreSQL, and headless Chromium for
-# tests/test_ui_docs.py, the MLflow UI against docs/search.md) when run as root.
+# tests/cli/test_ui_docs.py, the MLflow UI against docs/search.md) when run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}

@@ -28,11 +28,11 @@ ctest --test-dir "$native_build" --output-on-failure
 # a file's tests on one worker, so that a module-scoped fixture (a small study shared by a file's tests) runs once;
 # --no-loadscope-reorder hands files out in collection order, which tests/conftest.py makes longest first.
 cd tests
-pytest -q -p no:cacheprovider test_e2e_latency.py >../build/e2e-latency.log 2>&1 &
+pytest -q -p no:cacheprovider measure/test_e2e_latency.py >../build/e2e-latency.log 2>&1 &
 e2e=$!
 status=0
-pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --ignore=test_e2e_latency.py "$@" || status=$?
+pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --ignore=measure/test_e2e_latency.py "$@" || status=$?
 wait "$e2e" || status=$((status ? status : $?))
-echo "[test] test_e2e_latency.py, in its own process:"
+echo "[test] measure/test_e2e_latency.py, in its own process:"
 cat ../build/e2e-latency.log
 exit "$status"

@@ -1,7 +1,7 @@
 """Whether a ``--data-dir`` holds what its dataset's module will read, told before torch and Lightning load (tens of
 seconds) and before a study database is made: the same files and folders the data modules of ``lightning_modules``
 look for (MNIST's IDX files, CIFAR's pickled batches, an ImageNet-style ``train/<class>/`` folder, text files),
-listed here so that nothing heavy is imported (tests/test_early_refusals_46.py keeps the two in step). Light: the
+listed here so that nothing heavy is imported (tests/cli/test_early_refusals_46.py keeps the two in step). Light: the
 standard library only; reads names, never file contents.
 
 Example:

@@ -1,7 +1,7 @@
 """Every private Optuna name this package uses, in one place: each with why it is used and what happens on an Optuna
 where it is gone (its fallback). Nothing else in the package reaches into Optuna's private modules or attributes;
-``tests/test_optuna_private.py`` checks each against the installed Optuna, and ``pyproject.toml`` bounds ``optuna``
-below the next major version, where these are most likely to move.
+``tests/search/test_optuna_private.py`` checks each against the installed Optuna, and ``pyproject.toml`` bounds
+``optuna`` below the next major version, where these are most likely to move.
 
 Name (why; the fallback where it is gone):
 

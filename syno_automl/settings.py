@@ -44,7 +44,7 @@ TASK_OBJECTIVES: dict[str, tuple[str, str]] = {"image": ("val_acc", "maximize"),
 LAYER_NAMES = ("conv2d", "conv1d", "linear")
 # where and how a model runs: device . execution (syno_automl.cost_profile prices each)
 # lightning_modules' registries (MODEL_NAMES, DATAMODULE_NAMES) import torch: their names are repeated here so
-# that a wrong name fails before the imports (tests/test_cli_workflow.py keeps the two lists equal), each with the
+# that a wrong name fails before the imports (tests/cli/test_cli_workflow.py keeps the two lists equal), each with the
 # task it is for: a model of the other task is refused before the imports too (an image model given tokens fails
 # inside torch, in its words)
 MODEL_TASKS: dict[str, str] = {"pointwise_cnn": "image", "small_cnn": "image", "pointwise_cnn1d": "image",
@@ -70,7 +70,7 @@ SPACE_COMMANDS = ("search", "enumerate", "calibrate")
 REEVALUATE_DEFAULTS: dict[str, Any] = {"epochs": 10, "max_steps": 1000}
 STORE_COMMANDS = ("search", "show", "list", "export", "report", "reevaluate", "tune", "calibrate")
 # which operators the final stage may re-train (study/finalists.py: choose_finalists, far_outside), in the words the
-# README and docs/search.md repeat (tests/test_finalist_rule.py)
+# README and docs/search.md repeat (tests/study/test_finalist_rule.py)
 FINALIST_RULE = ("Finalists: completed operators faster than the original in their trial by the study's speed "
                  "objective (measured: time ratio < 1, the default; planned cost ratio < 1 with --speed-objective "
                  "planned or --objective accuracy); one whose trial value is more than 5× --final-margin behind the "

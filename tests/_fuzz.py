@@ -1,4 +1,4 @@
-"""Fuzz harness shared by tests/test_fuzz.py (a bounded run) and bench/fuzz.py (a long one).
+"""Fuzz harness shared by tests/space/test_fuzz.py (a bounded run) and bench/fuzz.py (a long one).
 
 Inputs (tests/_fuzz_inputs.py): OperatorSpace arguments (spec strings, mappings, options, budgets) mutated from
 valid spaces, sample() arguments, and operator JSON mutated from real documents. Each input runs in a worker

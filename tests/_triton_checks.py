@@ -1,4 +1,4 @@
-"""Checks of the Triton backend that run in a child process (tests/test_codegen_triton.py starts it).
+"""Checks of the Triton backend that run in a child process (tests/codegen/test_codegen_triton.py starts it).
 
 Why a child: Triton decides at import whether its own library functions (``tl.sum``...) are interpreted or
 compiled, so one process cannot both run kernels in the interpreter (``TRITON_INTERPRET=1``) and compile them for a

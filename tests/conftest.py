@@ -9,7 +9,7 @@ import pytest
 import torch
 
 # The final stage times in the search's own process here: a fresh one costs ~8 s of start-up per final stage, and
-# the suite runs dozens. tests/test_speed_process.py runs the fresh one (the default) itself.
+# the suite runs dozens. tests/speed/test_speed_process.py runs the fresh one (the default) itself.
 os.environ.setdefault("SYNO_AUTOML_SPEED_PROCESS", "same")
 
 # The files that take longest (their tests' seconds, `pytest --durations=0`, file by file on a 2-core machine),

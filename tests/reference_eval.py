@@ -50,7 +50,7 @@ def table(its: Sequence, reds: Sequence) -> dict:
     return {"it": _leaf(its), "red": _leaf(reds), **EXPR_BASE}
 
 
-EXPR = table((), ())  # for tests/test_ir.py: the ops this backend covers
+EXPR = table((), ())  # for tests/ir/test_ir.py: the ops this backend covers
 
 
 def _as_numpy(t: Any) -> np.ndarray:

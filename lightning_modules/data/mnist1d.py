@@ -32,7 +32,8 @@ __all__ = ["MNIST1DDataModule", "PUBLISHED_ARGS", "load_mnist1d", "generate_mnis
            "default_cache_dir"]
 
 # mnist1d.data.get_dataset_args(as_dict=True) of the pinned version, written out so that a cached load does not import
-# the package (3 s: scipy.interpolate and matplotlib.pyplot); tests/test_mnist1d.py holds the two equal
+# the package (3 s: scipy.interpolate and matplotlib.pyplot); tests/lightning_modules/test_mnist1d.py holds the two
+# equal
 PUBLISHED_ARGS: Mapping[str, Any] = MappingProxyType({
     "num_samples": 5000, "train_split": 0.8, "template_len": 12, "padding": [36, 60], "scale_coeff": 0.4,
     "max_translation": 48, "corr_noise_scale": 0.25, "iid_noise_scale": 2e-2, "shear_scale": 0.75,

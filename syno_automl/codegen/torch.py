@@ -31,7 +31,7 @@ tensor):
 T as the mm/bmm above, the unfolds as views before it, never ``F.conv1d``/``F.conv2d``: Inductor realizes a
 convolution's input, so nothing fuses into it, while ``max-autotune``'s Triton mm templates can take the views
 as a prologue (a weight's views, products of weights included, too). Same values and gradients
-(tests/test_codegen_contraction.py).
+(tests/codegen/test_codegen_contraction.py).
 
 Dims in ``free_dims`` may have any size at run time (e.g. the batch dim): the generated code never bakes their
 size in, so the module works for any size of them and exports with a dynamic dim.

@@ -6,7 +6,7 @@ an integer ``value``: floor division and floor modulo) and ``pad`` (one child an
 is 0 unless ``0 <= child < value``; the index is the child).
 
 A backend evaluates an expression by :func:`fold` with one table (op -> handler); :data:`EXPR_OPS` lists the
-ops every table must cover (tests/test_ir.py checks it).
+ops every table must cover (tests/ir/test_ir.py checks it).
 """
 
 from __future__ import annotations

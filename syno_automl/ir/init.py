@@ -20,7 +20,8 @@ Var(w) = 1 / (3 C_in k^2). Why equal, not one fan-in per contraction (which woul
 input's scale): for a product of weights the gradient of one is scaled by the others, so at a fixed product the
 effective step Σ_k Π_{j≠k} |w_j|^2 is smallest when they are equal; an outer-product weight (fan-in 1) at std 0.76
 beside a contraction weight at 0.09 made one SGD step (lr 0.01) of an EfficientNet with operator
-54408bc185b56ff0 go NaN (tests/test_placeholder.py::test_sampled_operator_trains_big), the equal split does not.
+54408bc185b56ff0 go NaN (tests/placeholder/test_placeholder.py::test_sampled_operator_trains_big), the equal split
+does not.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :func:`syno_automl.ir.parse` builds a :class:`Program` from the native dict once (and validates it);
 :meth:`Program.to_dict` gives the dict back (int keys). :data:`STEP_OPS` lists the step ops every step backend
-must handle (tests/test_ir.py checks it).
+must handle (tests/ir/test_ir.py checks it).
 """
 
 from __future__ import annotations

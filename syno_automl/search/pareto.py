@@ -14,7 +14,7 @@ MCTS keeps fixed-point sums of immutable observations, cached incrementally and 
 worker; a reward that is a function of the trial's recorded values alone keeps that property. A measured ratio is
 recorded once per trial (and reused from the study's measurement store), so it is as immutable as the accuracy,
 but it depends on the machine and its load: only the planned cost ratio, the cost model's deterministic
-prediction, makes the decisions load-independent (tests/test_search_determinism.py runs with it).
+prediction, makes the decisions load-independent (tests/study/test_search_determinism.py runs with it).
 
 Example:
     >>> from syno_automl.search.reward import Reward

@@ -62,7 +62,7 @@ def test_failure_is_recorded(tracker):
 
 
 def test_svg_skipped_without_graphviz(monkeypatch):
-    # (tracking/graph.py says why once per process, in one line: tests/test_graph_render.py)
+    # (tracking/graph.py says why once per process, in one line: tests/tracking/test_graph_render.py)
     assert render_svg("digraph { a -> b }").lstrip().startswith("<?xml")
     monkeypatch.setenv("PATH", "/nonexistent")
     assert render_svg("digraph { a -> b }") is None

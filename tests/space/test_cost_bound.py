@@ -5,7 +5,7 @@ node whose every completion costs more than ``max_cost``, and that pruning remov
   the operator's planned cost (``Operator.total_cost``).
 * As a property: random small specs and options are enumerated under a ``max_cost`` drawn from the costs of
   their own operators, with and without ``cost_pruning``; both must give the same operators (as
-  tests/test_distance_soundness.py does for the shape distance), and pruning must expand fewer nodes somewhere.
+  tests/space/test_distance_soundness.py does for the shape distance), and pruning must expand fewer nodes somewhere.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What MLflow shows of a search (issue 34, item 6): the study run's description renders the verdict as written, an
 operator run lists its primitives in `show`'s order and as tags (Compare's default axes are the params that differ:
 no string among them), and the search's last MLflow line serves the store from its folder and names the address of
-the study's trials. tests/test_ui_docs.py checks the same in a real `mlflow ui` with headless Chromium."""
+the study's trials. tests/cli/test_ui_docs.py checks the same in a real `mlflow ui` with headless Chromium."""
 from __future__ import annotations
 
 import re

@@ -28,7 +28,7 @@ CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "goog
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get "
                                                           "install chromium; scripts/install.sh does it as root)")]
-DOC = (Path(__file__).resolve().parents[1] / "docs" / "search.md").read_text()
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "search.md").read_text()
 ML = "workflowType=machine_learning"   # what the Model training switch puts in the URL
 
 

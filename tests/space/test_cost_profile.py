@@ -3,7 +3,7 @@
 * cpu.eager is today's cost, exactly (FLOPs + 256 x elements materialized), natively and in Python;
 * a profile round-trips through its file, and a malformed or foreign one is refused naming the file and field;
 * under the cuda profiles the partial-node cost bound never exceeds the cost of an operator below (as
-  tests/test_cost_bound.py checks for today's), and pruning with it keeps every operator;
+  tests/space/test_cost_bound.py checks for today's), and pruning with it keeps every operator;
 * substitute(target=...) budgets with the profile; calibrate() on a small CPU space writes a loadable profile.
 """
 from __future__ import annotations

@@ -32,7 +32,7 @@ from syno_automl.codegen.triton_index import code_table, index_code
 from syno_automl.errors import OptionError
 from syno_automl.ir import EXPR_OPS, parse_expr
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]   # tests/, where _triton_checks.py is
 
 
 def _child(mode: str, interpret: bool) -> dict:

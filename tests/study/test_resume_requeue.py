@@ -2,7 +2,7 @@
 the same verdict as the uninterrupted search: the interrupted operator is queued again and run first by the
 resume, and `show` says which trial retries which (issue 46, item 2).
 
-Deterministic, as tests/test_interrupt_signals.py: training is replaced by a value that depends on the operator
+Deterministic, as tests/study/test_interrupt_signals.py: training is replaced by a value that depends on the operator
 alone (study.training.train_operator), the final stage's timing by a speedup that depends on the operator alone
 (finalists.measure_final), the signal sent by the process to itself from inside trial 2's training; real SQLite
 Optuna storage, no MLflow. Small: 3 operator trials of 1 epoch (planned speed objective, operators of at most 6

@@ -23,7 +23,7 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 pytestmark = [pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning"),
               pytest.mark.filterwarnings("ignore:Constraints have been set")]   # suggest_operator's FLOPs one
 
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "search.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "search.md"
 
 
 def _hashes(study: optuna.Study) -> list[str]:

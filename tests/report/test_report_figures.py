@@ -183,7 +183,7 @@ def test_report_labels_tuned_schedules(worked, tmp_path, monkeypatch):
 
     from syno_automl import measure
 
-    # the tuning's own checks are tests/test_cli_tune.py's; here, its figures in the report: its quick protocol,
+    # the tuning's own checks are tests/cli/test_cli_tune.py's; here, its figures in the report: its quick protocol,
     # candidates built in this process (as there)
     monkeypatch.setattr(measure, "PROTOCOL", quick_timing_protocol())
     monkeypatch.setenv("SYNO_MS_RUNNER", "inprocess")

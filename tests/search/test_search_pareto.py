@@ -17,7 +17,7 @@ from syno_automl import vocabulary as V
 from syno_automl.search.objectives import best_operator_trial, operator_front
 
 # no final stage: its multi-objective ranking is test_search_finalists.py's (it would re-train 4 models 3 times)
-# the planned speed objective (cost_ratio): the measured one (time_ratio) is tests/test_trial_speed.py's
+# the planned speed objective (cost_ratio): the measured one (time_ratio) is tests/study/test_trial_speed.py's
 SEARCH = ("search", "--trials", "3", "--epochs", "2", "--seed", "3", "--timeout", "0", "--pruner", "halving",
           "--finalists", "0", "--speed-objective", "planned")
 

@@ -10,7 +10,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "gpu_window.py"
 OPS = "ad6c0141110ce7ad,c740ab233de2e0ec"   # the grouped conv (a 5-D weight) and the default search's verdict
 RATIO_KEYS = {"candidate", "baseline", "baseline_ms", "ms", "speedup", "low", "high", "rounds", "flops", "bytes",

@@ -24,7 +24,7 @@ from syno_automl.study import finalists, run_search
 from syno_automl.study.finalists import FAR_OUTSIDE, choose_finalists, far_outside
 from syno_automl.study.verdict import FinalResult, stored_final
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 

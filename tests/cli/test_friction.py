@@ -1,6 +1,6 @@
 """Friction a newcomer met (issue 46, item 6), each fixed: plurals, every speed figure naming its target, the verdict's
 operator cut at a primitive boundary and the tie rule's deciding criterion named. (The refusals before the heavy
-imports are in tests/test_early_refusals_46.py.) No training, no timing: the figures are given."""
+imports are in tests/cli/test_early_refusals_46.py.) No training, no timing: the figures are given."""
 from __future__ import annotations
 
 from syno_automl.study.verdict import Finalist, FinalResult, short_description
@@ -125,7 +125,7 @@ def test_the_install_shows_the_cpp_builds_progress():
     import subprocess
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "install.sh"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "install.sh"
     pip_output = "\n".join([
         "Processing ./.", "  Running command Building editable for syno_automl (pyproject.toml)",
         "  [1/30] Building CXX object native/CMakeFiles/syno_core.dir/rules.cpp.o",

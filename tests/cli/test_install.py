@@ -13,7 +13,7 @@ from pathlib import Path
 
 import syno_automl
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROBE = "import syno_automl, syno_automl._native as n; print(syno_automl.__file__); print(n.__file__)"
 
 

@@ -23,7 +23,7 @@ from syno_automl.placeholder import Placeholder
 from syno_automl.placeholder.empty_space import PROBE_ATTEMPTS
 from syno_automl.search.callbacks import substituted_module
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "search.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "search.md"
 
 
 class MyNet(nn.Module):

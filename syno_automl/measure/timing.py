@@ -100,6 +100,18 @@ def torch_threads(n: int | None = None) -> Iterator[int]:
         torch.set_num_threads(saved)
 
 
+def _torch_inputs(example_inputs: Any, compile: bool) -> tuple[tuple[Any, ...], str, Any]:
+    """(the inputs as a tuple, the target name ``inductor-<device>``/``eager-<device>``, the device's sync)."""
+    import torch
+
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    dev = next((t.device.type for t in example_inputs if isinstance(t, torch.Tensor)), "cpu")
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    return example_inputs, f"{'inductor' if compile else 'eager'}-{dev}", sync
+
+
 def time_torch(module, example_inputs, compile: bool = True, protocol: TimingProtocol = PROTOCOL,
                threads: int | None = None, **compile_kwargs: Any) -> Latency:
     """Time ``module(*example_inputs)`` under ``torch.inference_mode`` with the protocol.
@@ -110,12 +122,7 @@ def time_torch(module, example_inputs, compile: bool = True, protocol: TimingPro
     ``eager-<device>``. Never raises."""
     import torch
 
-    if isinstance(example_inputs, torch.Tensor):
-        example_inputs = (example_inputs,)
-    example_inputs = tuple(example_inputs)
-    dev = next((t.device.type for t in example_inputs if isinstance(t, torch.Tensor)), "cpu")
-    name = f"{'inductor' if compile else 'eager'}-{dev}"
-    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    example_inputs, name, sync = _torch_inputs(example_inputs, compile)
     stage = "compile" if compile else "run"
     try:
         if compile:
@@ -172,12 +179,7 @@ def time_torch_pair(module, baseline, example_inputs, compile: bool = False,
     shapes), compiled in the protocol's warm-up, never timed. Never raises: a failure is both latencies' note."""
     import torch
 
-    if isinstance(example_inputs, torch.Tensor):
-        example_inputs = (example_inputs,)
-    example_inputs = tuple(example_inputs)
-    dev = next((t.device.type for t in example_inputs if isinstance(t, torch.Tensor)), "cpu")
-    name = f"{'inductor' if compile else 'eager'}-{dev}"
-    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    example_inputs, name, sync = _torch_inputs(example_inputs, compile)
 
     def caller(m: Any) -> Any:
         fn = torch.compile(m, dynamic=False) if compile else m

@@ -87,14 +87,6 @@ def _tf32_matmuls() -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
-def _same_format(tensor: Any) -> Any:
-    """The memory format `tensor` is in (a copy of the timing batch keeps the setup's layout)."""
-    import torch
-
-    return torch.channels_last if tensor.dim() == 4 and tensor.is_contiguous(memory_format=torch.channels_last) \
-        and not tensor.is_contiguous() else torch.contiguous_format
-
-
 def _caller(model: Any, example: Any, device: str, precision: str) -> Callable[[], Any]:
     import torch
 
@@ -178,8 +170,8 @@ class SpeedProbe:
         if self.target.compiled:
             return [_caller(self.setup.model(model), self.example, self.target.device, self.precision)]
         models = [model] + [copy.deepcopy(model) for _ in range(self.protocol.copies - 1)]
-        inputs = [self.example] + [self.example.clone(memory_format=_same_format(self.example))
-                                   for _ in range(self.protocol.copies - 1)]
+        # clone keeps the setup's layout (torch.preserve_format)
+        inputs = [self.example] + [self.example.clone() for _ in range(self.protocol.copies - 1)]
         return [_caller(self.setup.model(m), x, self.target.device, self.precision) for m, x in zip(models, inputs)]
 
     def _original(self) -> list[Callable[[], Any]]:

@@ -14,16 +14,15 @@ Example:
     >>> import torch
     >>> from syno_automl.runtime import parse_target
     >>> subject = SpeedSubject(None, torch.zeros(4, 3), "batch 4", "fp32", parse_target("cpu.eager"))
-    >>> subject.with_target(parse_target("cpu.compiled")).target.name, subject.batch_label
-    ('cpu.compiled', 'batch 4')
+    >>> subject.target.compiled, subject.batch_label
+    (False, 'batch 4')
 """
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from syno_automl.errors import NotFoundError
 from syno_automl.runtime import SpeedTarget
 
 if TYPE_CHECKING:
@@ -55,15 +54,3 @@ class SpeedSubject:
     target: SpeedTarget
     recipe: SubjectRecipe | None = field(default=None, repr=False)
     compile_mode: str = "default"  # torch.compile's mode on a compiled target: "default" or "max-autotune"
-
-    def with_target(self, target: SpeedTarget | None) -> SpeedSubject:
-        """The same subject on `target` (itself when None or the same)."""
-        if target is None or target == self.target:
-            return self
-        return replace(self, target=target)
-
-    def rebuilt(self) -> SpeedSubject:
-        """The subject made again by its recipe (in a fresh process). NotFoundError when it has none."""
-        if self.recipe is None:
-            raise NotFoundError("this speed subject has no recipe to rebuild it in another process")
-        return self.recipe(self.target)

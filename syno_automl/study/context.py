@@ -212,8 +212,12 @@ def process_threads(config: SearchConfig) -> int | None:
     """The torch threads a search's process should use (the entry points set them: runtime.process): --threads,
     else 1 for the embedded tasks, whose tiny models only contend with more (50x slower with 2 threads on a busy
     2-core machine); None: torch's default."""
-    embedded = config.data_dir is None and config.dataset in ("digits", "mnist1d", "text")
-    return config.threads or (1 if embedded else None)
+    return config.threads or (1 if _embedded(config) else None)
+
+
+def _embedded(config: SearchConfig) -> bool:
+    """The task's data ships with the package (digits, MNIST-1D, the text corpus): small, in memory."""
+    return config.data_dir is None and config.dataset in ("digits", "mnist1d", "text")
 
 
 def _space_options(config: SearchConfig, layer: type, in_channels: int) -> dict[str, Any]:
@@ -232,7 +236,7 @@ def _space_options(config: SearchConfig, layer: type, in_channels: int) -> dict[
 def _load_data(config: SearchConfig, resolved: Resolved) -> Any:
     from lightning_modules import build_datamodule
 
-    embedded = config.data_dir is None and config.dataset in ("digits", "mnist1d", "text")
+    embedded = _embedded(config)
     kwargs: dict[str, Any] = {"batch_size": config.batch_size, **resolved.task.datamodule_kwargs(config)}
     if resolved.device.gpu and not embedded:  # feed the GPU: page-locked batches from worker processes
         kwargs["num_workers"] = min(4, max(1, (os.cpu_count() or 2) // 2))

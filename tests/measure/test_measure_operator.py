@@ -57,11 +57,11 @@ def test_conv_operator_metrics_untuned(conv_space):
         assert isinstance(m[k], float) and m[k] > 0, (k, m[k])
     d = m["details"]
     assert m["speedup.llvm"] == pytest.approx(d["baseline.llvm"]["median_ms"] / d["operator.llvm"]["median_ms"])
-    # torch's side is the one speed protocol: interleaved pairs, its ratio the mean log ratio (near the medians')
-    assert m["speedup.inductor-llvm"] == pytest.approx(
-        d["baseline.inductor-llvm"]["median_ms"] / d["operator.inductor-llvm"]["median_ms"], rel=0.5)
+    # torch's side is the one speed protocol: its figure is the protocol's ratio, the one its note records (the
+    # medians of the two sides' blocks need not give it: they are not the paired log ratios)
+    note = d["operator.inductor-llvm"]["note"]
     assert d["operator.inductor-llvm"]["target"] == "inductor-cpu"
-    assert d["operator.inductor-llvm"]["note"].startswith("speed protocol, ")
+    assert note.startswith("speed protocol, ") and f"speedup {m['speedup.inductor-llvm']:.2f}× [" in note, note
     # the baseline kernel is the conv2d the operator computes (weights in the same layout)
     prog = op.program(0)
     x = np.random.default_rng(0).standard_normal(prog["input"]["shape"]).astype("float32")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -79,8 +80,9 @@ def test_torch_target_measures_without_tvm(no_tvm_env, tmp_path):
     m, s = out["metrics"], out["summary"]
     assert not out["tvm"] and out["notes"] == {}
     assert m["latency_ms.torch"] > 0 and m["baseline_latency_ms.torch"] > 0
-    # the one speed protocol: interleaved pairs, the ratio its mean log ratio (near, not equal to, the medians')
-    assert m["speedup.torch"] == pytest.approx(m["baseline_latency_ms.torch"] / m["latency_ms.torch"], rel=0.5)
+    # the layer is timed by the one speed protocol, its ratio and interval in the note (the summary's speedup sums
+    # the layers' times, so it is not that ratio to the digit)
+    assert re.search(r"speedup \d+\.\d\d× \[\d+\.\d\d, \d+\.\d\d\]$", s["layers"][0]["operator"]["note"])
     assert s["schedules"] == measure.EAGER and s["tag"] == "eager" and s["tuned_trials"] == 0
     assert "inductor_ms" not in s and "inductor" not in s["layers"][0]
     assert s["layers"][0]["operator"]["note"].startswith("speed protocol, "), s["layers"][0]["operator"]["note"]

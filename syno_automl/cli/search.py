@@ -95,29 +95,32 @@ def cmd_search(args: argparse.Namespace) -> int:
               f"{best.user_attrs.get(V.COST_RATIO, float('nan')):.3f}x cost  ->  "
               f"syno-automl show {best.user_attrs.get(V.HASH)}")
     if config.tracking_uri:
-        print(_mlflow_hint(config.tracking_uri, result.parent_run_id, study))
+        print(_mlflow_hint(config.tracking_uri, result.parent_run_id, study, result.context.resolved.speed.name))
     if result.final is not None:  # the search's answer, last
         print(result.final.verdict())
     return 0
 
 
-def _mlflow_hint(tracking_uri: str, parent: str | None, study: Any) -> str:
-    """How to serve the MLflow store (from its folder) and the address of the study's trials in its UI
-    (syno_automl.tracking.ui)."""
+def _mlflow_hint(tracking_uri: str, parent: str | None, study: Any, speed_target: str) -> str:
+    """How to serve the MLflow store (from its folder) and the address of the study's runs table in its UI, the view
+    it opens written on the experiment first (syno_automl.tracking.ui)."""
     from syno_automl.search.objectives import objective_name
     from syno_automl.tracking.store import absolute_tracking_uri
-    from syno_automl.tracking.ui import ui_hint
+    from syno_automl.tracking.ui import RunsView, ui_hint
 
-    experiment = None
+    view = RunsView(study.study_name, objective_name(study), maximize=study.directions[0].name == "MAXIMIZE",
+                    speed_target=speed_target)
+    experiment, shared = None, False
     if parent is not None:
         try:
             from mlflow.tracking import MlflowClient
 
-            experiment = MlflowClient(absolute_tracking_uri(tracking_uri)).get_run(parent).info.experiment_id
+            client = MlflowClient(absolute_tracking_uri(tracking_uri))
+            experiment = client.get_run(parent).info.experiment_id
+            shared = view.share(client, experiment)
         except Exception:  # noqa: BLE001 -- a server gone meanwhile: the hint without the address
             experiment = None
-    return ui_hint(tracking_uri, experiment, study.study_name, objective_name(study),
-                   maximize=study.directions[0].name == "MAXIMIZE")
+    return ui_hint(tracking_uri, experiment, view, shared)
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ _NAMES = {
     "artifact_folder": "store",
     "local_path": "store",
     "escape_markdown": "ui",
+    "RunsView": "ui",
     "runs_url": "ui",
     "ui_hint": "ui",
 }

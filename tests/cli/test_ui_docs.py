@@ -1,11 +1,13 @@
 """The MLflow UI shows what docs/search.md says it shows (headless Chromium on a real `mlflow ui`).
 
-A tiny real search (baseline + 1 operator trial) is served by `mlflow ui`; each page of the path the doc
-describes is rendered by headless Chromium (`--dump-dom` after `--virtual-time-budget`, the UI being a JS app),
-and its text is checked against the doc: the GenAI landing page, the experiment's GenAI view (no runs there),
-the Model training view's runs table, a trial's run page and Artifacts tab, the baseline's artifacts and the
-Compare page. A fresh browser profile per page, as a first visit. SYNO_UI_SHOTS=DIR also saves screenshots
-there (docs/mlflow-runs.png and docs/mlflow-trial.png come from it).
+A tiny real search (baseline + 1 operator trial, a final stage of that one finalist and the baseline, 1 seed of 1
+epoch each) is served by `mlflow ui`; each page of the path the doc describes is rendered by headless Chromium
+(`--dump-dom` after `--virtual-time-budget`, the UI being a JS app), and its text is checked against the doc: the
+GenAI landing page, the experiment's GenAI view (no runs there), the Model training view's runs table, the address
+the search prints (its runs table with the accuracy and speedup columns, trials and final-stage runs), a trial's run
+page and Artifacts tab, the baseline's artifacts and the Compare page. A fresh browser profile per page, as a first
+visit. SYNO_UI_SHOTS=DIR also saves screenshots there (docs/mlflow-runs.png and docs/mlflow-trial.png come from it);
+the printed address's page is always shot (into the test's folder without it) and the PNG checked.
 """
 from __future__ import annotations
 
@@ -42,9 +44,13 @@ def _free_port() -> int:
 def ui(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ui")
     env = dict(os.environ)
-    # no final stage: the pages checked here show the search's runs (test_search_finalists.py checks the final runs)
-    # in this process: no imports
-    searched = cli_here(folder, "search", "--trials", "1", "--epochs", "1", "--finalists", "0")
+    # the cheapest final stage that logs final-stage runs: the one operator (the opening's grouped conv, planned
+    # cost 0.59: a finalist by the planned speed objective, so that no timing decides it) and the baseline, 1 seed of
+    # 1 epoch, a 100 pp margin (nothing left out as far behind), timed on cpu.eager (on any machine: the column's
+    # name) in this process; in this process: no imports
+    searched = cli_here(folder, "search", "--trials", "1", "--epochs", "1", "--speed-objective", "planned",
+                        "--finalists", "1", "--final-seeds", "1", "--final-epochs", "1", "--final-margin", "1",
+                        "--target", "cpu.eager", "--speed-process", "same")
     hint = next(line for line in searched.stdout.splitlines() if line.startswith("MLflow: "))
     from mlflow import MlflowClient
 
@@ -94,9 +100,11 @@ def _chromium(args: list[str], tmp: Path, url: str, height: int = 1000) -> subpr
                            "--virtual-time-budget=20000", *args, url], capture_output=True, text=True, timeout=180)
 
 
-def page_text(ui: dict, path: str, *expected: str, shot: str | None = None, height: int = 1000) -> str:
+def page_text(ui: dict, path: str, *expected: str, shot: str | None = None, height: int = 1000,
+              always: bool = False) -> str:
     """The rendered text of the UI page `path` once it shows every `expected` string (3 tries: a loaded machine
-    can leave the app still fetching when the virtual time runs out)."""
+    can leave the app still fetching when the virtual time runs out); `shot`: its screenshot, into SYNO_UI_SHOTS
+    (`always`: into the test's folder without it; ui["shot"] is its path)."""
     url = ui["base"] + "/" + path
     for _ in range(3):
         dom = _chromium(["--dump-dom"], ui["folder"], url).stdout
@@ -105,10 +113,11 @@ def page_text(ui: dict, path: str, *expected: str, shot: str | None = None, heig
         if all(e in text for e in expected):
             break
     ui["dom"] = dom   # the page's last DOM, for what its text does not show (a plot's axis titles)
-    shots = os.environ.get("SYNO_UI_SHOTS")
+    shots = os.environ.get("SYNO_UI_SHOTS") or (ui["folder"] / "shots" if always else None)
     if shot and shots:
         Path(shots).mkdir(parents=True, exist_ok=True)
-        _chromium([f"--screenshot={Path(shots) / shot}"], ui["folder"], url, height)
+        ui["shot"] = Path(shots) / shot
+        _chromium([f"--screenshot={ui['shot']}"], ui["folder"], url, height)
     return text
 
 
@@ -135,7 +144,7 @@ def test_runs_table_in_the_model_training_view(ui):
     trials = sorted((r for n, r in ui["runs"].items() if n.startswith("trial-")),
                     key=lambda r: -r.data.metrics["val_acc"])
     names = [r.info.run_name for r in trials]
-    text = page_text(ui, f"#/experiments/{exp}/runs?{ML}&{query}", *names, shot="mlflow-runs.png", height=500)
+    text = page_text(ui, f"#/experiments/{exp}/runs?{ML}&{query}", *names)
     assert "Sort: val_acc" in text and "study-syno" not in text, text[:2000]
     assert [text.index(n) for n in names] == sorted(text.index(n) for n in names)
     assert "attributes.run_name LIKE 'trial-%'" in DOC and "Columns" in DOC
@@ -183,18 +192,41 @@ def test_compare_page_plots_the_trade_off(ui):
     assert "opens on the numeric parameters that" in DOC
 
 
-def test_the_printed_address_opens_the_studys_trials(ui):
+def test_the_printed_address_opens_the_runs_table_with_accuracy_and_speedup(ui):
     """The search's last MLflow line: the command serving the store from its folder, and the address of the study's
-    trials (the chart view of the Model training runs page, listed flat, best first)."""
+    runs table (a saved view the search wrote on the experiment): its trials and final-stage runs, listed flat, the
+    trials best first, with the accuracy, final accuracy, speedup and cost columns; its screenshot a PNG of the
+    window's size that is not blank."""
+    from PIL import Image, ImageStat
+
     hint = ui["hint"]
     assert hint.startswith(f"MLflow: cd {ui['folder']} && mlflow ui --backend-store-uri sqlite:///mlflow.db "), hint
     address = hint.rsplit("then open ", 1)[1]
-    assert address.startswith("http://127.0.0.1:5000/#/experiments/") and "compareRunsMode=CHART" in address
-    names = [n for n in ui["runs"] if n.startswith("trial-")]
-    text = page_text(ui, address.split("5000/", 1)[1], *names, "Model metrics")
+    assert address.startswith("http://127.0.0.1:5000/#/experiments/") and "viewStateShareKey=syno-syno" in address
+    assert "compareRunsMode" not in address   # the table, not the charts
+    trials = sorted((r for n, r in ui["runs"].items() if n.startswith("trial-")),
+                    key=lambda r: -r.data.metrics["val_acc"])
+    operator = next(r.data.tags["syno.hash"] for r in trials if r.info.run_name != "trial-0-baseline")
+    finals = sorted(n for n in ui["runs"] if n.startswith("final-"))
+    assert finals == sorted(["final-baseline", f"final-{operator}"]), finals
+    names = [r.info.run_name for r in trials] + finals
+    columns = ["val_acc", "final_val_acc", "speedup.cpu.eager", "cost_ratio"]
+    text = page_text(ui, address.split("5000/", 1)[1], *names, *columns, shot="mlflow-runs.png", height=560,
+                     always=True)
     assert all(n in text for n in names) and "study-syno" not in text, text[:2000]
-    assert "Sort: val_acc" in text and f"{len(names)} matching runs" in text, text[:2000]
-    assert "cd <the search's folder> && mlflow ui" in DOC and "compareRunsMode=CHART" in DOC
+    assert f"{len(names)} matching runs" in text and "Sort: val_acc" in text, text[:2000]
+    # the columns in the view's order (their header cells' column index), the trials best first, then the final runs
+    at = {c: int(i) for i, c in re.findall(r'role="columnheader"[^>]*aria-colindex="(\d+)" col-id="metrics\.`([^`]+)`"',
+                                           ui["dom"])}
+    assert [c for c in sorted(at, key=at.get) if c in columns] == columns, at
+    order = [text.index(n) for n in names]
+    assert order[:len(trials)] == sorted(order[:len(trials)]) and max(order[:len(trials)]) < min(order[len(trials):])
+    with Image.open(ui["shot"]) as shot:
+        assert shot.format == "PNG" and shot.size == (1600, 560), (shot.format, shot.size)
+        grey = shot.convert("L")
+        assert ImageStat.Stat(grey).stddev[0] > 20 and len(grey.getcolors(1 << 16) or []) > 50   # text drawn
+    assert "cd <the search's folder> && mlflow ui" in DOC and "viewStateShareKey=syno-<study>" in DOC
+    assert "final_val_acc" in DOC and "mlflow.sharedViewState.syno-<study>" in DOC
 
 
 def test_the_description_shows_an_escaped_verdict_as_written(ui):

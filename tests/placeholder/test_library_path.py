@@ -1,8 +1,11 @@
-"""docs/search.md's library path runs as written on an ordinary CNN (a 3-channel stem, then 32-channel convs, 16x16);
+"""docs/search.md's library path runs as written on an ordinary CNN (a 3-channel stem, then 32-channel convs, 16x16)
+and on its Conv1d twin (issue 46, item 3: `nn.Conv1d` in the snippet's `substitute` call, the snippet's one word
+that names the layer kind; the study ends with its trials complete, where trial 1 used to raise SearchExhaustedError);
 substitute() refuses at once budgets that leave the space empty, naming the layer that makes it so; SynoSubstitution
 makes a Substitution's choices again; a LightningModule without forward() is substituted in its model."""
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -59,9 +62,23 @@ class MyLightningModule(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.05)
 
 
-def _loaders() -> tuple[DataLoader, DataLoader]:
+class MyNet1d(nn.Module):
+    """MyNet for sequences: a stem reading 3 channels, then two 32-channel Conv1d's of kernel 3."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv1d(3, 32, 3, padding=1), nn.BatchNorm1d(32), nn.ReLU())
+        self.body = nn.Sequential(nn.Conv1d(32, 32, 3, padding=1), nn.BatchNorm1d(32), nn.ReLU(),
+                                  nn.Conv1d(32, 32, 3, padding=1), nn.BatchNorm1d(32), nn.ReLU())
+        self.head = nn.Sequential(nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(32, 10))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(self.stem(x)))
+
+
+def _loaders(shape: tuple[int, ...] = (3, 16, 16)) -> tuple[DataLoader, DataLoader]:
     g = torch.Generator().manual_seed(0)
-    data = TensorDataset(torch.randn(64, 3, 16, 16, generator=g), torch.randint(0, 10, (64,), generator=g))
+    data = TensorDataset(torch.randn(64, *shape, generator=g), torch.randint(0, 10, (64,), generator=g))
     return DataLoader(data, batch_size=32, shuffle=True), DataLoader(data, batch_size=32)
 
 
@@ -74,25 +91,36 @@ def library_snippet() -> str:
     return found.group(1)
 
 
-def test_the_library_path_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("net, layer, shape", [
+    (MyNet, "nn.Conv2d", (3, 16, 16)),   # the snippet as written
+    (MyNet1d, "nn.Conv1d", (3, 32)),     # its layer kind named 1-D: cost_ratio="auto" is 2.0 there
+])
+def test_the_library_path_runs_as_written(net: type[nn.Module], layer: str, shape: tuple[int, ...], tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     code = library_snippet()
-    for long, short in (("max_epochs=3", "max_epochs=1"), ("n_trials=20", "n_trials=2")):  # the only changes
+    for long, short in (("max_epochs=3", "max_epochs=1"), ("n_trials=20", "n_trials=2"),   # the only changes
+                        ("substitute(model, nn.Conv2d,", f"substitute(model, {layer},")):
         assert code.count(long) == 1
         code = code.replace(long, short)
     monkeypatch.chdir(tmp_path)  # Lightning's default logger and checkpoints
     torch.manual_seed(0)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    train_loader, val_loader = _loaders()
-    namespace = {"MyNet": MyNet, "MyLightningModule": MyLightningModule, "train_loader": train_loader,
+    train_loader, val_loader = _loaders(shape)
+    namespace = {"MyNet": net, "MyLightningModule": MyLightningModule, "train_loader": train_loader,
                  "val_loader": val_loader}
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), caplog.at_level(logging.WARNING, logger="syno_automl.search.sampler"):
         warnings.simplefilter("ignore")  # Lightning's advice on workers and loggers
         exec(compile(code, str(DOC), "exec"), namespace)  # noqa: S102 - the documented code, as written
     sub, study, best = namespace["sub"], namespace["study"], namespace["best"]
     _stop_prefetch(study)
     assert [name for name, _ in sub.placeholders] == ["body.0", "body.3"]  # the stem is kept
+    assert sub.options["cost_ratio"] == (2.0 if layer == "nn.Conv1d" else 1.0)
     trials = study.get_trials()
-    assert len(trials) == 2 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    # every trial trained its operator (a space exhausted early would end the study with a pruned trial and the
+    # sampler's "the study stops": not here, two operators are far from the space's end)
+    assert len(trials) == 2 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials), \
+        [(t.state, t.user_attrs) for t in trials]
+    assert "the study stops" not in caplog.text
     for t in trials:  # each trial replaced the layers sub chose (not the stem) with its operator
         assert t.user_attrs[V.BASELINE_FLOPS] == sub.baseline_flops
         assert t.user_attrs[V.FLOPS] < sub.baseline_flops

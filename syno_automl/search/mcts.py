@@ -11,10 +11,13 @@ the leaf, and a rollout completes it to an operator with `space.sample(1, seed=d
 proposed. With `flops_bins` > 0 each rollout draws from one of that many log-uniform FLOPs bands of the space's
 budget (chosen by the rollout's seed: space.sample), so that rollouts do not pile up at the cheapest operators.
 
-Everything is deterministic for (seed, decision number, observations, running, taken): sums are kept in
+Everything is deterministic for (seed, decision number, observations, running, taken, dead): sums are kept in
 fixed point, so the order observations arrive in does not matter; rollouts depend on (seed, leaf) only and are
-memoized, and what a decision learns (dead ends, fully taken subtrees) is re-derived by every decision from
-those memoized facts, so a long-lived tree and one rebuilt from scratch propose the same operator.
+memoized. `dead` holds the nodes earlier decisions found with nothing left below them (leaves whose rollout found
+no completion not taken, subtrees all of whose children are dead): a decision walks around them, as it does around
+the ones it finds itself, and returns these (`Proposal.dead`) for the caller to keep beside its observations (the
+SynoSampler records them on the trial). A node once dead stays dead: `taken` only grows and rollouts are pure
+functions. A node found dead only because the decision ran out of time or of sample requests is not returned.
 
 The memoized rollouts are RolloutFacts (the completions' hashes and their paths below the leaf): a pure function
 of (`facts_key`, leaf, count), so they can be stored and handed to another tree (`take_new_facts`, `learn`: the
@@ -84,6 +87,7 @@ class Proposal:
     restarts: int      # walks that ended in an exhausted subtree before this one
     rollouts: int      # space.sample calls
     fallback: bool     # True when the tree was exhausted and a global sample was used
+    dead: tuple[str, ...] = ()  # nodes this decision found dead that `propose`'s `dead` did not hold (in order)
 
     def running(self) -> Observation:
         """The proposed operator as a running evaluation (for the decisions taken while it is evaluated)."""
@@ -229,19 +233,19 @@ class MCTS:
         return tree
 
     def prefetch(self, decision: int, running: Sequence[Observation], taken: Iterable[str],
-                 stop: threading.Event, ahead: int = 1) -> threading.Thread:
-        """Computes, in a thread (search.prefetch), the rollouts that `propose(decision, running, taken)` would on a
-        copy of the statistics now, then those of the `ahead` - 1 decisions after it (each with the operators
-        proposed before it running); they are memoized (and reported by take_new_facts) as if sampled by this tree.
-        Setting `stop` ends it at its next rollout not yet memoized (and at exit, see prefetch.stop_prefetches); it
-        ends at a decision that samples the whole space (a fallback), having drawn that decision's group of 4 (not
-        the 64 or 256 drawn when those are taken). What any decision proposes is unchanged: only how much of its
-        sampling is already done."""
+                 stop: threading.Event, ahead: int = 1, *, dead: Iterable[str] = ()) -> threading.Thread:
+        """Computes, in a thread (search.prefetch), the rollouts that `propose(decision, running, taken, dead)` would
+        on a copy of the statistics now, then those of the `ahead` - 1 decisions after it (each with the operators
+        proposed before it running, the nodes found dead before it dead); they are memoized (and reported by
+        take_new_facts) as if sampled by this tree. Setting `stop` ends it at its next rollout not yet memoized (and
+        at exit, see prefetch.stop_prefetches); it ends at a decision that samples the whole space (a fallback),
+        having drawn that decision's group of 4 (not the 64 or 256 drawn when those are taken). What any decision
+        proposes is unchanged: only how much of its sampling is already done."""
         tree = self.fresh()
         tree._n, tree._sum, tree._sq, tree._edges = dict(self._n), dict(self._sum), dict(self._sq), dict(self._edges)
         tree._observations, tree._stop = self._observations, stop
         tree._threads = 1  # beside the evaluation of a trial: one core
-        return _prefetch.start(tree, decision, running, taken, stop, ahead)
+        return _prefetch.start(tree, decision, running, taken, dead, stop, ahead)
 
     # -- rollout facts ---------------------------------------------------------------------------------
     @property
@@ -254,6 +258,12 @@ class MCTS:
             parts = [self.space.config(), self.seed, self.flops_bins, self.limits.rollout_attempts, __version__]
             self._facts_key = f"{derive_seed('rollouts', json.dumps(parts, sort_keys=True, default=str)):016x}"
         return self._facts_key
+
+    @property
+    def dead_key(self) -> str:
+        """What a node's death depends on besides `taken`: the rollouts (`facts_key`) and how many completions a
+        rollout asks at most. Trees with the same key find the same nodes dead (Proposal.dead)."""
+        return f"{self.facts_key}-{self.limits.max_rollout}"
 
     def take_new_facts(self) -> list[RolloutFact]:
         """The rollouts this tree (or a prefetch of it) sampled, not learned, since the last call."""
@@ -304,10 +314,12 @@ class MCTS:
         return NodeStats(n, self._sum.get(key, 0) / (n * _SCALE) if n else 0.0)
 
     # -- proposing -------------------------------------------------------------------------------------
-    def propose(self, decision: int, running: Iterable[Observation] = (), taken: Iterable[str] = ()) -> Proposal:
-        """The operator to evaluate next: deterministic for (seed, decision, observations, running, taken).
+    def propose(self, decision: int, running: Iterable[Observation] = (), taken: Iterable[str] = (),
+                dead: Iterable[str] = ()) -> Proposal:
+        """The operator to evaluate next: deterministic for (seed, decision, observations, running, taken, dead).
 
-        Raises SearchExhaustedError when every operator is taken.
+        `dead`: nodes earlier decisions found dead (their Proposal.dead), never walked into. Raises
+        SearchExhaustedError when every operator is taken.
         """
         taken = set(taken)
         v_nodes: dict[str, int] = {}
@@ -318,25 +330,34 @@ class MCTS:
                 v_nodes[key] = v_nodes.get(key, 0) + self.virtual_loss
             for edge in zip(keys, keys[1:]):
                 v_edges[edge] = v_edges.get(edge, 0) + self.virtual_loss
-        blocked: set[str] = set()
+        blocked = set(dead)
+        # the nodes found dead here, in order, up to the first one only a limit (time, sample requests) blocked:
+        # a node blocked after it may be so because of it
+        learned: list[str] = []
+        sure = True
         calls = [0]
         self._deadline = time.monotonic() + self.limits.max_sample_seconds
         restart = 0
         for restart in range(self.limits.max_restarts + 1):
             rng = random.Random(derive_seed(self.seed, "select", decision))  # the same stream on every restart
-            leaf, depth = self._walk(rng, v_nodes, v_edges, taken, blocked)
-            if leaf is None:  # the walk ended in a node with nothing left below it
+            leaf, depth, key = self._walk(rng, v_nodes, v_edges, taken, blocked)
+            if leaf is None:  # the walk ended in a node with nothing left below it (now blocked)
+                if sure:
+                    learned.append(key)
                 if depth == 0:
                     break  # the root itself
                 continue
             if calls[0] >= self.limits.max_sample_calls:
                 break
-            operator = self._rollout(leaf, taken, calls)
+            operator, is_dead = self._rollout(leaf, taken, calls)
             if operator is not None:
-                return Proposal(operator, depth, restart, calls[0], fallback=False)
+                return Proposal(operator, depth, restart, calls[0], fallback=False, dead=tuple(learned))
             blocked.add(leaf.key)
+            sure = sure and is_dead
+            if sure:
+                learned.append(leaf.key)
         operator = self._fallback(decision, taken, calls)
-        return Proposal(operator, 0, restart, calls[0], fallback=True)
+        return Proposal(operator, 0, restart, calls[0], fallback=True, dead=tuple(learned))
 
     def _root_node(self) -> Node:
         if self._root is None:
@@ -353,10 +374,10 @@ class MCTS:
         return kids
 
     def _walk(self, rng: random.Random, v_nodes: dict[str, int], v_edges: dict[tuple[str, str], int],
-              taken: set[str], blocked: set[str]) -> tuple[Node | None, int]:
-        """Descends from the root to the first node outside the tree: (leaf, its depth).
+              taken: set[str], blocked: set[str]) -> tuple[Node | None, int, str]:
+        """Descends from the root to the first node outside the tree: (leaf, its depth, its key).
 
-        A node found with nothing left below it is added to `blocked` and (None, its depth) returned.
+        A node found with nothing left below it is added to `blocked` and (None, its depth, its key) returned.
         """
         n_of, edges = self._n, self._edges
         node = self._root_node()
@@ -364,14 +385,14 @@ class MCTS:
         while True:
             if final:  # a final inside the tree (a seeded operator's path) is a leaf when not taken
                 if (key or node.key) not in taken:
-                    return node, depth
+                    return node, depth, key
                 blocked.add(key)
-                return None, depth
+                return None, depth, key
             candidates = [c for c in self._children(key, node)
                           if c[0] not in blocked and not (c[1] and c[0] in taken)]
             if not candidates:
                 blocked.add(key)
-                return None, depth
+                return None, depth, key
             visits = n_of.get(key, 0) + v_nodes.get(key, 0)
             visited = [c for c in candidates if edges.get((key, c[0]), 0) + v_edges.get((key, c[0]), 0) > 0]
             allowed = max(1, math.ceil(self.widening * visits ** self.widening_power)) if visits else 1
@@ -379,7 +400,7 @@ class MCTS:
                 child = next(c for c in candidates
                              if edges.get((key, c[0]), 0) + v_edges.get((key, c[0]), 0) == 0)
                 if n_of.get(child[0], 0) + v_nodes.get(child[0], 0) == 0:
-                    return child[2], depth + 1  # expansion: the first node outside the tree
+                    return child[2], depth + 1, child[0]  # expansion: the first node outside the tree
                 # else: a transposition already in the tree through another parent; keep descending
             else:
                 child = self._best(rng, key, visits, visited, v_nodes, v_edges)
@@ -427,8 +448,9 @@ class MCTS:
                 self._sample_lock:
             yield
 
-    def _completions_of(self, leaf: Node, count: int) -> RolloutFact:
-        """`count` random completions of `leaf`: a pure function of (seed, leaf, count), hence memoized."""
+    def _completions_of(self, leaf: Node, count: int) -> RolloutFact | None:
+        """`count` random completions of `leaf`: a pure function of (seed, leaf, count), hence memoized; None when
+        the decision's time for new rollouts is up."""
         memo_key = (leaf.key, count)
         fact = self._samples.get(memo_key)
         if fact is not None:
@@ -436,7 +458,7 @@ class MCTS:
         if self._stop is not None and self._stop.is_set():
             raise _prefetch.Stopped
         if time.monotonic() > self._deadline:  # rare: a decision that keeps hitting new hard subtrees
-            return RolloutFact(leaf.key, count, (), False)  # not memoized
+            return None
         with self._sampling():
             fact = self._samples.get(memo_key)  # a prefetch may have sampled it meanwhile
             if fact is not None:
@@ -474,31 +496,36 @@ class MCTS:
         self._ops[op_hash] = op
         return op
 
-    def _rollout(self, leaf: Node, taken: set[str], calls: list[int]) -> Operator | None:
-        """A completion of `leaf` that is not taken, or None (nothing left below it, or too hard to complete).
+    def _rollout(self, leaf: Node, taken: set[str], calls: list[int]) -> tuple[Operator | None, bool]:
+        """(a completion of `leaf` that is not taken, False), or (None, whether `leaf` is dead: nothing left below
+        it, or completions too rare to find; False when a limit of the decision stopped the rollout first).
 
         `calls` counts logical sample requests (memoized or not), so the per-decision limit is reached at the
         same point by a long-lived tree and by one rebuilt from scratch.
         """
         if leaf.is_final:
-            return None if leaf.key in taken else leaf.to_operator()
+            return (None, True) if leaf.key in taken else (leaf.to_operator(), False)
         count = 1
         while calls[0] < self.limits.max_sample_calls:
             calls[0] += 1
             fact = self._completions_of(leaf, count)
+            if fact is None:
+                return None, False
             fresh = next((i for i, (h, _) in enumerate(fact.completions) if h not in taken), None)
             if fresh is not None:
                 operator = self._completion(leaf, fact, fresh)
                 if operator is None:  # a learned fact that does not hold here: sample it
                     fact = self._completions_of(leaf, count)
+                    if fact is None:
+                        return None, False
                     fresh = next((i for i, (h, _) in enumerate(fact.completions) if h not in taken), None)
                     operator = self._completion(leaf, fact, fresh) if fresh is not None else None
                 if operator is not None:
-                    return operator
+                    return operator, False
             if fact.exhausted or not fact.completions or count >= self.limits.max_rollout:
-                return None  # all taken, none at all, or completions too rare to find
+                return None, True  # all taken, none at all, or completions too rare to find
             count = min(4 * count, self.limits.max_rollout)
-        return None
+        return None, False
 
     def _fallback(self, decision: int, taken: set[str], calls: list[int]) -> Operator:
         """The tree is exhausted (or its subtrees too hard to complete): sample the whole space. The draws are

@@ -45,21 +45,22 @@ def rollout_slot(stop: threading.Event) -> Iterator[None]:
         yield
 
 
-def start(tree: MCTS, decision: int, running: Sequence[Observation], taken: Iterable[str],
+def start(tree: MCTS, decision: int, running: Sequence[Observation], taken: Iterable[str], dead: Iterable[str],
           stop: threading.Event, ahead: int) -> threading.Thread:
     """Runs `tree` (a snapshot with `stop` as its stop signal) on decisions `decision` .. `decision + ahead - 1`
-    in a registered daemon thread, each with the operators proposed before it running; the look-ahead ends at a
-    decision that samples the whole space (a fallback)."""
-    running, taken = list(running), set(taken)
+    in a registered daemon thread, each with the operators proposed before it running and the nodes found dead
+    before it dead; the look-ahead ends at a decision that samples the whole space (a fallback)."""
+    running, taken, dead = list(running), set(taken), set(dead)
 
     def run() -> None:
         try:
             for k in range(ahead):
-                proposal = tree.propose(decision + k, running, taken)
+                proposal = tree.propose(decision + k, running, taken, dead)
                 if proposal.fallback:
                     break
                 running.append(proposal.running())
                 taken.add(proposal.operator.hash)
+                dead.update(proposal.dead)
         except Exception:  # noqa: BLE001 -- stopped, or anything the real decision will meet and report
             pass
         finally:

@@ -9,11 +9,12 @@ trials count as virtual loss, and an operator held by any other trial is never p
 protocol resolves simultaneous picks).
 
 Each decision folds in only the trials that finished since the last one (a finished trial is read once), and
-records on its trial (the system attr ``syno:rollouts``) the rollouts it sampled: pure functions of the space, the
-seed and the leaf (mcts.RolloutFact), which every sampler of the same space and seed reads back instead of
-sampling them again; those its prefetch sampled while the trial ran are added when the trial ends (after_trial).
-A new worker or a resumed search thus rebuilds the tree, and what the earlier decisions learned, from one read of
-the trials; the proposals are the same with or without those records. A decision writes its attrs in one
+records on its trial what it learned (search/learned.py): the rollouts it sampled (``syno:rollouts``: pure
+functions of the space, the seed and the leaf, mcts.RolloutFact, which every sampler of the same space and seed
+reads back instead of sampling them again; those its prefetch sampled while the trial ran are added when the trial
+ends, after_trial) and the nodes it found dead (``syno:dead``: every later decision walks around them). A new
+worker or a resumed search thus rebuilds the tree, and what the earlier decisions learned, from one read of the
+trials, and proposes what the sampler that made them would have. A decision writes its attrs in one
 transaction on an RDB storage (each attr write is a commit there: a disk sync on SQLite). The sampler pickles
 (its space as its spec), and ends ``study.optimize`` when the space has nothing left (NothingLeftToPropose).
 
@@ -52,6 +53,7 @@ from syno_automl.optuna_private import (
     wrapped_sampler,
 )
 from syno_automl.optuna_private import write_attrs_at_once as _write_rdb_attrs
+from syno_automl.search.learned import TrialRecords
 from syno_automl.search.mcts import MCTS, Observation, RolloutFact, SearchExhaustedError
 from syno_automl.search.pareto import ParetoReward
 from syno_automl.search.reward import Reward
@@ -68,7 +70,6 @@ from syno_automl.space import Operator, OperatorSpace
 
 __all__ = ["SynoSampler", "suggest_operator", "syno_sampler_of", "operator_json_of", "NothingLeftToPropose"]
 
-_SYS_ROLLOUTS = "syno:rollouts"      # {"key": MCTS.facts_key, "facts": [RolloutFact.to_data(), ...]}
 _MAX_CONFLICTS = 16
 _PREFETCH_AHEAD = 4                  # decisions a prefetch prepares when its trial runs alone
 _log = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ class SynoSampler(BaseSampler):
     current_trial_id: int | None = None   # the trial this sampler last assigned (before_trial)
 
     # -- pickling (Optuna pickles a study with its sampler; a process may receive it) -----------------------------
-    _UNPICKLED = ("_lock", "_prefetch_stop", "_tree", "_operators", "_per_trial")
+    _UNPICKLED = ("_lock", "_prefetch_stop", "_tree", "_records", "_operators", "_per_trial")
 
     def __getstate__(self) -> dict[str, Any]:
         """The options, the seed and the space's spec: no lock, no native object. What the tree knew is rebuilt
@@ -166,7 +167,7 @@ class SynoSampler(BaseSampler):
         self._done: dict[int, tuple[str | None, TrialState]] = {}
         self._taken_done: set[str] = set()   # the operators of those trials
         self._retried: set[int] = set()      # trial numbers a RetryHeartbeatStaleTrialCallback retried
-        self._facts_read: dict[int, int] = {}  # trial number -> how many of its recorded rollouts were learned
+        self._records = TrialRecords(self._tree)  # what the decisions learned, read from the trials
 
     # -- Optuna's sampler interface ---------------------------------------------------------------------
     # The operator is not an Optuna parameter (it is chosen in before_trial and kept in the trial's attrs), so the
@@ -202,7 +203,7 @@ class SynoSampler(BaseSampler):
             self._per_trial.pop(trial.number, None)
             if self._study_key == self._key_of(study):
                 try:  # the trial is still RUNNING (Optuna finishes it after this call): its last write
-                    self._write(study, trial, self._facts_attr(trial, []))
+                    self._write(study, trial, self._records.rollouts_attr(trial, []))
                 except Exception as e:  # noqa: BLE001 -- a record to spare work: never worth failing a trial
                     _log.debug("SynoSampler: rollouts not recorded on trial %d: %s", trial.number, e)
 
@@ -273,19 +274,22 @@ class SynoSampler(BaseSampler):
         if self._prefetch_stop is not None:
             self._prefetch_stop.set()  # this decision's own rollouts come first (the prefetch's so far are kept)
         running, taken = self._sync(study)
+        records = self._records
         facts: list[RolloutFact] = []  # the rollouts this decision sampled (and its prefetch), recorded on the trial
+        dead: list[str] = []  # the nodes it found dead, recorded on the trial
         for _ in range(_MAX_CONFLICTS):
             try:
-                proposal = self._tree.propose(trial.number, running, taken)
+                proposal = self._tree.propose(trial.number, running, taken, records.dead.union(dead))
             except SearchExhaustedError as e:
-                self._write(study, trial, {**self._facts_attr(trial, facts), **error_attr(e)})
+                self._write(study, trial, {**records.rollouts_attr(trial, facts), **error_attr(e)})
                 end_study(study, trial.number, e)
                 return
             op = proposal.operator
             self._operators[op.hash] = op
-            # one write (one transaction on an RDB storage): the operator, where it came from, the rollouts
+            dead += proposal.dead
+            # one write (one transaction on an RDB storage): the operator, where it came from, what it learned
             self._write(study, trial, {V.SYS_LEAF: proposal.leaf, V.SYS_SOURCE: "fallback" if proposal.fallback
-                                       else "mcts", **self._facts_attr(trial, facts)},
+                                       else "mcts", **records.rollouts_attr(trial, facts), **records.dead_attr(dead)},
                         {V.OPERATOR: op.to_json(), V.HASH: op.hash})
             # Write, then check: of two trials that picked the same operator at once, the one that reads
             # last sees the other and picks again, so no two trials keep the same one.
@@ -298,23 +302,9 @@ class SynoSampler(BaseSampler):
             # is spread over the evaluations of several trials; with other trials running, whose ends reshape
             # the tree, only the next one.
             self._prefetch_stop = threading.Event()
-            self._tree.prefetch(trial.number + 1, [*running, proposal.running()],
-                                taken | {op.hash}, self._prefetch_stop, ahead=1 if running else _PREFETCH_AHEAD)
-
-    def _facts_attr(self, trial: FrozenTrial, facts: list[RolloutFact]) -> dict[str, Any]:
-        """The system attr keeping on `trial`, for the other samplers of this space and seed, the rollouts this tree
-        (and its prefetch) sampled since the last record: `facts`, extended with them, after those the trial holds
-        already (a decision's, when its trial ends: the prefetch's meanwhile); {} when there are none."""
-        facts.extend(self._tree.take_new_facts())
-        if not facts:
-            return {}
-        key = self._tree.facts_key
-        held = trial.system_attrs.get(_SYS_ROLLOUTS)
-        data = list(held["facts"]) if isinstance(held, dict) and held.get("key") == key and \
-            isinstance(held.get("facts"), list) else []
-        data += [f.to_data() for f in facts]
-        self._facts_read[trial.number] = len(data)
-        return {_SYS_ROLLOUTS: {"key": key, "facts": data}}
+            self._tree.prefetch(trial.number + 1, [*running, proposal.running()], taken | {op.hash},
+                                self._prefetch_stop, ahead=1 if running else _PREFETCH_AHEAD,
+                                dead=records.dead.union(dead))
 
     def _held_elsewhere(self, study: Study, trial: FrozenTrial, op_hash: str) -> bool:
         """Whether a trial other than `trial` holds the operator (trials finished before this decision's _sync
@@ -346,8 +336,9 @@ class SynoSampler(BaseSampler):
         """Brings the tree up to date with the study; returns (running observations, taken hashes).
 
         Incremental: a finished trial is folded in once (the trials finished since the last call are the only ones
-        read in full), and each rollout recorded on a trial is learned once (a running trial's record grows when it
-        ends: the rollouts its worker's prefetch sampled meanwhile are added).
+        read in full), and each rollout or dead node recorded on a trial is learned once (a running trial's record
+        grows when it ends: the rollouts its worker's prefetch sampled meanwhile are added). The dead nodes read so
+        far: `self._records.dead`.
         """
         key = self._key_of(study)
         if key != self._study_key:
@@ -363,18 +354,10 @@ class SynoSampler(BaseSampler):
                     if seen is not None and done[number][1] == TrialState.FAIL:
                         self._tree.remove(seen)  # a crashed worker's trial, now retried: not the operator's fault
                         self._seen[number] = None
-        facts_key = self._tree.facts_key
         running: list[Observation] = []
         taken = set(self._taken_done)
         for t in pending:
-            recorded = t.system_attrs.get(_SYS_ROLLOUTS)
-            if recorded is not None:
-                data = recorded.get("facts") if isinstance(recorded, dict) else None
-                read = self._facts_read.get(t.number, 0)
-                if isinstance(data, list) and recorded.get("key") == facts_key and len(data) > read:
-                    self._facts_read[t.number] = len(data)  # (else another space or seed)
-                    facts = [RolloutFact.from_data(d) for d in data[read:]]
-                    self._tree.learn(f for f in facts if f is not None)
+            self._records.read(t)  # the rollouts (spare sampling) and dead nodes the trial's decision recorded
             text = operator_json_of(t)
             parsed = path_and_hash(text) if text is not None else None
             finished = t.state.is_finished()

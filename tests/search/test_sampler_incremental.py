@@ -55,9 +55,10 @@ def _check_against_rebuild(study: optuna.Study, live: SynoSampler) -> None:
     # the last check's propose below, recorded with the live sampler's next decision)
     pending = {(f.leaf, f.count) for f in live._tree._new_facts}
     assert set(live._tree._samples) - pending <= set(rebuilt._tree._samples)
+    assert live._records.dead == rebuilt._records.dead  # the dead nodes the decisions found, read back
     number = len(study.trials)
-    expected = live._tree.propose(number, live_running, live_taken).operator.hash
-    assert rebuilt._tree.propose(number, running, taken).operator.hash == expected
+    expected = live._tree.propose(number, live_running, live_taken, live._records.dead).operator.hash
+    assert rebuilt._tree.propose(number, running, taken, rebuilt._records.dead).operator.hash == expected
     blind = _sampler()  # the same trials without their recorded rollouts: the same proposal, sampled again
     copy = optuna.create_study(direction="maximize")
     for t in study.get_trials(deepcopy=True):
@@ -65,7 +66,7 @@ def _check_against_rebuild(study: optuna.Study, live: SynoSampler) -> None:
         copy.add_trial(t)
     running, taken = blind._sync(copy)
     assert not blind._tree._samples
-    assert blind._tree.propose(number, running, taken).operator.hash == expected
+    assert blind._tree.propose(number, running, taken, blind._records.dead).operator.hash == expected
 
 
 @pytest.mark.parametrize("url", ["memory", "sqlite"])
@@ -208,7 +209,7 @@ def test_the_rollouts_prefetched_while_a_trial_runs_are_recorded_on_it_when_it_e
     assert grown["key"] == live._tree.facts_key and len(grown["facts"]) > recorded
     reader._sync(study)
     assert set(live._tree._samples) <= set(reader._tree._samples)  # all the live sampler sampled: recorded, read
-    assert reader._facts_read[trial.number] == len(grown["facts"])
+    assert reader._records.facts_read[trial.number] == len(grown["facts"])
 
 
 def test_a_decision_writes_its_attrs_in_one_transaction_on_an_rdb_storage(tmp_path, monkeypatch):

@@ -1,22 +1,29 @@
-"""Decision time of SynoSampler with N finished trials stored, beside TPESampler's (issue 34, item 12).
+"""Decision time of SynoSampler with N finished trials stored, beside TPESampler's (issue 34, item 12; issue 46,
+item 4).
 
 The space is the one ``syno-automl search`` builds by default (small CNN on digits, budgets as shipped), the
 sampler as `open_study` makes it (seed, exploration, flops_bins, the task's reward). The study holds a baseline
-trial and N finished trials (default 1,000) recorded as the sampler records them: the user attrs
-``syno.operator`` / ``syno.hash`` and the system attrs ``syno:leaf`` / ``syno:source``. Their operators are N
-distinct operators drawn once with ``space.sample(N, seed=12345)`` (minutes: cached in --cache), their leaves
-what an MCTS growing one node per trial would record (replayed in trial order: the first step of the path outside
-the tree so far), their values made up (deterministic: seeded by the operator's hash; 1 in 20 failed, 1 in 20
-pruned). TPE gets a two-parameter space (a log-float and an int) and N finished trials of made-up values.
+trial and N finished trials (default 1,000), made in one of two ways (--history):
+  * decisions (the default): by N real decisions of a sampler, one after another on the growing (in-memory) study,
+    each trial told a made-up value at once; its trials hold all the sampler records (operator, leaf, the rollouts,
+    the nodes found dead: search/learned.py). These N asks are timed too ("fill": what filling the study cost a
+    trial, back to back, no prefetch at work). TPE's study is filled the same way, on a two-parameter space (a
+    log-float and an int);
+  * made-up: N distinct operators drawn once with ``space.sample(N, seed=12345)`` (minutes: cached in --cache),
+    recorded as the sampler records an operator (the user attrs ``syno.operator`` / ``syno.hash``, the system attrs
+    ``syno:leaf`` / ``syno:source``) but with no rollouts and no dead nodes (no sampler made them), their leaves
+    what an MCTS growing one node per trial would record (replayed in trial order: the first step of the path
+    outside the tree so far); 1 in 20 failed, 1 in 20 pruned. TPE gets N finished trials of made-up values.
+The values are made up, deterministic (seeded by the operator's hash).
 
-Timed, on an in-memory storage and on SQLite (a temporary file), for each sampler, each decision one
-`study.ask()` (then told a made-up value, untimed):
-  * first: a sampler's first decision on the stored trials (for SynoSampler: the first on this made-up history,
-    with none of the rollouts a sampler that made the trials would have done and recorded);
-  * warm: the same sampler's next --asks decisions: the median, the mean (and min-max);
-  * cold: then a new sampler object's first decision on the same study (a new worker, a --resume; for SQLite also
-    a new storage object, so nothing is cached): what the issue calls the first decision of a sampler started on
-    the study.
+Timed, on an in-memory storage and on SQLite (a temporary file), each given a copy of those trials, for each
+sampler, each decision one `study.ask()` (then told a made-up value, untimed):
+  * first: a new sampler's first decision on the stored trials: a new worker, a --resume (for SQLite also a new
+    storage object, so nothing is cached). On the made-up history a SynoSampler finds no rollouts recorded: it
+    samples what a sampler that made the trials would have recorded;
+  * warm: the same sampler's next --asks decisions, back to back: the mean ± standard deviation, the median (and
+    min-max);
+  * cold: then another new sampler's first decision on the same study.
 For SynoSampler `study.ask()` runs the whole decision (before_trial: the tree brought up to date with the study,
 the MCTS walk and its rollouts, the operator written on the trial). As `open_study` does in a worker, the heap is
 frozen (gc.freeze) once its study is loaded (--no-freeze: not), and thawed before TPE's figures (a plain Optuna
@@ -25,8 +32,9 @@ process). The ratios are ours / TPE's in the same run; nothing is asserted about
 cProfile's top for each part. With --trial-seconds S each told trial is held S seconds first (its evaluation):
 SynoSampler's prefetch works then, TPE's figures do not change.
 
-    python bench/sampler.py                       # 1,000 trials, in-memory and SQLite
-    python bench/sampler.py --trial-seconds 1          # a 1 s evaluation between decisions (the default's: 1-3 s)
+    python bench/sampler.py                       # 1,000 trials made by decisions, in-memory and SQLite
+    python bench/sampler.py --history made-up     # 1,000 made-up trials (no fill)
+    python bench/sampler.py --trial-seconds 1     # a 1 s evaluation between decisions (the default's: 1-3 s)
     python bench/sampler.py --trials 200 --asks 5 --storages memory --profile
 """
 from __future__ import annotations
@@ -44,6 +52,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -181,31 +190,90 @@ def measure_one(kind: str, tmp: Path, name: str, trials: list, make_sampler, sug
     return Figures(first[0], [w for w, _ in warm], cold[0], (first[1], [c for _, c in warm], cold[1]))
 
 
-def measure(kind: str, tmp: Path, args, space, config, context, pool) -> dict[str, Figures]:
+class Side(NamedTuple):
+    """One sampler's part: how to make it, what an ask suggests, the value a trial is told, its stored trials."""
+    make_sampler: Callable[[], optuna.samplers.BaseSampler]
+    suggest: Callable[[optuna.Trial], None]
+    value_of: Callable[[optuna.Trial], float]
+    trials: list[optuna.trial.FrozenTrial]
+    fill: list[float]   # the wall seconds of the asks that made the trials (--history decisions), else []
+    freeze: bool
+
+
+def fill_by_decisions(n: int, make_sampler, suggest, value_of, baseline: bool) -> tuple[list, list[float]]:
+    """N asks one after another on a new in-memory study (after a baseline trial for SynoSampler), each told
+    `value_of(trial)` at once: (the study's trials, each ask's wall seconds)."""
+    study = optuna.create_study(direction="maximize", sampler=make_sampler())
+    if baseline:
+        study.enqueue_trial({}, user_attrs={V.BASELINE: True})
+        study.tell(study.ask(), 0.98)
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        trial = study.ask()
+        suggest(trial)
+        times.append(time.perf_counter() - started)
+        study.tell(trial, value_of(trial))
+    return study.get_trials(deepcopy=True), times
+
+
+def sides(args, space, config, context) -> dict[str, Side]:
     def syno_sampler() -> SynoSampler:
         options = {"prefetch": False} if args.no_prefetch else {}  # (the sampler before prefetch had no option)
         return SynoSampler(space, seed=config.seed, exploration=config.exploration,
                            reward=sampler_reward(config, context), flops_bins=config.flops_bins, **options)
 
+    def fill_sampler() -> SynoSampler:  # back to back: a prefetch would only compete with the next decision
+        return SynoSampler(space, seed=config.seed, exploration=config.exploration,
+                           reward=sampler_reward(config, context), flops_bins=config.flops_bins, prefetch=False)
+
     def syno_value(trial: optuna.Trial) -> float:
         return made_up_value(args.seed, str(trial.user_attrs.get(V.HASH)))
 
     rng = random.Random(args.seed + 1)
-    return {
-        "SynoSampler": measure_one(kind, tmp, "syno", syno_trials(pool, args.seed), syno_sampler, lambda t: None,
-                                   syno_value, args, "SynoSampler", freeze=not args.no_freeze),
-        "TPESampler": measure_one(kind, tmp, "tpe", tpe_trials(len(pool), args.seed),
-                                  lambda: optuna.samplers.TPESampler(seed=args.seed), tpe_suggest,
-                                  lambda t: rng.uniform(0.2, 0.97), args if args.profile_tpe else
-                                  argparse.Namespace(**{**vars(args), "profile": False}), "TPESampler"),
-    }
+
+    def tpe_value(trial: optuna.Trial) -> float:
+        return rng.uniform(0.2, 0.97)
+
+    def tpe_sampler() -> optuna.samplers.BaseSampler:
+        return optuna.samplers.TPESampler(seed=args.seed)
+
+    if args.history == "decisions":
+        started = time.perf_counter()
+        syno, syno_fill = fill_by_decisions(args.trials, fill_sampler, lambda t: None, syno_value, baseline=True)
+        tpe, tpe_fill = fill_by_decisions(args.trials, tpe_sampler, tpe_suggest, tpe_value, baseline=False)
+        print(f"filled both studies by {args.trials} decisions each in {time.perf_counter() - started:.0f} s",
+              flush=True)
+    else:
+        pool = operator_pool(space, args.trials, Path(args.cache))
+        syno, tpe, syno_fill, tpe_fill = syno_trials(pool, args.seed), tpe_trials(len(pool), args.seed), [], []
+    return {"SynoSampler": Side(syno_sampler, lambda t: None, syno_value, syno, syno_fill, not args.no_freeze),
+            "TPESampler": Side(tpe_sampler, tpe_suggest, tpe_value, tpe, tpe_fill, False)}
+
+
+def measure(kind: str, tmp: Path, args, parts: dict[str, Side]) -> dict[str, Figures]:
+    out = {}
+    for name, side in parts.items():
+        profiled = args if name == "SynoSampler" or args.profile_tpe else \
+            argparse.Namespace(**{**vars(args), "profile": False})
+        out[name] = measure_one(kind, tmp, name.lower(), side.trials, side.make_sampler, side.suggest,
+                                side.value_of, profiled, name, freeze=side.freeze)
+    return out
+
+
+def spread(values: list[float]) -> str:
+    """mean ± standard deviation, in ms."""
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values) * 1e3:.1f} ± {sd * 1e3:.1f} ms"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=1000, help="finished trials stored (default: %(default)s)")
-    # 30: the decisions at 1,000 trials change in kind after about 17 (the tree's best leaves too hard to complete,
-    # then fallbacks), so a median of 10 did not see them
+    parser.add_argument("--history", choices=["decisions", "made-up"], default="decisions",
+                        help="how the stored trials are made (default: %(default)s; see above)")
+    # 30: on the made-up history the decisions at 1,000 trials changed in kind after about 17 (the tree's best
+    # leaves dead, then fallbacks), so a median of 10 did not see them
     parser.add_argument("--asks", type=int, default=30, help="warm decisions timed (default: %(default)s)")
     parser.add_argument("--storages", nargs="+", choices=["memory", "sqlite"], default=["memory", "sqlite"])
     parser.add_argument("--seed", type=int, default=0, help="the made-up values' seed")
@@ -223,42 +291,47 @@ def main() -> None:
 
     config = SearchConfig(tracking_uri=None)
     context = prepare(config)
-    space = context.space
-    pool = operator_pool(space, args.trials, Path(args.cache))
+    parts = sides(args, context.space, config, context)
     rows = []
     with tempfile.TemporaryDirectory(prefix="syno-bench-sampler-") as tmp:
         for kind in args.storages:
-            figures = measure(kind, Path(tmp), args, space, config, context, pool)
-            rows.append((kind, figures))
-    print(f"\n{len(pool)} finished trials stored (+ the baseline); first: the first ask of a sampler on them; warm: "
-          f"the median, mean (min-max) of its next {args.asks} asks; cold: then a new sampler's first ask (a new "
-          f"worker, a --resume; SQLite: also a new storage object); {args.trial_seconds:g} s between an ask and its "
-          f"tell; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
-    print("| storage | sampler | first | warm (median) | warm (mean) | warm (min-max) | cold |")
+            rows.append((kind, measure(kind, Path(tmp), args, parts)))
+    n = len(parts["SynoSampler"].trials) - 1
+    print(f"\n{n} finished trials stored (+ the baseline), made by {args.history}; first: a new sampler's first ask "
+          f"on them (a new worker, a --resume; SQLite: also a new storage object); warm: its next {args.asks} asks; "
+          f"cold: then another new sampler's first ask; {args.trial_seconds:g} s between an ask and its tell; "
+          f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
+    if args.history == "decisions":
+        print("\n| sampler | fill: mean | fill: median | fill: max |\n|---|---:|---:|---:|")
+        for name, side in parts.items():
+            print(f"| {name} | {spread(side.fill)} | {statistics.median(side.fill) * 1e3:.1f} ms | "
+                  f"{max(side.fill) * 1e3:.0f} ms |")
+    print("\n| storage | sampler | first | warm (mean ± sd) | warm (median) | warm (min-max) | cold |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for kind, figures in rows:
         for name, f in figures.items():
-            print(f"| {kind} | {name} | {f.first * 1e3:.1f} ms | {statistics.median(f.warm) * 1e3:.1f} ms | "
-                  f"{statistics.mean(f.warm) * 1e3:.1f} ms | {min(f.warm) * 1e3:.1f}-{max(f.warm) * 1e3:.1f} ms | "
+            print(f"| {kind} | {name} | {f.first * 1e3:.1f} ms | {spread(f.warm)} | "
+                  f"{statistics.median(f.warm) * 1e3:.1f} ms | {min(f.warm) * 1e3:.1f}-{max(f.warm) * 1e3:.1f} ms | "
                   f"{f.cold * 1e3:.1f} ms |")
     print("\nCPU time of the process during the same asks (all its threads; load-independent, as far as a shared "
           "cache allows):")
-    print("| storage | sampler | first (CPU) | warm (median CPU) | cold (CPU) |")
-    print("|---|---|---:|---:|---:|")
+    print("| storage | sampler | first (CPU) | warm (mean CPU) | warm (median CPU) | cold (CPU) |")
+    print("|---|---|---:|---:|---:|---:|")
     for kind, figures in rows:
         for name, f in figures.items():
             first_cpu, warm_cpu, cold_cpu = f.cpu
-            print(f"| {kind} | {name} | {first_cpu * 1e3:.1f} ms | {statistics.median(warm_cpu) * 1e3:.1f} ms | "
-                  f"{cold_cpu * 1e3:.1f} ms |")
+            print(f"| {kind} | {name} | {first_cpu * 1e3:.1f} ms | {statistics.mean(warm_cpu) * 1e3:.1f} ms | "
+                  f"{statistics.median(warm_cpu) * 1e3:.1f} ms | {cold_cpu * 1e3:.1f} ms |")
     for kind, figures in rows:
         for name, f in figures.items():
             print(f"{kind} {name} warm asks (ms): {' '.join(f'{t * 1e3:.0f}' for t in f.warm)}")
-    print("\n| storage | warm: ours / TPE | cold: ours / TPE |")
-    print("|---|---:|---:|")
+    print("\n| storage | first: ours / TPE | warm mean: ours / TPE | warm median: ours / TPE | cold: ours / TPE |")
+    print("|---|---:|---:|---:|---:|")
     for kind, figures in rows:
         ours, tpe = figures["SynoSampler"], figures["TPESampler"]
-        print(f"| {kind} | {statistics.median(ours.warm) / statistics.median(tpe.warm):.1f}x | "
-              f"{ours.cold / tpe.cold:.1f}x |")
+        mean, median = statistics.mean, statistics.median
+        print(f"| {kind} | {ours.first / tpe.first:.1f}x | {mean(ours.warm) / mean(tpe.warm):.1f}x | "
+              f"{median(ours.warm) / median(tpe.warm):.1f}x | {ours.cold / tpe.cold:.1f}x |")
 
 
 if __name__ == "__main__":

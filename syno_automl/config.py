@@ -253,6 +253,7 @@ class SearchConfig(_SearchConfigMethods):
     objective: str = _setting("objective")
     speed_objective: str = _setting("speed_objective")
     speed_process: str | None = _setting("speed_process")
+    timing: str | None = _setting("timing")
     speed_batch: int | None = _setting("speed_batch")
     speed_size: int | None = _setting("speed_size")
     compile_mode: str = _setting("compile_mode")

@@ -11,6 +11,10 @@ import torch
 # The final stage times in the search's own process here: a fresh one costs ~8 s of start-up per final stage, and
 # the suite runs dozens. tests/speed/test_speed_process.py runs the fresh one (the default) itself.
 os.environ.setdefault("SYNO_AUTOML_SPEED_PROCESS", "same")
+# Fast timing (runtime/timing_rigor.py): every speed figure in a few 5 ms pairs. Most tests check that figures are
+# taken, carried and shown, not their precision; those that check a figure against another, or a protocol's own
+# lengths, time standard (the `standard_timing` fixture).
+os.environ.setdefault("SYNO_AUTOML_TIMING", "fast")
 
 # The files that take longest (their tests' seconds, `pytest --durations=0`, file by file on a 2-core machine),
 # longest first.
@@ -31,6 +35,12 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(rank)))  # stable: name order after
+
+
+@pytest.fixture
+def standard_timing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every protocol as written, in this test and the processes it starts (runtime/timing_rigor.py)."""
+    monkeypatch.setenv("SYNO_AUTOML_TIMING", "standard")
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -325,5 +325,5 @@ def _prepared(config: Any) -> SearchContext:
     from syno_automl.runtime.process import configure_process
     from syno_automl.study.context import prepare, process_threads
 
-    configure_process(threads=process_threads(config))
+    configure_process(threads=process_threads(config), timing=config.timing)
     return prepare(config)

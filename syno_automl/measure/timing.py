@@ -51,6 +51,7 @@ def random_args(func, dev, seed: int = 0) -> list:
 def time_main(mod, dev, args, protocol: TimingProtocol = PROTOCOL) -> list[float]:
     """The protocol applied to ``mod["main"](*args)``: ``mod`` is a runtime module (a kernel, local or remote) or a
     Relax ``VirtualMachine`` (a whole model). Returns the ``repeat`` per-measurement means in ms."""
+    protocol = protocol.as_asked()
     fn = mod["main"]
     for _ in range(max(0, protocol.warmup)):
         fn(*args)
@@ -123,6 +124,7 @@ def time_torch(module, example_inputs, compile: bool = True, protocol: TimingPro
     import torch
 
     example_inputs, name, sync = _torch_inputs(example_inputs, compile)
+    protocol = protocol.as_asked()
     stage = "compile" if compile else "run"
     try:
         if compile:

@@ -1,6 +1,7 @@
 """Process-wide settings, set once by an entry point and never inside a library call.
 
-Three settings make a search's process steady, and each belongs to whoever owns the process:
+Three settings make a search's process steady, and each belongs to whoever owns the process (a fourth, how
+thorough its timings are, is runtime.timing_rigor's):
 
 * torch's intra-op threads: the embedded tasks' tiny models train 50x slower with 2 threads than with 1 on a busy
   2-core machine (the threads contend);
@@ -21,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import gc
+import os
 from dataclasses import dataclass
 
 from syno_automl.runtime.allocator import steady_allocator
@@ -40,12 +42,18 @@ class ProcessSettings:
     heap_frozen: bool
 
 
-def configure_process(*, threads: int | None = None, allocator: bool = True,
-                      freeze_heap: bool = False) -> ProcessSettings:
+def configure_process(*, threads: int | None = None, allocator: bool = True, freeze_heap: bool = False,
+                      timing: str | None = None) -> ProcessSettings:
     """Sets this process up for a search or a timing: torch's intra-op `threads` (None: unchanged), the steady
-    `allocator`, and `freeze_heap` (once a process: what it holds now leaves the collector's full passes; frozen
-    objects are still freed when nothing refers to them, only a reference cycle among them never would be)."""
+    `allocator`, `freeze_heap` (once a process: what it holds now leaves the collector's full passes; frozen
+    objects are still freed when nothing refers to them, only a reference cycle among them never would be) and
+    `timing` (runtime.timing_rigor: "standard" or "fast"; None: as $SYNO_AUTOML_TIMING says; set there, so that a
+    fresh timing process inherits it)."""
     global _heap_frozen
+    if timing is not None:
+        from syno_automl.runtime.timing_rigor import TIMING_ENV, timing_of
+
+        os.environ[TIMING_ENV] = timing_of(timing)
     if threads is not None:
         import torch
 

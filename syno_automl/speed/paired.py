@@ -49,10 +49,11 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Union
 
 from syno_automl.errors import OptionError
+from syno_automl.runtime.timing_rigor import fast_timing
 
 __all__ = ["PairedProtocol", "Conditions", "SpeedupEstimate", "paired_speedup", "paired_speedups", "t_quantile",
            "SPEED_PROTOCOL", "TRIAL_SPEED_PROTOCOL"]
@@ -79,6 +80,18 @@ class PairedProtocol:
                               f"min_pairs <= max_pairs, got {self}")
         if not self.target_halfwidth > 0:
             raise OptionError(f"target_halfwidth must be > 0, got {self.target_halfwidth}")
+
+    def fast(self) -> PairedProtocol:
+        """This protocol shortened for fast timing (runtime.timing_rigor): one warm-up, 5 ms blocks, two batches of
+        pairs (three at most), two copies at most."""
+        pairs = 2 * self.batch_pairs
+        return replace(self, warmup=min(self.warmup, 1), min_block_s=min(self.min_block_s, 0.005),
+                       min_pairs=min(self.min_pairs, pairs),
+                       max_pairs=min(self.max_pairs, max(pairs, 3 * self.batch_pairs)), copies=min(self.copies, 2))
+
+    def as_asked(self) -> PairedProtocol:
+        """The protocol this process times by: this one, or :meth:`fast` under fast timing."""
+        return self.fast() if fast_timing() else self
 
     @property
     def min_batches(self) -> int:
@@ -123,6 +136,8 @@ class Conditions:
             load: float | None = os.getloadavg()[0]
         except (AttributeError, OSError):   # not on every platform
             load = None
+        if fast_timing():   # a fast figure says so wherever it is shown
+            setup = f"{setup}, fast timing" if setup else "fast timing"
         return cls(device, torch.__version__, threads, precision, batch, load, setup)
 
 
@@ -279,6 +294,7 @@ def paired_speedups(baseline: Model, candidates: Sequence[Model], protocol: Pair
     A model is one call of it on its inputs, or a list of such calls, one per copy of the model (its weights and
     inputs at other addresses): the batches go through the copies in turn. A candidate that raises gets None and
     the others go on; the baseline raising ends them all (it raises)."""
+    protocol = protocol.as_asked()
     bases = _copies(baseline)
     base_number = _warm(bases, protocol, clock, sync)
     sides = [_Side(_copies(model)) for model in candidates]
@@ -313,6 +329,7 @@ def paired_speedup(baseline: Model, candidate: Model, protocol: PairedProtocol =
                    conditions: Conditions | None = None) -> SpeedupEstimate:
     """Times `candidate` against `baseline` by the protocol (a model: as :func:`paired_speedups`); raises what
     either raises."""
+    protocol = protocol.as_asked()
     bases = _copies(baseline)
     base_number = _warm(bases, protocol, clock, sync)
     fns = _copies(candidate)

@@ -86,7 +86,8 @@ def _run_search(config: SearchConfig, resume: bool, out: TextIO | None, n_trials
     started = time.time()
     config.validate()
     check_study(config, resume)  # before loading data: a wrong invocation fails at once
-    configure_process(threads=process_threads(config))   # an entry point: the process is the search's
+    # an entry point: the process is the search's
+    configure_process(threads=process_threads(config), timing=config.timing)
     context = prepare(config)
     check_space_holds_operators(context.space, config)  # before any study, run or training: nothing to lose
     study = open_study(config, context, resume=resume)

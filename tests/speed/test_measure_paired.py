@@ -1,5 +1,6 @@
 """The speed protocol (syno_automl.speed.paired) on a fake clock: the interval, the stopping rule, the
-alternating order, the cap and the control. No test here depends on the machine's speed."""
+alternating order, the cap and the control; and fast timing (runtime/timing_rigor.py), which shortens it. No test
+here depends on the machine's speed."""
 from __future__ import annotations
 
 import math
@@ -8,7 +9,11 @@ import random
 import pytest
 
 from syno_automl.errors import OptionError
+from syno_automl.runtime.process import configure_process
+from syno_automl.runtime.timing_rigor import TIMING_ENV, fast_timing, timing_of
 from syno_automl.speed.paired import (
+    SPEED_PROTOCOL,
+    TRIAL_SPEED_PROTOCOL,
     Conditions,
     PairedProtocol,
     SpeedupEstimate,
@@ -16,6 +21,9 @@ from syno_automl.speed.paired import (
     paired_speedups,
     t_quantile,
 )
+
+# the protocol's own lengths are what these tests check: as written (tests/conftest.py times the suite fast)
+pytestmark = pytest.mark.usefixtures("standard_timing")
 
 
 class FakeMachine:
@@ -230,3 +238,31 @@ def test_copies_that_run_at_other_speeds_are_averaged_and_widen_the_interval():
     one = paired_speedup(m.model("A", 0.005), fast, clock=m.clock)
     assert one.ratio == pytest.approx(1.25, rel=0.01)
     assert both.high - both.low > 2 * (one.high - one.low)
+
+
+@pytest.mark.parametrize("protocol", [SPEED_PROTOCOL, TRIAL_SPEED_PROTOCOL, PairedProtocol(min_pairs=8, copies=1)])
+def test_fast_timing_shortens_every_protocol_and_the_figure_says_so(protocol, monkeypatch):
+    """--timing fast: one warm-up, 5 ms blocks, 4 to 6 pairs, 2 copies at most; standard: the protocol as written."""
+    def timed() -> SpeedupEstimate:
+        m = FakeMachine(seed=3, noise=0.3)
+        return paired_speedup(m.model("A", 0.003), m.model("B", 0.002), protocol, clock=m.clock)
+
+    standard = timed()
+    monkeypatch.setenv(TIMING_ENV, "fast")
+    fast = protocol.as_asked()
+    assert fast_timing() and fast == protocol.fast() and fast != protocol
+    assert (fast.warmup, fast.min_block_s, fast.min_pairs, fast.max_pairs) == (1, 0.005, 4, 6)
+    assert fast.copies == min(protocol.copies, 2) and fast.target_halfwidth == protocol.target_halfwidth
+    quick = timed()
+    assert 4 <= quick.pairs <= 6 < standard.pairs and quick.low <= 1.5 <= quick.high
+    assert Conditions.here("cpu", 1, "fp32", "batch 1", "eager").setup == "eager, fast timing"
+    monkeypatch.setenv(TIMING_ENV, "standard")
+    assert protocol.as_asked() == protocol and Conditions.here("cpu", 1, "fp32", "batch 1").setup == ""
+
+
+def test_the_timing_setting_is_refused_when_unknown_and_set_by_an_entry_point(monkeypatch):
+    monkeypatch.setenv(TIMING_ENV, "quick")
+    with pytest.raises(OptionError, match=r"\$SYNO_AUTOML_TIMING must be 'standard' or 'fast', got 'quick'"):
+        timing_of(None)
+    configure_process(allocator=False, timing="fast")   # what --timing fast does at the CLI's start
+    assert timing_of(None) == "fast"

@@ -132,7 +132,7 @@ def test_reevaluate_measures_afresh_and_replaces_the_stored_figure(context):
     assert [m.estimate.ratio for m in MeasurementStore(study).all()] == [pytest.approx(1.0)]
 
 
-def test_the_trial_protocol_is_the_final_one_kept_short():
+def test_the_trial_protocol_is_the_final_one_kept_short(standard_timing):
     assert TRIAL_SPEED_PROTOCOL.max_pairs < SPEED_PROTOCOL.max_pairs
     assert TRIAL_SPEED_PROTOCOL.target_halfwidth > SPEED_PROTOCOL.target_halfwidth
     now, factor, rng = [0.0], [1.0], random.Random(0)

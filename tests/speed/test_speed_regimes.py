@@ -10,6 +10,7 @@ from _syno_helpers import brief_speed_protocol
 from syno_automl.config import SearchConfig
 from syno_automl.errors import OptionError
 from syno_automl.runtime import SPEED_TARGETS, parse_target
+from syno_automl.runtime.timing_rigor import fast_timing
 from syno_automl.speed.probe import SpeedProbe, substituted_model
 from syno_automl.speed.setup import SMALL_BATCH, timing_setup
 from syno_automl.study.context import prepare, regime_batch
@@ -87,7 +88,8 @@ def test_an_operator_of_the_search_is_timed_at_the_regimes_sizes(regime_context)
     assert model(subject.example).shape[0] == 2          # the operator replayed at 16x16 runs there
     estimate = SpeedProbe(subject, protocol=brief_speed_protocol()).measure(op)
     assert estimate is not None and estimate.ratio > 0
-    assert estimate.conditions.batch == "batch 2 at 16×16" and estimate.conditions.setup == "contiguous, eager"
+    assert estimate.conditions.batch == "batch 2 at 16×16" and estimate.conditions.setup \
+        == "contiguous, eager" + (", fast timing" if fast_timing() else "")
 
 
 def test_a_triton_substitution_builds_the_generated_modules(regime_context):

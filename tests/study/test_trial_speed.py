@@ -17,6 +17,7 @@ from _cli_helpers import cli_here, read_runs, read_study
 from syno_automl import vocabulary as V
 from syno_automl.config import SearchConfig
 from syno_automl.search.objectives import objective_names
+from syno_automl.speed.paired import TRIAL_SPEED_PROTOCOL
 from syno_automl.speed.probe import SpeedProbe
 from syno_automl.speed.store import MeasurementStore
 from syno_automl.study import run_search
@@ -72,7 +73,8 @@ def test_every_trial_carries_its_measured_speedup_and_the_pareto_values_use_it(s
         ratio, low, high = _speed(t)
         assert 0 < low <= ratio <= high
         record = t.user_attrs[V.SPEED]
-        assert record["ratio"] == ratio and record["measured_in_trial"] == t.number and record["pairs"] >= 6
+        assert record["ratio"] == ratio and record["measured_in_trial"] == t.number \
+            and record["pairs"] >= TRIAL_SPEED_PROTOCOL.as_asked().min_pairs
         assert record["conditions"]["precision"] == "fp32" and record["conditions"]["batch"] == "batch 64"
         assert record["conditions"]["device"] == "cpu (1 thread)"
         if t.state.name == "COMPLETE":

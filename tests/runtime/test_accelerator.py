@@ -100,21 +100,24 @@ def test_the_final_stage_and_reevaluate_train_on_the_study_device(tmp_path: Path
     from syno_automl.study import finalists, run_search
 
     # the Trainers are what is checked, not the figures: the final stage's and reevaluate's timings (bf16 autocast
-    # on a CPU, ~190 s of this test at the protocol's full length) brief
+    # on a CPU, ~190 s of this test at the protocol's full length) brief, at a timing batch of 4 (a bf16 call at
+    # the training's takes ~0.2 s here); a margin of 100 pp, so that the finalist is re-trained whatever its one
+    # epoch gave it (the finalist rule skips one far outside the margin)
     brief = functools.partial(sessions.measure_final, protocol=brief_speed_protocol())
     monkeypatch.setattr(finalists, "measure_final", brief)
     monkeypatch.setattr(sessions, "measure_final", brief)
     storage = f"sqlite:///{tmp_path / 'syno.db'}"
     config = SearchConfig(trials=1, epochs=1, final_epochs=1, finalists=1, final_seeds=1, storage=storage,
                           tracking_uri=None, heartbeat=None, objective="accuracy", pruner="none", opening="known",
-                          accelerator="cpu", precision="bf16-mixed")
+                          accelerator="cpu", precision="bf16-mixed", speed_batch=4, final_margin=1.0)
     result = run_search(config, out=None)
     assert result.study.user_attrs["syno.settings"]["precision"] == "bf16-mixed"
     searched = len(built_trainers)
     assert searched >= 3   # baseline + one operator trial + the final stage's re-trainings
     monkeypatch.chdir(tmp_path)
     assert main(["reevaluate", "baseline", "--storage", storage, "--tracking-uri", "none", "--epochs", "1",
-                 "--accelerator", "cpu", "--precision", "bf16-mixed", "-q"]) == 0
+                 "--accelerator", "cpu", "--precision", "bf16-mixed", "--speed-batch", "4",
+                 "-q"]) == 0
     assert len(built_trainers) > searched
     assert {_device_of(t) for t in built_trainers} == {("CPUAccelerator", "bf16-mixed", 1)}
 

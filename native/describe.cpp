@@ -103,7 +103,7 @@ std::string html_escape(const std::string& s) {
     return out;
 }
 
-std::string quoted(const std::string& s) {
+std::string dot_quoted(const std::string& s) {
     std::string out = "\"";
     for (char c : s) {
         if (c == '"' || c == '\\') out += '\\';
@@ -161,7 +161,7 @@ std::string graphviz(const Space& space, const NodeState& node) {
         const Step& s = *forward[i];
         std::string name = "p" + std::to_string(i);
         int weight = s.prim == Prim::Contraction ? weights++ : -1;
-        nodes << "  " << name << " [class=\"primitive\", label=" << quoted(step_label(space, s, weight)) << "];\n";
+        nodes << "  " << name << " [class=\"primitive\", label=" << dot_quoted(step_label(space, s, weight)) << "];\n";
         if (std::find(kinds.begin(), kinds.end(), s.prim) == kinds.end()) kinds.push_back(s.prim);
         for (const Dim* d : s.consumed) consumer_of.emplace(d, name), note(d);
         for (const Dim* d : s.produced) {
@@ -187,17 +187,17 @@ std::string graphviz(const Space& space, const NodeState& node) {
     os << "digraph operator {\n  graph [rankdir=TB, fontname=\"Helvetica\", labelloc=b, labeljust=l, nodesep=0.4];\n"
        << "  node [fontname=\"Helvetica\", shape=ellipse];\n  edge [fontname=\"Helvetica\", fontsize=10];\n";
     os << "  x [class=\"input\", shape=box, style=filled, fillcolor=\"" << kInputColor << "\", label="
-       << quoted(std::string(node.is_final() ? "input x" : "input x (not final yet)") + "\n[" +
+       << dot_quoted(std::string(node.is_final() ? "input x" : "input x (not final yet)") + "\n[" +
                  join_sizes(space, in_shape) + "]") << "];\n";
     for (int w = 0; w < weights; ++w) {
         std::vector<Size> shape;
         for (const Dim* d : weight_dims[w]) shape.push_back(d->size);
         os << "  w" << w << " [class=\"weight\", shape=box, style=filled, fillcolor=\"" << kWeightColor
-           << "\", label=" << quoted("weight w" + std::to_string(w) + "\n[" + join_sizes(space, shape) + "]") << "];\n";
+           << "\", label=" << dot_quoted("weight w" + std::to_string(w) + "\n[" + join_sizes(space, shape) + "]") << "];\n";
     }
     os << nodes.str();
     os << "  y [class=\"output\", shape=box, peripheries=2, style=filled, fillcolor=\"" << kOutputColor
-       << "\", label=" << quoted("output y\n[" + join_sizes(space, out_shape) + "]") << "];\n";
+       << "\", label=" << dot_quoted("output y\n[" + join_sizes(space, out_shape) + "]") << "];\n";
 
     // Edges, merged per (from, to) in first-seen order.
     std::vector<std::pair<std::string, std::string>> order;
@@ -219,7 +219,7 @@ std::string graphviz(const Space& space, const NodeState& node) {
     for (size_t i = 0; i < forward.size(); ++i)
         if (forward[i]->prim == Prim::Reduce) os << "  p" << i << " -> y [style=dashed, label=\"reduced\"];\n";
     for (const auto& key : order)
-        os << "  " << key.first << " -> " << key.second << " [label=" << quoted(join_sizes(space, labels[key]))
+        os << "  " << key.first << " -> " << key.second << " [label=" << dot_quoted(join_sizes(space, labels[key]))
            << "];\n";
 
     // The legend, as the graph's label (no node of its own: the operator stays one connected graph).

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from syno_automl.runtime.timing_rigor import fast_timing
 from syno_automl.runtime.timing_signal import timing_in_progress
 from syno_automl.speed.paired import SPEED_PROTOCOL, Conditions, PairedProtocol, SpeedupEstimate
 from syno_automl.speed.setup import timing_setup
@@ -158,8 +159,9 @@ class SpeedProbe:
 
     def label(self) -> str:
         execution = {"eager": "eager", "compiled": "compiled", "triton": "generated Triton kernels, compiled"}
+        fast = ", fast timing" if fast_timing() else ""   # a figure timed fast says so where it is quoted
         return (f"{self.target}: torch {execution[self.target.execution]} inference, "
-                f"{self.subject.batch_label}, {self.where}, {self.precision}, {self.setup.text()}")
+                f"{self.subject.batch_label}, {self.where}, {self.precision}, {self.setup.text()}{fast}")
 
     def _call(self, model: Any) -> list[Callable[[], Any]]:
         """The protocol's copies of `model` (each its own weights and input: other addresses), each as one call in

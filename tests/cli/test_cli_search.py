@@ -18,7 +18,8 @@ from mlflow.tracking import MlflowClient
 def test_search_show_export_report_resume(tmp_path, monkeypatch):
     # the smallest final stage that still compares (1 finalist, 2 seeds of 1 epoch; a 100 pp margin): the CLI's
     # one run of it, its verdict the last line (the default stage re-trains 4 models x 3 seeds x 2 epochs)
-    out = cli(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "30", "--finalists", "1",
+    # in this process (cli_here): the libraries imported once for the suite's worker, not again (~10 s a search)
+    out = cli_here(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "30", "--finalists", "1",
               "--final-seeds", "2", "--final-epochs", "1", "--final-margin", "1")
     assert "trial 0   baseline" in out.stdout and "done in" in out.stdout
     last = out.stdout.strip().splitlines()[-1]
@@ -61,7 +62,7 @@ def test_search_show_export_report_resume(tmp_path, monkeypatch):
     assert (tmp_path / "report" / "pareto_flops.png").stat().st_size > 1000
     assert (tmp_path / "report" / "pareto_flops.svg").exists() and "canonical rate" in report.stdout
 
-    again = cli(tmp_path, "search", "--trials", "4", "--epochs", "1", "--timeout", "30", "--resume",
+    again = cli_here(tmp_path, "search", "--trials", "4", "--epochs", "1", "--timeout", "30", "--resume",
                 "--finalists", "0")  # the resumed trials are checked here; the final stage ran above
     assert "1 trial to run" in again.stdout
     trials = read_study(tmp_path).trials
@@ -99,7 +100,7 @@ def test_a_budget_that_empties_the_space_is_refused_before_anything_trains(tmp_p
 
 
 def test_enumerate(tmp_path):
-    out = cli(tmp_path, "enumerate", "--time-limit", "1")  # the limit bounds the enumeration and the sampling
+    out = cli_here(tmp_path, "enumerate", "--time-limit", "1")  # the limit bounds the enumeration and the sampling
     assert "canonical rate" in out.stdout and "| depth | nodes | final |" in out.stdout
 
 
@@ -151,8 +152,9 @@ def test_worker_killed_mid_trial_is_retried_with_the_same_operator(tmp_path):
                                 + (tmp_path / "worker1.log").read_text()[-3000:])
     finished_before = {t.number: t for t in read_study(tmp_path).trials if t.state.is_finished()}
     time.sleep(3.5)  # past the grace period (3 heartbeats)
-    cli(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1", *small, "--resume",
-        "--finalists", "0")  # the retry is what is checked here
+    # the resumed worker in this process (cli_here): the first one's kill is what needs a process of its own
+    cli_here(tmp_path, "search", "--trials", "3", "--epochs", "1", "--timeout", "40", "--heartbeat", "1", *small,
+             "--resume", "--finalists", "0")  # the retry is what is checked here
     trials = read_study(tmp_path).trials
     lost = trials[victim.number]
     assert lost.state == optuna.trial.TrialState.FAIL

@@ -99,8 +99,9 @@ def speedup_metric(device: str, bound: str = "") -> str:
     return f"speedup.{device}" + (f".{bound}" if bound else "")
 
 # -- what an operator's MLflow run holds of it beside the search settings (params ``search.<setting>``) and its tag
-# syno.hash (TAG_HASH): the param syno.depth and the tag syno.primitives
-PARAM_DEPTH = "syno.depth"
+# syno.hash (TAG_HASH): the tags syno.depth and syno.primitives (tags, not params: MLflow's Compare opens on the
+# params that differ, and a baseline, which has no depth, made the operators' depth differ even where it was equal)
+TAG_DEPTH = "syno.depth"
 TAG_SPEED = "syno.speed."                # a trial run's tags of its speed measurement: syno.speed.device, .torch,
                                          # .threads, .precision, .batch, .target, .key (the store's digest): tags,
                                          # so that no string is a Compare axis

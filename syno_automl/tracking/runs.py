@@ -1,6 +1,6 @@
 """MLflow tracking of a search: one parent run per study, one child run per trial (``trial-<n>-<hash>``).
 
-Child runs hold the param ``syno.depth`` and the search settings, the tags ``syno.hash`` and ``syno.primitives``; the
+Child runs hold the search settings as params, the tags ``syno.hash``, ``syno.depth`` and ``syno.primitives``; the
 metrics ``val_acc``/``val_loss`` per epoch, ``flops``, ``params``, ``flops_ratio`` and, when measured,
 ``latency_ms.<device>``/``speedup.<device>``; the artifacts ``operator.json``, ``operator.py`` (standalone
 PyTorch), ``graph.dot`` and ``graph.svg`` (the operator drawn: input, weights, primitives, output, legend). A
@@ -149,12 +149,12 @@ class TrialRun:
         self.log_text(json.dumps(data, indent=2, default=str), name)
 
     def log_operator(self, op: Operator) -> None:
-        """The param syno.depth, the tags syno.hash and syno.primitives (in forward order, as `syno-automl show`
-        lists them) and the artifacts operator.json, operator.py, graph.dot/.svg. The hash and the primitives are
-        tags, not params: MLflow's Compare plots the params that differ between runs, and these strings would be
-        its axes."""
-        self.log_params({V.PARAM_DEPTH: op.depth})
-        self.set_tags({V.TAG_HASH: op.hash, V.TAG_PRIMITIVES: " | ".join(reversed(op.primitives))})
+        """The tags syno.hash, syno.depth and syno.primitives (in forward order, as `syno-automl show` lists them)
+        and the artifacts operator.json, operator.py, graph.dot/.svg. Tags, not params: MLflow's Compare plots the
+        params that differ between runs; the strings would be its axes, and the depth, which a baseline lacks, its
+        first axis even where every operator's was the same."""
+        self.set_tags({V.TAG_HASH: op.hash, V.TAG_DEPTH: str(op.depth),
+                       V.TAG_PRIMITIVES: " | ".join(reversed(op.primitives))})
         self.log_text(op.to_json(), "operator.json")
         try:
             source = op.to_source()

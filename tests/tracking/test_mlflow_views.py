@@ -97,5 +97,5 @@ def test_an_operator_run_lists_its_primitives_as_show_does_and_as_tags(tmp_path:
     run = tracker.trial_run(tracker.study_run("s", {"model": "small_cnn"}), "s", 1, op)
     data = tracker.client.get_run(run.run_id).data
     assert data.tags["syno.primitives"].split(" | ") == shown      # `syno-automl show`'s order: forward
-    assert data.tags["syno.hash"] == op.hash
-    assert sorted(data.params) == ["syno.depth"]   # Compare's default axes: no hash, no primitives
+    assert data.tags["syno.hash"] == op.hash and data.tags["syno.depth"] == str(op.depth)
+    assert sorted(data.params) == []   # Compare's default axes: no hash, no primitives, no depth (a baseline has none)

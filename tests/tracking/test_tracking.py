@@ -35,7 +35,7 @@ def test_parent_and_child_runs_with_operator_artifacts(tracker, tmp_path):
     data = client.get_run(run.run_id)
     assert data.info.run_name == f"trial-3-{op.hash}" and data.info.status == "FINISHED"
     assert data.data.tags["mlflow.parentRunId"] == parent
-    assert data.data.tags["syno.hash"] == op.hash and data.data.params["syno.depth"] == str(op.depth)
+    assert data.data.tags["syno.hash"] == op.hash and data.data.tags["syno.depth"] == str(op.depth)
     # tags, not params (Compare's axes are the params that differ); the primitives in forward order, as `show`'s
     assert data.data.tags["syno.primitives"] == " | ".join(reversed(op.primitives))
     assert "syno.hash" not in data.data.params and "syno.primitives" not in data.data.params

@@ -41,14 +41,17 @@ DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 DEFAULT_EXPERIMENT = "syno-automl"
 _log = logging.getLogger(__name__)
 _PARAM_LIMIT = 500
+# MLflow's own limit of a tag's value (mlflow.utils.validation.MAX_TAG_VAL_LENGTH): a verdict line with a tie's
+# criterion and the timing's conditions runs past the params' 500 characters, and was cut there
+_TAG_LIMIT = 8000
 # the settings a trial run repeats from its study run (which has them all): enough to tell studies apart in a
 # runs table of several studies; the other search.* params would be identical on every child run
 TRIAL_RUN_SETTINGS = ("task", "model", "dataset")
 
 
-def _clean(value: Any) -> str:
+def _clean(value: Any, limit: int = _PARAM_LIMIT) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text if len(text) <= _PARAM_LIMIT else text[: _PARAM_LIMIT - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class TrialRun:
@@ -117,7 +120,7 @@ class TrialRun:
         from mlflow.entities import RunTag
 
         self._safe("set tags", self.client.log_batch, self.run_id,
-                   tags=[RunTag(k, _clean(v)) for k, v in tags.items() if v is not None])
+                   tags=[RunTag(k, _clean(v, _TAG_LIMIT)) for k, v in tags.items() if v is not None])
 
     def log_file(self, path: str | Path, folder: str | None = None) -> None:
         """The file `path` as the artifact ``<folder>/<its name>``."""

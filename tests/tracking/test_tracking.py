@@ -155,3 +155,16 @@ def test_epoch_metrics_from_a_trainer(tracker):
         Tiny(), data, data)
     assert [m.step for m in tracker.client.get_metric_history(run.run_id, "val_acc")] == [1, 2, 3]
     assert len(tracker.client.get_metric_history(run.run_id, "train_loss")) == 3
+
+
+def test_a_long_tag_is_kept_whole_and_a_long_param_is_cut(tracker):
+    """A verdict line (a tag of the study run) with a tie's criterion and the timing's conditions ran past the params'
+    500 characters, and was stored cut (the final stage's test found it): tags keep MLflow's own 8,000."""
+    op = tiny_space().sample(1, seed=0)[0]
+    run = tracker.trial_run(tracker.study_run("s", {}), "s", 1, op)
+    verdict = "fastest operator within 1 pp: " + "x" * 1200 + " (decided by fewer FLOPs)"
+    run.set_tags({"syno.final_verdict": verdict})
+    run.log_params({"search.note": "y" * 1200})
+    data = tracker.client.get_run(run.run_id).data
+    assert data.tags["syno.final_verdict"] == verdict
+    assert data.params["search.note"] == "y" * 497 + "..."

@@ -15,18 +15,30 @@ from syno_automl.study.context import resolve
 from syno_automl.study.training import train_operator
 
 
-@pytest.fixture
-def built_trainers(monkeypatch: pytest.MonkeyPatch) -> list[L.Trainer]:
-    """Every Trainer constructed while the test runs."""
+def _record_trainers(monkeypatch: pytest.MonkeyPatch, **extra: object) -> list[L.Trainer]:
     built: list[L.Trainer] = []
     original = L.Trainer.__init__
 
     def recording(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003 - Lightning's own signature
-        original(self, *args, **kwargs)
+        original(self, *args, **{**extra, **kwargs})
         built.append(self)
 
     monkeypatch.setattr(L.Trainer, "__init__", recording)
     return built
+
+
+@pytest.fixture
+def built_trainers(monkeypatch: pytest.MonkeyPatch) -> list[L.Trainer]:
+    """Every Trainer constructed while the test runs."""
+    return _record_trainers(monkeypatch)
+
+
+@pytest.fixture
+def brief_trainers(monkeypatch: pytest.MonkeyPatch) -> list[L.Trainer]:
+    """Every Trainer constructed while the test runs, each training and validating on 2 batches an epoch (unless
+    the package sets its own limits): what is checked is the Trainer built, not what it learns, and a bf16 step
+    at batch 64 takes ~0.45 s on a CPU (a digits epoch, 23 steps, ~10 s)."""
+    return _record_trainers(monkeypatch, limit_train_batches=2, limit_val_batches=2)
 
 
 def _device_of(trainer: L.Trainer) -> tuple[str, str, int]:
@@ -73,11 +85,11 @@ def test_the_speed_targets_are_parsed_once_the_verdicts_first_and_each_once():
     assert (resolved.budgets.flops, resolved.budgets.cost) == (0.5, 1.0)
 
 
-def test_an_image_trial_trains_on_the_configured_device_and_precision(built_trainers):
+def test_an_image_trial_trains_on_the_configured_device_and_precision(brief_trainers):
     context = prepare(SearchConfig(epochs=1, accelerator="cpu", precision="bf16-mixed", tracking_uri=None))
     value = train_operator(context, None, None, epochs=1, timeout=None)
     assert 0.0 <= value <= 1.0
-    assert [_device_of(t) for t in built_trainers] == [("CPUAccelerator", "bf16-mixed", 1)]
+    assert [_device_of(t) for t in brief_trainers] == [("CPUAccelerator", "bf16-mixed", 1)]
     assert not context.datamodule.pin_memory   # no GPU: nothing to pin for
 
 
@@ -88,7 +100,7 @@ def test_an_lm_trial_trains_on_the_configured_device_and_precision(built_trainer
     assert [_device_of(t) for t in built_trainers] == [("CPUAccelerator", "bf16-mixed", 1)]
 
 
-def test_the_final_stage_and_reevaluate_train_on_the_study_device(tmp_path: Path, built_trainers, monkeypatch):
+def test_the_final_stage_and_reevaluate_train_on_the_study_device(tmp_path: Path, brief_trainers, monkeypatch):
     """A tiny search with its final stage, then `syno-automl reevaluate` of its baseline: every Trainer built on
     the way has the precision the search was given (recorded with the study, so reevaluate takes it too)."""
     import functools
@@ -112,14 +124,14 @@ def test_the_final_stage_and_reevaluate_train_on_the_study_device(tmp_path: Path
                           accelerator="cpu", precision="bf16-mixed", speed_batch=4, final_margin=1.0)
     result = run_search(config, out=None)
     assert result.study.user_attrs["syno.settings"]["precision"] == "bf16-mixed"
-    searched = len(built_trainers)
+    searched = len(brief_trainers)
     assert searched >= 3   # baseline + one operator trial + the final stage's re-trainings
     monkeypatch.chdir(tmp_path)
     assert main(["reevaluate", "baseline", "--storage", storage, "--tracking-uri", "none", "--epochs", "1",
                  "--accelerator", "cpu", "--precision", "bf16-mixed", "--speed-batch", "4",
                  "-q"]) == 0
-    assert len(built_trainers) > searched
-    assert {_device_of(t) for t in built_trainers} == {("CPUAccelerator", "bf16-mixed", 1)}
+    assert len(brief_trainers) > searched
+    assert {_device_of(t) for t in brief_trainers} == {("CPUAccelerator", "bf16-mixed", 1)}
 
 
 def test_a_gpu_asked_for_where_torch_sees_none_is_refused_before_the_study(tmp_path: Path, monkeypatch):

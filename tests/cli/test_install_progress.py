@@ -19,13 +19,15 @@ def _stub(path: Path, body: str) -> None:
     path.chmod(0o755)
 
 
-def test_every_long_step_is_announced_before_it_runs(tmp_path: Path) -> None:
+def _install_with_stand_ins(tmp_path: Path, pip: str) -> tuple[Path, list[str]]:
+    """scripts/install.sh run in a copy of it against stand-ins; `pip`: the pip stand-in's script."""
     checkout, stubs = tmp_path / "checkout", tmp_path / "stubs"
     (checkout / "scripts").mkdir(parents=True)
     stubs.mkdir()
     shutil.copy(ROOT / "scripts" / "install.sh", checkout / "scripts" / "install.sh")
     _stub(stubs / "id", 'echo 1000\n')   # not root: no apt-get
-    _stub(stubs / "pip", 'echo "RUN pip $*"\n')
+    _stub(stubs / "pip", pip)
+    _stub(stubs / "uv", 'echo "RUN uv $*"\n')
     # python: `-m venv DIR` makes a venv whose activate puts these stand-ins first; anything else is recorded
     _stub(stubs / "python", f'''if [ "${{1:-}}" = --version ]; then echo "Python 3.x"; exit 0; fi
 echo "RUN python $*"
@@ -38,11 +40,17 @@ fi
     done = subprocess.run(["bash", "scripts/install.sh"], cwd=checkout, env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
-    lines = done.stdout.splitlines()
+    return checkout, done.stdout.splitlines()
+
+
+def test_every_long_step_is_announced_before_it_runs(tmp_path: Path) -> None:
+    checkout, lines = _install_with_stand_ins(tmp_path, 'echo "RUN pip $*"\n')
     runs = [i for i, line in enumerate(lines) if line.startswith("RUN ")]
-    assert len(runs) >= 5, lines   # venv, pip, torch, two import checks (the package's pip: its build log, below)
+    assert len(runs) >= 7, lines   # venv, pip, torch, uv, the dependencies, two import checks (the package's pip: its
+    # build log, below)
     build_log = (checkout / ".venv" / "install-build.log").read_text()
-    assert build_log.startswith("RUN pip install -v --no-compile -e .[test,tvm]"), build_log
+    assert build_log.startswith("RUN pip install -v --no-compile --no-deps -e .[test,tvm]"), build_log
+    assert "RUN uv pip install -q --python .venv/bin/python -r pyproject.toml --extra test --extra tvm" in lines
     for i in runs:   # each step comes after a line saying what it is (with the seconds so far)
         said = next(line for line in reversed(lines[:i]) if not line.startswith("RUN "))
         assert said.startswith("[install] ") and said.endswith(" s)"), (said, lines[i])
@@ -50,10 +58,20 @@ fi
         if lines[i].startswith(("RUN pip install", "RUN python -m venv")):
             assert lines[i - 1].startswith("[install] "), (lines[i - 1], lines[i])
     said = "\n".join(lines)
-    for words in ("virtual environment .venv (Python 3.x)", "torch 2.13.0", "syno_automl (editable; its C++ core",
-                  "checking the imports"):
+    for words in ("virtual environment .venv (Python 3.x)", "torch 2.13.0", "Lightning, Optuna, MLflow, TVM",
+                  "syno_automl (editable; its C++ core", "checking the imports"):
         assert f"[install] {words}" in said, said
     assert lines[-1].startswith("[install] done in ") and "syno-automl search" in lines[-1]
+
+
+def test_without_uv_pip_installs_the_dependencies(tmp_path: Path) -> None:
+    """uv is a speed-up, not a requirement: where it cannot be installed, pip installs what uv would have."""
+    _, lines = _install_with_stand_ins(tmp_path, 'echo "RUN pip $*"; [[ " $* " != *" uv "* ]]\n')
+    said = "\n".join(lines)
+    assert "[install] uv could not be installed: pip installs them" in said
+    assert not any(line.startswith("RUN uv ") for line in lines), said
+    assert any(line.startswith("RUN pip install -q --no-compile -r ") for line in lines), said  # pyproject's lists
+    assert lines[-1].startswith("[install] done in ")
 
 
 def test_the_default_report_folder_is_ignored_at_the_root_only() -> None:

@@ -165,23 +165,33 @@ def searched(tmp_path_factory) -> Path:
     return folder
 
 
+# One torch-only process for every exported layer (file, weights): each imported as a module, loaded, run, exported
+# and refused another shape, then run as the script it is (its smoke test, `python op.py w.pt`, as __main__ here);
+# the modules loaded checked last. A process each cost ~4 s of CPU in torch's import alone.
 _TORCH_ONLY = r"""
-import sys, torch
-source = open(sys.argv[1]).read()
-namespace = {"__name__": "exported"}
-exec(compile(source, sys.argv[1], "exec"), namespace)
-layer = namespace["SynoLayer"]()
-layer.load_state_dict(torch.load(sys.argv[2], weights_only=True))
-shape = [2 if s is None else s for s in layer.INPUT_SHAPE]
-x = torch.randn(shape)
-y = layer(x)
-print("OUT", list(y.shape))
-program = torch.export.export(layer.eval(), (x,))
-print("EXPORTED", torch.allclose(program.module()(x), layer(x), atol=1e-5))
-try:
-    layer(torch.randn([s + 1 if i else s for i, s in enumerate(shape)]))
-except ValueError as e:
-    print("REFUSED", e)
+import contextlib, io, runpy, sys, torch
+pairs = list(zip(sys.argv[1::2], sys.argv[2::2]))
+for n, (path, weights) in enumerate(pairs):
+    source = open(path).read()
+    namespace = {"__name__": "exported"}
+    exec(compile(source, path, "exec"), namespace)
+    layer = namespace["SynoLayer"]()
+    layer.load_state_dict(torch.load(weights, weights_only=True))
+    shape = [2 if s is None else s for s in layer.INPUT_SHAPE]
+    x = torch.randn(shape)
+    y = layer(x)
+    print(f"OUT{n}", list(y.shape))
+    program = torch.export.export(layer.eval(), (x,))
+    print(f"EXPORTED{n}", torch.allclose(program.module()(x), layer(x), atol=1e-5))
+    try:
+        layer(torch.randn([s + 1 if i else s for i, s in enumerate(shape)]))
+    except ValueError as e:
+        print(f"REFUSED{n}", e)
+    smoke = io.StringIO()
+    sys.argv[:] = [path, weights]
+    with contextlib.redirect_stdout(smoke):
+        runpy.run_path(path, run_name="__main__")
+    print(f"SMOKE{n}", smoke.getvalue().strip())
 print("MODULES", sorted(m for m in ("syno_automl", "lightning", "mlflow", "optuna") if m in sys.modules))
 """
 
@@ -205,23 +215,23 @@ def test_show_and_export_with_trained_weights_in_a_torch_only_process(searched, 
     done = [t for t in study.trials[1:] if t.state == optuna.trial.TrialState.COMPLETE]
     assert done, "no operator trial completed"
     number = str(done[0].number)
-    shapes = []
+    files = []
     for mapping in ("0", "1"):  # two replaced layers: two sizes
         cli_here(searched, "export", number, "--mapping", mapping, "-o", str(tmp_path / f"op{mapping}.py"),
             "--weights", str(tmp_path / f"w{mapping}.pt"))
-        script = tmp_path / "run.py"
-        script.write_text(_TORCH_ONLY)
-        out = subprocess.run([sys.executable, "-I", str(script), str(tmp_path / f"op{mapping}.py"),
-                              str(tmp_path / f"w{mapping}.pt")], cwd=tmp_path, capture_output=True, text=True,
-                             timeout=300)
-        assert out.returncode == 0, out.stderr[-3000:]
-        lines = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
-        assert lines["EXPORTED"] == "True" and "expects an input of shape" in lines["REFUSED"]
-        assert lines["MODULES"] == "[]"
-        shapes.append(lines["OUT"])
-        smoke = subprocess.run([sys.executable, "-I", str(tmp_path / f"op{mapping}.py"),
-                                str(tmp_path / f"w{mapping}.pt")], capture_output=True, text=True, timeout=300)
-        assert smoke.returncode == 0 and smoke.stdout.startswith("ok:"), smoke.stderr[-2000:]
+        files += [str(tmp_path / f"op{mapping}.py"), str(tmp_path / f"w{mapping}.pt")]
+    script = tmp_path / "run.py"
+    script.write_text(_TORCH_ONLY)
+    out = subprocess.run([sys.executable, "-I", str(script), *files], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
+    shapes = []
+    for n in range(2):
+        assert lines[f"EXPORTED{n}"] == "True" and "expects an input of shape" in lines[f"REFUSED{n}"]
+        assert lines[f"SMOKE{n}"].startswith("ok:"), lines   # the file run as a script: its own smoke test
+        shapes.append(lines[f"OUT{n}"])
+    assert lines["MODULES"] == "[]"
     assert shapes[0] != shapes[1]  # the two layers' sizes (the default model's two substituted convolutions)
     import torch
 

@@ -10,6 +10,8 @@
   candidate is measured with :data:`MS_EVALUATOR`.
 * :class:`TuningMonitor`: stops a task whose design space is exhausted, stops every task past the deadline, keeps
   the first errors and reports progress (trials done of asked, best so far, elapsed) per kernel.
+* the cost model (:func:`cost_model`): XGBoost, or :class:`UntrainedModel` for a budget within XGBoost's warm-up
+  (where XGBoost predicts at random anyway, yet retrains after every batch).
 * :func:`run_tuning`: the loop every kernel and every model goes through; it returns a :class:`TuningInfo`.
 
 This module imports tvm: import it only where TVM is needed.
@@ -29,10 +31,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import tvm
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+from tvm.s_tir.meta_schedule.cost_model import PyCostModel
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, PyRunner
 from tvm.s_tir.meta_schedule.runner.local_runner import LocalRunnerFuture, default_alloc_argument
@@ -45,8 +49,9 @@ from syno_automl.measure.request import MeasureRequest
 from syno_automl.measure.target import TargetSpec
 
 __all__ = ["BUILD_TIMEOUT_S", "InProcessBuilder", "InProcessRunner", "TuningMonitor", "TuningInfo", "MS_EVALUATOR",
-           "make_runner", "close_runner", "open_runner", "cost_model", "search_strategy", "ms_logging",
-           "ensure_tensor_intrin", "labelled", "run_tuning", "tuning_failure_note", "Progress"]
+           "make_runner", "close_runner", "open_runner", "XGB_WARMUP_SAMPLES", "UntrainedModel", "cost_model",
+           "search_strategy", "ms_logging", "ensure_tensor_intrin", "labelled", "run_tuning", "tuning_failure_note",
+           "Progress"]
 
 Progress = Callable[[str], None]  # receives one line of progress text
 
@@ -213,9 +218,42 @@ def search_strategy(trials: int):
     )
 
 
-def cost_model() -> str:
-    """XGBoost guides the search where it is installed (the ``tvm`` extra brings xgboost-cpu); without it
-    MetaSchedule still tunes, with a random cost model, rather than failing."""
+# XGBModel's num_warmup_samples: it predicts uniform random scores until it holds this many measurements
+XGB_WARMUP_SAMPLES = 100
+
+
+@derived_object
+class UntrainedModel(PyCostModel):
+    """What XGBModel predicts before its warm-up (:data:`XGB_WARMUP_SAMPLES` measurements): uniform random scores,
+    here from its own seeded generator (numpy's global one is left as it was), and no training. XGBModel retrains
+    after every measured batch all the same (about 2 s a batch here), for predictions it never makes below the
+    warm-up."""
+
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        self.rng = np.random.default_rng(seed)
+
+    def load(self, path: str) -> None:
+        pass
+
+    def save(self, path: str) -> None:
+        pass
+
+    def update(self, context, candidates, results) -> None:
+        pass
+
+    def predict(self, context, candidates) -> np.ndarray:
+        return self.rng.uniform(size=len(candidates))
+
+
+def cost_model(trials: int | None = None, seed: int = 0):
+    """The cost model of a tuning of ``trials`` measurements in all (None: unknown). XGBoost guides the search where
+    it is installed (the ``tvm`` extra brings xgboost-cpu) and the budget goes past its warm-up; at most
+    :data:`XGB_WARMUP_SAMPLES` trials, XGBoost would only ever predict at random: :class:`UntrainedModel` (seeded
+    with ``seed``) does the same without the training. Without xgboost MetaSchedule still tunes, with a random cost
+    model, rather than failing."""
+    if trials is not None and trials <= XGB_WARMUP_SAMPLES:
+        return UntrainedModel(seed)
     return "xgb" if importlib.util.find_spec("xgboost") is not None else "random"
 
 
@@ -351,7 +389,7 @@ def run_tuning(contexts, weights, missing: Sequence[int], db, work_dir: str, run
                 builder=InProcessBuilder(in_memory, build_timeout_s),
                 runner=runner,
                 database=db,
-                cost_model=cost_model(),
+                cost_model=cost_model(int(sum(missing)), request.seed),
                 measure_callbacks=callbacks,
                 task_scheduler="gradient",
             )

@@ -486,6 +486,39 @@ def test_isolated_crash_and_timeout():
     assert r.median_ms is None and r.note.startswith("timeout"), r  # the child was killed at its limit
 
 
+def test_cost_model_within_xgboost_warmup():
+    """A tuning of at most XGBoost's warm-up in trials (XGBModel predicts uniform random scores until then, yet
+    retrains after every batch) gets UntrainedModel: uniform random scores, seeded, numpy's global generator left
+    as it was; past the warm-up, XGBoost (where installed)."""
+    import importlib.util
+    import inspect
+
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.cost_model import XGBModel
+    from tvm.s_tir.schedule import Schedule
+
+    from syno_automl.measure import metaschedule
+
+    warmup = inspect.signature(XGBModel.__init__).parameters["num_warmup_samples"].default
+    assert metaschedule.XGB_WARMUP_SAMPLES == warmup
+    past = "xgb" if importlib.util.find_spec("xgboost") is not None else "random"
+    assert metaschedule.cost_model(warmup + 1) == metaschedule.cost_model() == past
+    metaschedule.ensure_tensor_intrin("llvm")  # (what a TuneContext would import otherwise: a minute, all of them)
+    func = cg.program_to_primfunc(linear_program())
+    mod = tvm.IRModule({"main": func})
+    context = ms.TuneContext(mod=mod, target=cg.make_target("llvm"))
+    candidates = [ms.MeasureCandidate(Schedule(mod), ms.arg_info.ArgInfo.from_prim_func(func)) for _ in range(8)]
+    np.random.seed(3)
+    state = np.random.get_state()[1].copy()
+    models = [metaschedule.cost_model(warmup, seed=7) for _ in range(2)]
+    assert all(isinstance(m, metaschedule.UntrainedModel) for m in models)
+    scores = [m.predict(context, candidates) for m in models]
+    assert np.array_equal(scores[0], scores[1]) and len(set(scores[0])) == 8
+    assert ((0 <= scores[0]) & (scores[0] < 1)).all()
+    assert not np.array_equal(metaschedule.cost_model(warmup, seed=8).predict(context, candidates), scores[0])
+    assert (np.random.get_state()[1] == state).all()
+
+
 @pytest.mark.slow
 def test_metaschedule_tuning_and_database_reuse(tmp_path):
     wd = str(tmp_path / "ms")

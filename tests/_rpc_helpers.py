@@ -12,6 +12,7 @@ Example (in a test module)::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,31 +20,44 @@ from typing import Any
 import pytest
 
 
+@dataclasses.dataclass
+class LocalTracker:
+    """The tracker's address (what the tests read: ``port``)."""
+
+    host: str
+    port: int
+
+
 @contextlib.contextmanager
 def rpc_tracker_and_server(key: str, timeout: float = 60.0) -> Iterator[Any]:
-    """An RPC tracker and one RPC server (``key``) on 127.0.0.1, both child processes; yields the tracker once the
-    server has registered with it (the test fails after ``timeout`` seconds otherwise); both are terminated after."""
+    """An RPC tracker and one RPC server (``key``) on 127.0.0.1, both in one child process (``tvm.rpc.Tracker`` and
+    ``tvm.rpc.Server`` start one each, and each imports TVM: ~5 s of CPU a process); yields the tracker once the
+    server has registered with it (the test fails after ``timeout`` seconds otherwise); the child, with the
+    server's session processes, is killed after."""
     from tvm import rpc
-    from tvm.rpc.tracker import Tracker
+    from tvm.rpc.server import _popen_start_rpc_server
+    from tvm.rpc.tracker import _popen_start_tracker_server
+    from tvm.support.popen_pool import PopenWorker
 
-    tracker = Tracker("127.0.0.1", port=9190, port_end=9290, silent=True)
-    server = None
+    worker = PopenWorker()
     try:
-        server = rpc.Server("127.0.0.1", port=9300, port_end=9400, key=key,
-                            tracker_addr=("127.0.0.1", tracker.port), silent=True)
+        worker.send(_popen_start_tracker_server, ["127.0.0.1", 9190, 9290, True])
+        port, _ = worker.recv()
+        # host, port, port_end, is_proxy, tracker_addr, key, load_library, custom_addr, silent
+        worker.send(_popen_start_rpc_server, ["127.0.0.1", 9300, 9400, False, ("127.0.0.1", port), key, None, None,
+                                              True])
+        worker.recv()
         deadline = time.time() + timeout
         while True:  # wait until the server has registered
-            summary = rpc.connect_tracker("127.0.0.1", tracker.port).summary()
+            summary = rpc.connect_tracker("127.0.0.1", port).summary()
             if any(q.get("key") == key or key in str(q) for q in summary.get("server_info", [])):
                 break
             if time.time() > deadline:
                 pytest.fail(f"RPC server {key!r} did not register: {summary}")
             time.sleep(0.5)
-        yield tracker
+        yield LocalTracker("127.0.0.1", port)
     finally:
-        if server is not None:
-            server.terminate()
-        tracker.terminate()
+        worker.kill()  # (kills its children first: the sessions)
 
 
 def rpc_tracker_fixture(key: str):

@@ -165,9 +165,12 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
         from syno_automl.tracking import SearchTracker
 
         tracker = SearchTracker(config.tracking_uri)
+    models = []   # (trial, operator, the operator in the new model's sizes; None: the baseline)
     for trial, op in found:
         text = operator_json_of(trial) if op is not None else None  # (operator_of found it: not None)
-        local = Operator.from_json(free_space, text) if text is not None else None
+        models.append((trial, op, Operator.from_json(free_space, text) if text is not None else None))
+    timed = _TimedTogether(context, [local for _, _, local in models if local is not None])
+    for trial, op, local in models:
         name = op.hash if op is not None else "baseline"
         run = None
         if tracker is not None:
@@ -182,7 +185,7 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
                 run.finish("FAILED")
             print(f"{name}: failed: {type(e).__name__}: {e}")
             continue
-        speed = _remeasured(context, study, run, local)
+        speed = _remeasured(context, study, run, local, timed)
         if run is not None:
             run.finish("FINISHED")
         print(f"{name}: {label} {acc:.4f} with {config.model} on {config.dataset}{_image_size(config)} after {schedule}"
@@ -196,24 +199,37 @@ def cmd_reevaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _remeasured(context: SearchContext, study: Any, run: Any | None, op: Any) -> str:
-    """`op` (None: the original against itself) timed afresh on the speed target as the final stage times (its
-    sessions in fresh processes, pooled; three here, as one operator and the control alone give the spread
-    between sessions few degrees of freedom), never read from the study's measurement store: the store and the
-    run get the new figure."""
-    from syno_automl.speed.sessions import REMEASURE_SESSIONS, measure_final
+class _TimedTogether:
+    """The operators `reevaluate` re-trains and the original, timed afresh on the speed target as the final stage
+    times its finalists: all in the same sessions (in fresh processes, pooled; three here, as one operator and the
+    control alone give the spread between sessions few degrees of freedom), once, at the first model that asks.
+    The original against itself (the control: the baseline's figure) is timed once for all, not once per model."""
+
+    def __init__(self, context: SearchContext, ops: list[Any]) -> None:
+        self.context, self.ops = context, ops
+        self._measured: Any = None
+
+    def __call__(self, op: Any) -> Any:
+        """`op`'s pooled estimate (None: the control's)."""
+        if self._measured is None:
+            from syno_automl.speed.sessions import REMEASURE_SESSIONS, measure_final
+
+            self._measured = measure_final(self.context.speed_subject(), self.ops, sessions=REMEASURE_SESSIONS,
+                                           process=self.context.resolved.speed_process)
+        if op is None:
+            return self._measured.control
+        return self._measured.estimates[next(i for i, o in enumerate(self.ops) if o is op)]
+
+
+def _remeasured(context: SearchContext, study: Any, run: Any | None, op: Any, timed: _TimedTogether) -> str:
+    """`op` (None: the original against itself) timed afresh (`timed`: with the other models re-trained), never read
+    from the study's measurement store: the store and the run get the new figure."""
     from syno_automl.study.trial_speed import MEASURED, SpeedObjective, TrialSpeed, cannot_run
 
     target = context.resolved.speed.name
     if cannot_run(target):
         return f", speed not measured ({target} cannot run here)"
-
-    def pooled(o: Any) -> Any:
-        measured = measure_final(context.speed_subject(), [] if o is None else [o], sessions=REMEASURE_SESSIONS,
-                                 process=context.resolved.speed_process)
-        return measured.control if o is None else measured.estimates[0]
-
-    speed = TrialSpeed(context, SpeedObjective(MEASURED, target), measure=pooled)
+    speed = TrialSpeed(context, SpeedObjective(MEASURED, target), measure=timed)
     estimate = speed.remeasure(study, run, op)
     return f", speedup {estimate.text()} on {target}" if estimate is not None else f", speed not measured on {target}"
 

@@ -115,18 +115,41 @@ def test_tuned_latencies_beside_the_search_ones(tmp_path):
 
 
 # -- the real CLI: search -> reevaluate -> tune -> report -----------------------------------------------------------
+#: the operator lists `reevaluate` timed (speed.sessions.measure_final), call by call
+TIMED: list[list[str]] = []
+
+
 @pytest.fixture(scope="module")
 def worked(tmp_path_factory) -> Path:
     """A tiny search (eager-PyTorch latency measured by the search), the best operator and the baseline
     re-evaluated at 2 epochs, the best operator's latency measured again by `tune`."""
+    from syno_automl.speed import sessions
+
     folder = tmp_path_factory.mktemp("report")
     # single-objective: these tests read study.best_trial (test_search_pareto.py covers the pareto report)
-    # one operator trial: the report's rows are the best trial's and the baseline's
+    # one operator trial: the report's rows are the best trial's and the baseline's; the planned speed objective: the
+    # figures read here are --latency's, reevaluate's and tune's, not the trials' measured speedups
     cli_here(folder, "search", "--trials", "1", "--epochs", "1", "--timeout", "0", "--seed", "1", "--cost-ratio",
-             "0", "--latency", "torch", "--latency-margin", "-1", "--objective", "accuracy", "--finalists", "0")
-    cli_here(folder, "reevaluate", "best", "--epochs", "2", "--seed", "1")
+             "0", "--latency", "torch", "--latency-margin", "-1", "--objective", "accuracy", "--finalists", "0",
+             "--speed-objective", "planned")
+    measure_final = sessions.measure_final
+
+    def counted(subject, ops, **kw):
+        TIMED.append([op.hash for op in ops])
+        return measure_final(subject, ops, **kw)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sessions, "measure_final", counted)
+        cli_here(folder, "reevaluate", "best", "--epochs", "2", "--seed", "1")
     cli_here(folder, "tune", "best", "--target", "torch", "--no-inductor")
     return folder
+
+
+def test_reevaluate_times_the_baseline_and_the_operators_together_once(worked):
+    """The original against itself (the baseline's figure) and each operator, in the same sessions: the control is
+    not timed again for each model re-trained."""
+    best = read_study(worked).best_trial
+    assert TIMED == [[best.user_attrs["syno.hash"]]]
 
 
 @pytest.mark.slow

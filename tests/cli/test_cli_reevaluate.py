@@ -10,9 +10,10 @@ from syno_automl import vocabulary as V
 
 
 def test_reevaluate_takes_the_study_settings_and_changes_only_what_is_passed(tmp_path: Path) -> None:
+    # the planned speed objective: no trial timed (the settings re-trained with are what is read)
     cli_here(tmp_path, "search", "--trials", "1", "--epochs", "1", "--image-size", "12", "--batch-size", "32",
              "--lr", "0.1", "--seed", "3", "--timeout", "0", "--finalists", "0", "--objective", "accuracy",
-             "--cost-ratio", "0", "-q")
+             "--cost-ratio", "0", "--speed-objective", "planned", "-q")
     done = cli_here(tmp_path, "reevaluate", "best", "--no-baseline", "--epochs", "2")  # none of the flags above
     runs = [r for r in read_runs(tmp_path) if r.data.tags.get(V.TAG_ROLE) == "reevaluation"]
     assert len(runs) == 1

@@ -1,5 +1,6 @@
 """MLflow tracking of a search: the study's and trials' runs (runs), the store's folder and relative artifact paths
-(store), the operator's graph drawn as SVG (graph), what MLflow's UI is pointed at and shown (ui).
+(store), a new local store copied from an empty one MLflow made once (store_template), the operator's graph drawn as
+SVG (graph), what MLflow's UI is pointed at and shown (ui).
 """
 from __future__ import annotations
 

@@ -33,6 +33,7 @@ from syno_automl.tracking.store import (
     artifact_location_for,
     make_artifact_paths_relative,
 )
+from syno_automl.tracking.store_template import seed_new_store
 
 __all__ = ["SearchTracker", "TrialRun", "DEFAULT_TRACKING_URI", "render_svg", "artifact_location_for",
            "absolute_tracking_uri", "TRIAL_RUN_SETTINGS", "latency_metrics", "log_latency"]
@@ -208,6 +209,7 @@ class SearchTracker:
         # reach the first folder's database, so the URI is made absolute here
         tracking_uri = absolute_tracking_uri(tracking_uri)
         self.tracking_uri = tracking_uri
+        seed_new_store(tracking_uri)   # a new local store: a copy of an empty one, not MLflow's 1.6 s of migrations
         # every call waits out a Ctrl-C: one landing inside a write would leave SQLite locked (interrupt.py)
         self.client = Deferring(MlflowClient(tracking_uri=tracking_uri))
         found = self.client.get_experiment_by_name(experiment)

@@ -19,7 +19,7 @@ from syno_automl.measure.database import DEFAULT_WORK_DIR, open_database, record
 from syno_automl.measure.isolate import run_child
 from syno_automl.measure.request import MeasureRequest, job_payload
 from syno_automl.measure.result import Latency, failed_at, slug, speedup
-from syno_automl.measure.target import parse_target, resolve_target
+from syno_automl.measure.target import TargetSpec, parse_target, resolve_target
 
 __all__ = ["to_irmodule", "tune_kernel", "apply_record", "tune_and_time", "compare", "run_job"]
 
@@ -75,11 +75,11 @@ def _tir_contexts(mod, tgt, work_dir: str, trials: int, seed: int) -> list:
     ]
 
 
-def tune_kernel(mod, tgt, work_dir: str, runner, request: MeasureRequest, in_memory: bool = False, progress=None,
-                label: str = ""):
-    """Tune ``mod`` into the JSON database under ``work_dir`` (``request.trials``, ``seconds``, ``seed``); a
-    :class:`TuningInfo` whose ``best`` is the best schedule's module (None without a valid record)."""
-    from syno_automl.measure.metaschedule import ensure_tensor_intrin, labelled, run_tuning
+def tune_kernel(mod, tgt, work_dir: str, spec: TargetSpec, request: MeasureRequest, progress=None, label: str = ""):
+    """Tune ``mod`` into the JSON database under ``work_dir`` (``request.trials``, ``seconds``, ``seed``), measured
+    on ``spec`` by the request's runner (started only when a trial is missing); a :class:`TuningInfo` whose ``best``
+    is the best schedule's module (None without a valid record)."""
+    from syno_automl.measure.metaschedule import ensure_tensor_intrin, labelled, open_runner, run_tuning
 
     trials = request.trials
     ensure_tensor_intrin(tgt.kind.name)
@@ -88,8 +88,9 @@ def tune_kernel(mod, tgt, work_dir: str, runner, request: MeasureRequest, in_mem
     t0 = time.time()
     if have < trials:
         contexts = _tir_contexts(mod, tgt, work_dir, trials, request.seed)
-        info = run_tuning(contexts, [1.0] * len(contexts), [trials - have] * len(contexts), db, work_dir, runner,
-                          request, in_memory=in_memory, progress=labelled(progress, label))
+        with open_runner(spec, request.runner, request.rpc_session_timeout) as (runner, in_memory):
+            info = run_tuning(contexts, [1.0] * len(contexts), [trials - have] * len(contexts), db, work_dir, runner,
+                              request, in_memory=in_memory, progress=labelled(progress, label))
         info.tuned_tasks = 1
         db = open_database(work_dir)  # re-read from disk
     else:
@@ -150,14 +151,13 @@ def tune_and_time(
         sched_mod = mod
         if trials > 0:
             stage = "tune"
-            from syno_automl.measure.metaschedule import open_runner, tuning_failure_note
+            from syno_automl.measure.metaschedule import tuning_failure_note
 
             wd = request.work_dir or DEFAULT_WORK_DIR
             if spec.kind == "rpc":  # records measured on a board stay apart from the host's (same Target)
                 assert spec.key is not None  # parse_target gives an rpc spec its key
                 wd = os.path.join(wd, "rpc-" + slug(spec.key))
-            with open_runner(spec, request.runner, request.rpc_session_timeout) as (ms_runner, in_memory):
-                info = tune_kernel(mod, tgt, wd, ms_runner, request, in_memory, progress, label)
+            info = tune_kernel(mod, tgt, wd, spec, request, progress, label)
             tuned_trials, tuning_s, reused = info.records, info.tuning_s, info.reused
             if info.best is None:
                 return Latency.failed(name, tuning_failure_note(info, trials), 0, tuning_s)

@@ -53,10 +53,10 @@ from syno_automl.measure.target import TargetSpec, device_name, parse_target, re
 __all__ = ["tune_model", "model_latency", "compare_models", "run_job"]
 
 
-def tune_model(mod, tgt, work_dir: str, runner, request: MeasureRequest, in_memory: bool = False, progress=None,
-               label: str = ""):
-    """Tune every task of ``mod`` lacking ``request.trials`` records into the database under ``work_dir``; a
-    :class:`TuningInfo` whose ``best`` is the database."""
+def tune_model(mod, tgt, work_dir: str, spec: TargetSpec, request: MeasureRequest, progress=None, label: str = ""):
+    """Tune every task of ``mod`` lacking ``request.trials`` records into the database under ``work_dir``, measured
+    on ``spec`` by the request's runner (started only when a task is to be tuned: LocalRunner's start alone is a
+    worker process importing TVM); a :class:`TuningInfo` whose ``best`` is the database."""
     from tvm.s_tir import meta_schedule as ms
 
     from syno_automl.measure.metaschedule import (
@@ -64,6 +64,7 @@ def tune_model(mod, tgt, work_dir: str, runner, request: MeasureRequest, in_memo
         ensure_tensor_intrin,
         labelled,
         ms_logging,
+        open_runner,
         run_tuning,
         search_strategy,
     )
@@ -89,8 +90,9 @@ def tune_model(mod, tgt, work_dir: str, runner, request: MeasureRequest, in_memo
             contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
                 extracted_tasks=[t for t, _ in todo], work_dir=work_dir, space="post-order-apply",
                 strategy=search_strategy(trials), seed=request.seed)
-        info = run_tuning(contexts, weights, [m for _, m in todo], db, work_dir, runner, request, in_memory=in_memory,
-                          progress=labelled(progress, label))
+        with open_runner(spec, request.runner, request.rpc_session_timeout) as (runner, in_memory):
+            info = run_tuning(contexts, weights, [m for _, m in todo], db, work_dir, runner, request,
+                              in_memory=in_memory, progress=labelled(progress, label))
         if not info.deadline_hit:  # the whole budget was spent on every task
             save_budgets(work_dir, {budget_key(t.dispatched[0], tgt): trials for t, _ in todo})
         db = open_database(work_dir)  # re-read from disk
@@ -127,6 +129,15 @@ def model_latency(
         name = spec.name
     except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
         return Latency.failed(str(target), f"target: {exc}")
+    tgt = None
+    if not request.isolate:  # (the child resolves its own; the caller need not import TVM)
+        # before the export (seconds of torch.export and Relax import): a target unusable now costs none of it
+        try:
+            tgt, why = resolve_target(spec, target, request.build_target)
+        except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
+            return failed_at(name, "target", exc, what="model_latency")
+        if why is not None:  # (exactly when tgt is None)
+            return Latency.failed(name, why)
     stage = "export"
     try:
         import torch
@@ -144,11 +155,12 @@ def model_latency(
         return Latency.failed(name, error_note(stage, exc))
     if request.isolate:
         return _run_isolated(ep, inputs, reference, target, request, rtol)
-    return _measure(ep, inputs, reference, spec, target, request, rtol, progress, label)
+    return _measure(ep, inputs, reference, spec, target, request, rtol, progress, label, tgt)
 
 
 def _measure(ep, inputs, reference, spec: TargetSpec, target, request: MeasureRequest, rtol: float, progress=None,
-             label: str = "") -> Latency:
+             label: str = "", tgt=None) -> Latency:
+    """Import, tune, build, verify and time; ``tgt``: the target :func:`resolve_target` gave (None: resolved here)."""
     name = spec.name
     trials, seconds = request.trials, request.seconds
     stage = "import"
@@ -161,21 +173,21 @@ def _measure(ep, inputs, reference, spec: TargetSpec, target, request: MeasureRe
         from syno_automl.measure.timing import time_main, upload_remote
 
         mod = export_relax(ep)
-        stage = "target"
-        tgt, why = resolve_target(spec, target, request.build_target)
-        if why is not None:  # (exactly when tgt is None)
-            return Latency.failed(name, why)
+        if tgt is None:
+            stage = "target"
+            tgt, why = resolve_target(spec, target, request.build_target)
+            if why is not None:  # (exactly when tgt is None)
+                return Latency.failed(name, why)
         stage = "prepare"
         mod = prepare_relax(mod, tgt)
         if trials > 0:
             stage = "tune"
             from tvm.s_tir import meta_schedule as ms
 
-            from syno_automl.measure.metaschedule import ms_logging, open_runner, tuning_failure_note
+            from syno_automl.measure.metaschedule import ms_logging, tuning_failure_note
 
             wd = os.path.join(request.work_dir or DEFAULT_WORK_DIR, "relax-" + slug(device_name(spec.name)))
-            with open_runner(spec, request.runner, request.rpc_session_timeout) as (runner, in_memory):
-                info = tune_model(mod, tgt, wd, runner, request, in_memory, progress, label)
+            info = tune_model(mod, tgt, wd, spec, request, progress, label)
             tuned_trials, tuning_s, reused = info.records, info.tuning_s, info.reused
             if info.records == 0 and info.tasks > 0:
                 return Latency.failed(name, tuning_failure_note(info, trials, "trials per task"), 0, tuning_s)

@@ -520,7 +520,7 @@ def test_cost_model_within_xgboost_warmup():
 
 
 @pytest.mark.slow
-def test_metaschedule_tuning_and_database_reuse(tmp_path):
+def test_metaschedule_tuning_and_database_reuse(tmp_path, monkeypatch):
     wd = str(tmp_path / "ms")
     prog = conv2d_program()
     # the in-process runner: LocalRunner starts and checks a worker process per tuning (~5 s each, three here);
@@ -533,9 +533,12 @@ def test_metaschedule_tuning_and_database_reuse(tmp_path):
     assert op.tuned_trials >= 1 and not op.reused and op.tuning_s is not None
     assert res["speedup"] == pytest.approx(base.median_ms / op.median_ms)
     assert os.path.exists(os.path.join(wd, "database_tuning_record.json"))
-    # same workload again: served from the on-disk database, no new trial (no wall-clock bound: machine load)
-    again = lat.tune_and_time(conv2d_program(), "llvm", lat.MeasureRequest(trials=4, work_dir=wd, protocol=QUICK,
-                                                                           runner="inprocess"))
+    # same workload again: served from the on-disk database, no new trial (no wall-clock bound: machine load), and
+    # no runner started (the default LocalRunner's start alone is a worker process importing TVM)
+    from syno_automl.measure import metaschedule
+
+    monkeypatch.setattr(metaschedule, "make_runner", lambda *args: pytest.fail("a runner was started"))
+    again = lat.tune_and_time(conv2d_program(), "llvm", lat.MeasureRequest(trials=4, work_dir=wd, protocol=QUICK))
     assert again.ok and again.reused and again.tuned_trials == op.tuned_trials, again
     # the tuned schedule still computes the operator
     from tvm.s_tir import meta_schedule as ms

@@ -207,10 +207,12 @@ class TuningMonitor(PyMeasureCallback):
 
 def search_strategy(trials: int):
     """Evolutionary search sized to the budget: the default (population 512, 4 genetic rounds) spends a minute or
-    more in the cost model before the first measurement, which dwarfs a handful of trials."""
+    more in the cost model before the first measurement, which dwarfs a handful of trials. Eight candidates a trial
+    (from 4 trials on as before; below, no floor of 32: a population of 32 for 1 or 2 trials cost ~1 s of CPU a
+    tuning here, about half of the search)."""
     if trials >= 256:
         return "evolutionary"
-    pop = int(min(512, max(32, 8 * trials)))
+    pop = int(min(512, max(8, 8 * trials)))
     return ms.search_strategy.EvolutionarySearch(
         population_size=pop,
         init_min_unmeasured=min(50, pop),

@@ -486,6 +486,23 @@ def test_isolated_crash_and_timeout():
     assert r.median_ms is None and r.note.startswith("timeout"), r  # the child was killed at its limit
 
 
+@pytest.mark.parametrize("trials, population, init_unmeasured, genetic_iters", [
+    (1, 8, 8, 1),          # eight candidates a trial, no floor
+    (2, 16, 16, 1),
+    (4, 32, 32, 1),
+    (32, 256, 50, 1),      # the CLI's default budget
+    (64, 512, 50, 3),
+    (255, 512, 50, 3),     # capped at MetaSchedule's default population
+])
+def test_search_strategy_is_sized_to_the_budget(trials, population, init_unmeasured, genetic_iters):
+    from syno_automl.measure.metaschedule import search_strategy
+
+    s = search_strategy(trials)
+    assert (s.population_size, s.init_min_unmeasured, s.genetic_num_iters) == (population, init_unmeasured,
+                                                                                 genetic_iters)
+    assert search_strategy(256) == "evolutionary"  # MetaSchedule's own from 256 trials
+
+
 def test_cost_model_within_xgboost_warmup():
     """A tuning of at most XGBoost's warm-up in trials (XGBModel predicts uniform random scores until then, yet
     retrains after every batch) gets UntrainedModel: uniform random scores, seeded, numpy's global generator left

@@ -22,13 +22,15 @@ os.environ.setdefault("SYNO_AUTOML_TIMING", "fast")
 # first, the many short ones after them fill whichever worker finishes early, so that the two end together instead
 # of one running a long file alone at the end. A file not listed runs after these, in name order.
 LONGEST_FIRST = (
-    "test_interrupt_signals.py", "test_cli_search.py", "test_cli_workflow.py", "test_search_finalists.py",
-    "test_cost_profile.py", "test_codegen_tvm.py", "test_search_determinism.py", "test_ui_docs.py",
-    "test_tvm_random_operators.py", "test_tasks_lm.py", "test_trial_speed.py", "test_report_verdict.py",
-    "test_report_figures.py", "test_early_refusals.py", "test_search_pareto.py", "test_cli_mnist1d.py",
-    "test_search_latency.py", "test_cost_bound.py", "test_cli_tune.py", "test_search_optuna.py",
-    "test_measure_build_timeout.py", "test_interrupt_resume.py", "test_sampling_spread.py", "test_screen.py",
-    "test_placeholder.py", "test_measure_torch.py",
+    "test_interrupt_signals.py", "test_cli_search.py", "test_codegen_tvm.py", "test_ui_docs.py",
+    "test_cli_workflow.py", "test_search_finalists.py", "test_trial_speed.py", "test_search_determinism.py",
+    "test_report_figures.py", "test_measure_build_timeout.py", "test_cost_profile.py", "test_report_verdict.py",
+    "test_search_optuna.py", "test_cli_tune.py", "test_cli_mnist1d.py", "test_search_pareto.py",
+    "test_measure_operator.py", "test_placeholder.py", "test_codegen_triton.py", "test_accelerator.py",
+    "test_process_settings.py", "test_space.py", "test_cli_reevaluate.py", "test_tasks_lm.py",
+    "test_tvm_random_operators.py", "test_search_mcts.py", "test_screen.py", "test_interrupt_resume.py",
+    "test_search_latency.py", "test_cost_bound.py", "test_exhausted_space.py", "test_gpu_window.py",
+    "test_resume_requeue.py", "test_codegen_loader.py", "test_measure_torch.py", "test_early_refusals.py",
 )
 
 

@@ -61,12 +61,25 @@ build_progress() {
   { grep --line-buffered -E '^\s*\[[0-9]+/[0-9]+\] (Building|Linking) ' || true; } |
     sed -u -E 's#^\s*\[([0-9]+/[0-9]+)\] (Building|Linking) [A-Za-z+]+ [a-z ]*(object|library|module|executable) (.*/)?([^/ ]+)$#[install]   C++ core \1: \5#'
 }
+# the libraries' first import compiles their bytecode (--no-compile: only what is imported; ~25 s on one core): it
+# runs beside the C++ build, which leaves a core idle for much of its time (a few large unity files), its output
+# shown after it
+imports_log=.venv/install-imports.log
+python -c "import torch, lightning, optuna, mlflow; print('[install] ok: torch', torch.__version__)" >"$imports_log" 2>&1 &
+imports=$!
 if ! pip install -v --no-compile --no-deps -e ".[test,tvm]" "${native_tests[@]}" 2>&1 | tee "$build_log" | build_progress; then
+  kill "$imports" 2>/dev/null || true
   tail -n 40 "$build_log" >&2
   echo "[install] failed: pip's whole output is in $build_log" >&2
   exit 1
 fi
 step "checking the imports"
-python -c "import syno_automl._native, torch, lightning, optuna, mlflow; print('[install] ok: torch', torch.__version__)"
+if ! wait "$imports"; then
+  cat "$imports_log" >&2
+  echo "[install] failed: the libraries do not import (above)" >&2
+  exit 1
+fi
+cat "$imports_log"
+python -c "import syno_automl._native, torch"   # the core beside torch, in one process
 (cd / && python -c "import syno_automl._native")
 echo "[install] done in ${SECONDS} s: . .venv/bin/activate, then syno-automl search"

@@ -37,14 +37,17 @@ quiet pip install -q -U pip
 step "torch $TORCH, first (the largest download), so that nothing else pulls another build"
 quiet pip install -q --no-compile "torch==$TORCH"
 # the dependencies (Lightning, Optuna, MLflow, TVM, the test tools: pyproject.toml's, torch kept as installed) by uv,
-# which downloads and unpacks them in parallel: ~17 s where pip took ~54 s (warm caches both); pip if uv cannot be
-# had. Then the package alone.
+# which downloads and unpacks them in parallel: ~17 s where pip took ~54 s (warm caches both); by pip (a minute)
+# where uv cannot be had or fails. Then the package alone.
 step "Lightning, Optuna, MLflow, TVM and the test tools (uv, from pyproject.toml)"
-if quiet pip install -q uv && command -v uv >/dev/null; then
-  uv pip install -q --python .venv/bin/python -r pyproject.toml --extra test --extra tvm
-else
-  echo "[install] uv could not be installed: pip installs them (a minute)"
+dependencies_by_pip() {
+  echo "[install] $1: pip installs them (a minute)"
   quiet pip install -q --no-compile -r <(python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; print("\n".join(p["dependencies"] + p["optional-dependencies"]["test"] + p["optional-dependencies"]["tvm"]))')
+}
+if ! { quiet pip install -q uv && command -v uv >/dev/null; }; then
+  dependencies_by_pip "uv could not be installed"
+elif ! uv pip install -q --python .venv/bin/python -r pyproject.toml --extra test --extra tvm; then
+  dependencies_by_pip "uv failed (above)"
 fi
 # editable (scikit-build-core's redirect mode): the C++ core is built into .venv and the Python code is served
 # from this checkout, so `import syno_automl` works from the repository root too (a plain install is shadowed

@@ -11,6 +11,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -19,15 +21,15 @@ def _stub(path: Path, body: str) -> None:
     path.chmod(0o755)
 
 
-def _install_with_stand_ins(tmp_path: Path, pip: str) -> tuple[Path, list[str]]:
-    """scripts/install.sh run in a copy of it against stand-ins; `pip`: the pip stand-in's script."""
+def _install_with_stand_ins(tmp_path: Path, pip: str, uv: str = 'echo "RUN uv $*"\n') -> tuple[Path, list[str]]:
+    """scripts/install.sh run in a copy of it against stand-ins; `pip`, `uv`: their stand-ins' scripts."""
     checkout, stubs = tmp_path / "checkout", tmp_path / "stubs"
     (checkout / "scripts").mkdir(parents=True)
     stubs.mkdir()
     shutil.copy(ROOT / "scripts" / "install.sh", checkout / "scripts" / "install.sh")
     _stub(stubs / "id", 'echo 1000\n')   # not root: no apt-get
     _stub(stubs / "pip", pip)
-    _stub(stubs / "uv", 'echo "RUN uv $*"\n')
+    _stub(stubs / "uv", uv)
     # python: `-m venv DIR` makes a venv whose activate puts these stand-ins first; anything else is recorded
     _stub(stubs / "python", f'''if [ "${{1:-}}" = --version ]; then echo "Python 3.x"; exit 0; fi
 echo "RUN python $*"
@@ -64,13 +66,18 @@ def test_every_long_step_is_announced_before_it_runs(tmp_path: Path) -> None:
     assert lines[-1].startswith("[install] done in ") and "syno-automl search" in lines[-1]
 
 
-def test_without_uv_pip_installs_the_dependencies(tmp_path: Path) -> None:
-    """uv is a speed-up, not a requirement: where it cannot be installed, pip installs what uv would have."""
-    _, lines = _install_with_stand_ins(tmp_path, 'echo "RUN pip $*"; [[ " $* " != *" uv "* ]]\n')
-    said = "\n".join(lines)
-    assert "[install] uv could not be installed: pip installs them" in said
-    assert not any(line.startswith("RUN uv ") for line in lines), said
-    assert any(line.startswith("RUN pip install -q --no-compile -r ") for line in lines), said  # pyproject's lists
+@pytest.mark.parametrize("pip, uv, said", [
+    ('echo "RUN pip $*"; [[ " $* " != *" uv "* ]]', 'echo "RUN uv $*"', "uv could not be installed"),
+    ('echo "RUN pip $*"', 'echo "RUN uv $*"; exit 1', "uv failed (above)"),
+])
+def test_without_uv_pip_installs_the_dependencies(tmp_path: Path, pip: str, uv: str, said: str) -> None:
+    """uv is a speed-up, not a requirement: where it cannot be installed or fails, pip installs what uv would
+    have."""
+    _, lines = _install_with_stand_ins(tmp_path, pip + "\n", uv + "\n")
+    assert f"[install] {said}: pip installs them (a minute)" in lines, lines
+    ran_uv = [line for line in lines if line.startswith("RUN uv pip install ")]
+    assert len(ran_uv) == (0 if said == "uv could not be installed" else 1), lines
+    assert any(line.startswith("RUN pip install -q --no-compile -r ") for line in lines), lines  # pyproject's lists
     assert lines[-1].startswith("[install] done in ")
 
 

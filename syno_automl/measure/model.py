@@ -132,12 +132,9 @@ def model_latency(
     tgt = None
     if not request.isolate:  # (the child resolves its own; the caller need not import TVM)
         # before the export (seconds of torch.export and Relax import): a target unusable now costs none of it
-        try:
-            tgt, why = resolve_target(spec, target, request.build_target)
-        except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
-            return failed_at(name, "target", exc, what="model_latency")
-        if why is not None:  # (exactly when tgt is None)
-            return Latency.failed(name, why)
+        tgt, failure = _resolved(spec, target, request)
+        if failure is not None:
+            return failure
     stage = "export"
     try:
         import torch
@@ -155,12 +152,22 @@ def model_latency(
         return Latency.failed(name, error_note(stage, exc))
     if request.isolate:
         return _run_isolated(ep, inputs, reference, target, request, rtol)
-    return _measure(ep, inputs, reference, spec, target, request, rtol, progress, label, tgt)
+    return _measure(ep, inputs, reference, spec, tgt, request, rtol, progress, label)
 
 
-def _measure(ep, inputs, reference, spec: TargetSpec, target, request: MeasureRequest, rtol: float, progress=None,
-             label: str = "", tgt=None) -> Latency:
-    """Import, tune, build, verify and time; ``tgt``: the target :func:`resolve_target` gave (None: resolved here)."""
+def _resolved(spec: TargetSpec, target: Any, request: MeasureRequest) -> tuple[Any, Latency | None]:
+    """(`spec`'s TVM target, None), or (None, the failure to return instead): never raises, the reason is the
+    note."""
+    try:
+        tgt, why = resolve_target(spec, target, request.build_target)
+    except Exception as exc:  # noqa: BLE001 -- never raises: the reason is the note
+        return None, failed_at(spec.name, "target", exc, what="model_latency")
+    return tgt, (Latency.failed(spec.name, why) if why is not None else None)   # (why: exactly when tgt is None)
+
+
+def _measure(ep, inputs, reference, spec: TargetSpec, tgt: Any, request: MeasureRequest, rtol: float, progress=None,
+             label: str = "") -> Latency:
+    """Import, tune, build, verify and time on ``tgt`` (:func:`_resolved`'s target of ``spec``)."""
     name = spec.name
     trials, seconds = request.trials, request.seconds
     stage = "import"
@@ -173,11 +180,6 @@ def _measure(ep, inputs, reference, spec: TargetSpec, target, request: MeasureRe
         from syno_automl.measure.timing import time_main, upload_remote
 
         mod = export_relax(ep)
-        if tgt is None:
-            stage = "target"
-            tgt, why = resolve_target(spec, target, request.build_target)
-            if why is not None:  # (exactly when tgt is None)
-                return Latency.failed(name, why)
         stage = "prepare"
         mod = prepare_relax(mod, tgt)
         if trials > 0:
@@ -259,9 +261,11 @@ def run_job(tmp: str) -> Latency:
         job = json.load(f)
     ep = torch.export.load(os.path.join(tmp, "model.pt2"))
     data = torch.load(os.path.join(tmp, "inputs.pt"), weights_only=False)
-    spec = parse_target(job["target"])
-    return _measure(ep, tuple(data["inputs"]), data["reference"], spec, job["target"],
-                    MeasureRequest.from_job(job["request"]), job["rtol"])
+    spec, request = parse_target(job["target"]), MeasureRequest.from_job(job["request"])
+    tgt, failure = _resolved(spec, job["target"], request)
+    if failure is not None:
+        return failure
+    return _measure(ep, tuple(data["inputs"]), data["reference"], spec, tgt, request, job["rtol"])
 
 
 def compare_models(baseline, model, example_inputs, target: Any = None, request: MeasureRequest = MeasureRequest(),

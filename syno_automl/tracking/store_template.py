@@ -18,6 +18,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from syno_automl.tracking.store import store_database
@@ -35,6 +36,19 @@ def template_path() -> Path:
     return cache / f"mlflow-{mlflow.__version__}-empty-store.db"
 
 
+@contextlib.contextmanager
+def _scratch_beside(path: Path) -> Iterator[str]:
+    """A new empty file in `path`'s folder (a rename or a link to `path` then stays on one filesystem), removed on
+    the way out if it is still there."""
+    handle, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        yield scratch
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(scratch)
+
+
 def _make_template(path: Path) -> None:
     """The empty store, made by MLflow's own initialization (tables, then every migration) in a file beside `path`,
     then moved there at once: another process finds no file or a whole one."""
@@ -42,18 +56,13 @@ def _make_template(path: Path) -> None:
     from mlflow.store.db import utils  # _initialize_tables: what SqlAlchemyStore runs on an empty database
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    try:
+    with _scratch_beside(path) as scratch:
         engine = sqlalchemy.create_engine(f"sqlite:///{scratch}")
         try:
             utils._initialize_tables(engine)
         finally:
             engine.dispose()
         os.replace(scratch, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(scratch)
 
 
 def _template() -> Path | None:
@@ -84,13 +93,9 @@ def seed_new_store(tracking_uri: str) -> bool:
     if template is None:
         return False
     try:
-        handle, scratch = tempfile.mkstemp(dir=db.parent, prefix=f".{db.name}.", suffix=".tmp")
-        os.close(handle)
-        try:
+        with _scratch_beside(db) as scratch:
             shutil.copyfile(template, scratch)
             os.link(scratch, db)   # fails if another worker's store appeared meanwhile: that one is kept
-        finally:
-            os.unlink(scratch)
     except OSError:   # a folder that cannot be written, another worker's store: MLflow decides
         return False
     return True

@@ -1,6 +1,11 @@
 """scikit-learn's bundled 8x8 handwritten digits, upscaled: the embedded default dataset (no download)."""
 from __future__ import annotations
 
+import gzip
+import importlib.util
+from pathlib import Path
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -9,15 +14,40 @@ from syno_automl.errors import OptionError
 from .base import ClassificationDataModule, TensorImageDataset, seeded_split
 
 
+def _digits_file() -> Path | None:
+    """scikit-learn's ``datasets/data/digits.csv.gz``, found without importing scikit-learn (None if it is not
+    there)."""
+    spec = importlib.util.find_spec("sklearn")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = Path(folder) / "datasets" / "data" / "digits.csv.gz"
+        if path.is_file():
+            return path
+    return None
+
+
+def load_digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """The 1,797 digits as ``sklearn.datasets.load_digits`` gives them: images ``[N, 8, 8]`` (float64, 0-16) and
+    their labels (int). Read from the file scikit-learn ships, as its function reads it, without importing
+    scikit-learn (~1 s of CPU: pandas, narwhals, scipy's modules), which it does only where that file is not
+    found."""
+    path = _digits_file()
+    if path is None:
+        from sklearn.datasets import load_digits
+
+        bunch = load_digits()
+        return bunch.images, bunch.target
+    with gzip.open(path, mode="rt", encoding="utf-8") as f:
+        data = np.loadtxt(f, delimiter=",")
+    return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(int, copy=False)
+
+
 def load_digits_tensors(image_size: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
     """All 1,797 digits as floats in [0, 1] of shape ``[N, 1, S, S]`` (bilinear upscaling) and their labels."""
-    from sklearn.datasets import load_digits
-
-    bunch = load_digits()
-    images = torch.as_tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    raw, target = load_digits_arrays()
+    images = torch.as_tensor(raw, dtype=torch.float32).unsqueeze(1) / 16.0
     if image_size != 8:
         images = F.interpolate(images, size=(image_size, image_size), mode="bilinear", align_corners=False)
-    return images.clamp_(0.0, 1.0), torch.as_tensor(bunch.target, dtype=torch.long)
+    return images.clamp_(0.0, 1.0), torch.as_tensor(target, dtype=torch.long)
 
 
 class DigitsDataModule(ClassificationDataModule):

@@ -46,6 +46,32 @@ def test_digits_split_is_seeded_and_normalized() -> None:
     assert abs(train.mean().item()) < 1e-3 and abs(train.std().item() - 1.0) < 1e-2
 
 
+def test_digits_are_scikit_learns_read_without_importing_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file scikit-learn ships, read as its load_digits reads it: the same images and labels, without importing
+    scikit-learn (~1 s of CPU at every search's start); its own function where the file is not found."""
+    import builtins
+
+    from lightning_modules.data import digits
+
+    def no_sklearn(name, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003 - __import__'s signature
+        assert not name.startswith("sklearn"), f"imported {name}"
+        return importing(name, *args, **kwargs)
+
+    importing = builtins.__import__
+    with monkeypatch.context() as blocked:   # any import of scikit-learn fails meanwhile
+        blocked.setattr(builtins, "__import__", no_sklearn)
+        images, target = digits.load_digits_arrays()
+        assert tuple(digits.load_digits_tensors(8)[0].shape) == (1797, 1, 8, 8)
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    assert images.dtype == bunch.images.dtype and np.array_equal(images, bunch.images)
+    assert target.dtype == bunch.target.dtype and np.array_equal(target, bunch.target)
+    monkeypatch.setattr(digits, "_digits_file", lambda: None)   # no file: scikit-learn's own function
+    again, labels = digits.load_digits_arrays()
+    assert np.array_equal(again, images) and np.array_equal(labels, target)
+
+
 # --- missing data names the expected files -------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, expected", [

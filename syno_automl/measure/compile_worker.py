@@ -2,8 +2,8 @@
 
 One candidate's LLVM codegen can run for hours (seen: > 40 min in ``tvm.compile``'s ``codegen_build``); compiled in
 the tuning process it hangs the whole tuning. :class:`CompileWorker` keeps one child (TVM's
-``python -m tvm.exec.popen_worker`` protocol: length-prefixed cloudpickle messages over two pipes) alive across
-batches and tuning calls, so TVM is imported once per process (about 4 s), not per batch as in MetaSchedule's
+``tvm.exec.popen_worker`` protocol: length-prefixed cloudpickle messages over two pipes) alive across batches and
+tuning calls, so TVM is imported once per process (about 1.5 s: without torch), not per batch as in MetaSchedule's
 ``LocalBuilder``. A call that exceeds its timeout kills the child (and its children); the next call starts a fresh
 one. A child that crashes only fails its call. The timeout is watched by this process (``select`` on the pipe), so
 it fires even when the child's codegen never releases the GIL. The child's output goes to /dev/null: it must not
@@ -37,6 +37,10 @@ WORKER_MAX_USES = 1000  # then a fresh child: TVM's popen workers leak memory ov
 BuildFn = Callable[[Any, Any, bool], str]  # (IRModule, Target, shared_library) -> artifact path, run in the worker
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The child: TVM's popen worker, without torch. tvm_ffi imports torch whenever it is installed (for its DLPack
+# interop: ~2.5 s of the child's ~4 s start, and its memory), and compiling a scheduled TIR candidate never uses it;
+# torch marked absent, tvm_ffi's guarded import skips it. A build function that imports torch fails its call.
+_WORKER_MAIN = "import sys; sys.modules['torch'] = None; from tvm.exec.popen_worker import main; main()"
 
 
 def compile_candidate(mod: Any, target: Any, shared_library: bool) -> str:
@@ -103,8 +107,8 @@ class CompileWorker:
         worker_read, main_write = os.pipe()
         env = dict(os.environ)
         env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self._proc = subprocess.Popen([sys.executable, "-m", "tvm.exec.popen_worker", str(worker_read),
-                                       str(worker_write)], pass_fds=(worker_read, worker_write), env=env,
+        self._proc = subprocess.Popen([sys.executable, "-c", _WORKER_MAIN, str(worker_read), str(worker_write)],
+                                      pass_fds=(worker_read, worker_write), env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         os.close(worker_read)
         os.close(worker_write)

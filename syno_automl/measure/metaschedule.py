@@ -378,7 +378,7 @@ def run_tuning(contexts, weights, missing: Sequence[int], db, work_dir: str, run
     if seconds:  # with a time budget, check it at least about 4 times
         per_iter = min(per_iter, max(4, trials // 4))
     if build_timeout_s is not None:
-        shared_worker().start()  # its start (import tvm, ~4 s) overlaps the search's first population
+        shared_worker().start()  # its start (import tvm, ~1.5 s) overlaps the search's first population
     try:
         with ms_logging():
             ms.tune.tune_tasks(

@@ -98,9 +98,16 @@ def test_crashing_candidate_fails_alone():
 def test_worker_is_recycled_after_max_uses():
     from syno_automl.measure.compile_worker import CompileWorker
 
+    def loaded():   # (nested: pickled by value into the worker)
+        import sys
+
+        return sorted(m for m in ("tvm", "torch") if sys.modules.get(m) is not None)
+
     worker = CompileWorker(max_uses=2)
     try:
         pids = [worker.call(os.getpid, ())[0] for _ in range(3)]
+        modules = worker.call(loaded, ())
     finally:
         worker.close()
     assert pids[0] == pids[1] != pids[2] and os.getpid() not in pids
+    assert modules == (["tvm"], None)   # TVM without torch (tvm_ffi imports it where it is not marked absent)

@@ -33,20 +33,23 @@ def rpc_tracker_and_server(key: str, timeout: float = 60.0) -> Iterator[Any]:
     """An RPC tracker and one RPC server (``key``) on 127.0.0.1, both in one child process (``tvm.rpc.Tracker`` and
     ``tvm.rpc.Server`` start one each, and each imports TVM: ~5 s of CPU a process); yields the tracker once the
     server has registered with it (the test fails after ``timeout`` seconds otherwise); the child, with the
-    server's session processes, is killed after."""
+    server's session processes, is killed after. The child is the compile worker's (TVM's popen worker without
+    torch, which neither serves: ~1.5 s of CPU instead of ~4)."""
     from tvm import rpc
     from tvm.rpc.server import _popen_start_rpc_server
     from tvm.rpc.tracker import _popen_start_tracker_server
-    from tvm.support.popen_pool import PopenWorker
 
-    worker = PopenWorker()
+    from syno_automl.measure.compile_worker import CompileWorker
+
+    worker = CompileWorker()
     try:
-        worker.send(_popen_start_tracker_server, ["127.0.0.1", 9190, 9290, True])
-        port, _ = worker.recv()
+        started, why = worker.call(_popen_start_tracker_server, ("127.0.0.1", 9190, 9290, True), timeout)
+        assert why is None, why
+        port = started[0]   # (port, stop key)
         # host, port, port_end, is_proxy, tracker_addr, key, load_library, custom_addr, silent
-        worker.send(_popen_start_rpc_server, ["127.0.0.1", 9300, 9400, False, ("127.0.0.1", port), key, None, None,
-                                              True])
-        worker.recv()
+        _, why = worker.call(_popen_start_rpc_server, ("127.0.0.1", 9300, 9400, False, ("127.0.0.1", port), key, None,
+                                                       None, True), timeout)
+        assert why is None, why
         deadline = time.time() + timeout
         while True:  # wait until the server has registered
             summary = rpc.connect_tracker("127.0.0.1", port).summary()

@@ -25,8 +25,9 @@ CHECK_ATTEMPTS = 1_000
 CHECK_ATTEMPTS_NAMED = 200
 CHECK_SECONDS = 60.0
 #: where a known form proves the space not empty, how hard the check looks for another operator (else it warns,
-#: KnownFormsOnlyWarning): one sample below each of the root's first children within the budgets, as the search's
-#: rollouts do. MNIST-1D's Conv1d at cost_ratio=1.0: none below 8 (about 1 s); at 2.0, and Conv2d at 1.0, one below
+#: KnownFormsOnlyWarning): one sample below each of the root's first children within the budgets, in 3 times the
+#: descents of a search's first look below a leaf (MCTSLimits.probe_attempts): a warning is worth looking harder for
+#: than one leaf. MNIST-1D's Conv1d at cost_ratio=1.0: none below 8 (about 1 s); at 2.0, and Conv2d at 1.0, one below
 #: the first (0.01-0.15 s)
 PROBE_CHILDREN = 8
 PROBE_ATTEMPTS = 48

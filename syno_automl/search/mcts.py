@@ -6,10 +6,11 @@ proposed. Running evaluations are passed to `propose` and count as virtual loss 
 
 Selection is UCB1-tuned with progressive widening: a node visited N times may have ceil(widening * N**power)
 visited children; the next child to reveal comes from a fixed seeded order. The first child outside the tree is
-the leaf, and a rollout completes it to an operator with `space.sample(1, seed=derived, prefix=leaf)` (then 4,
-16 completions while those found are taken). Operators in `taken` (evaluated, running or queued) are never
-proposed. With `flops_bins` > 0 each rollout draws from one of that many log-uniform FLOPs bands of the space's
-budget (chosen by the rollout's seed: space.sample), so that rollouts do not pile up at the cheapest operators.
+the leaf, and a rollout completes it to an operator with `space.sample(1, seed=derived, prefix=leaf)` (a probe of
+`limits.probe_attempts` descents: none found, the leaf is dead), then 4, 16 completions while those found are
+taken. Operators in `taken` (evaluated, running or queued) are never proposed. With `flops_bins` > 0 each rollout
+draws from one of that many log-uniform FLOPs bands of the space's budget (chosen by the rollout's seed:
+space.sample), so that rollouts do not pile up at the cheapest operators.
 
 Everything is deterministic for (seed, decision number, observations, running, taken, dead): sums are kept in
 fixed point, so the order observations arrive in does not matter; rollouts depend on (seed, leaf) only and are
@@ -158,7 +159,11 @@ class MCTSLimits:
         max_restarts: walks from the root that may end in an exhausted subtree.
         max_rollout: the most completions one rollout asks of a leaf (1, then 4, ... up to this).
         max_sample_calls: space.sample requests (memoized ones included).
-        rollout_attempts: the sampler's attempts per completion asked (up to 4 completions' worth).
+        rollout_attempts: the sampler's attempts per completion asked, when a rollout asks for more than one (up to
+            4 completions' worth).
+        probe_attempts: the sampler's attempts when a rollout asks for its first completion of a leaf. A leaf whose
+            probe finds none is dead (completions too rare to find): at 1,000 trials most such probes found nothing
+            in 48 attempts either, and they took half of a decision's time (docs/measurements).
         max_sample_seconds: wall time of new (not memoized) rollouts.
     """
 
@@ -166,6 +171,7 @@ class MCTSLimits:
     max_rollout: int = 16
     max_sample_calls: int = 128
     rollout_attempts: int = 48
+    probe_attempts: int = 16
     max_sample_seconds: float = 60.0
 
 
@@ -255,7 +261,8 @@ class MCTS:
         if self._facts_key is None:
             from syno_automl import __version__
 
-            parts = [self.space.config(), self.seed, self.flops_bins, self.limits.rollout_attempts, __version__]
+            parts = [self.space.config(), self.seed, self.flops_bins, self.limits.rollout_attempts,
+                     self.limits.probe_attempts, __version__]
             self._facts_key = f"{derive_seed('rollouts', json.dumps(parts, sort_keys=True, default=str)):016x}"
         return self._facts_key
 
@@ -464,7 +471,8 @@ class MCTS:
             if fact is not None:
                 return fact
             seed = derive_seed(self.seed, "rollout", leaf.key, count)
-            ops, exhausted = self._sample(count, seed, leaf, self.limits.rollout_attempts * min(count, 4))
+            attempts = self.limits.probe_attempts if count == 1 else self.limits.rollout_attempts * min(count, 4)
+            ops, exhausted = self._sample(count, seed, leaf, attempts)
             depth = len(leaf.path)
             fact = RolloutFact(leaf.key, count, tuple((op.hash, tuple(op.path[depth:])) for op in ops), exhausted)
             for op in ops:

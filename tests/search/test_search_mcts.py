@@ -7,7 +7,7 @@ import random
 import pytest
 from _syno_helpers import pseudo_accuracy, tiny_space
 
-from syno_automl.search.mcts import MCTS, Observation, SearchExhaustedError, derive_seed
+from syno_automl.search.mcts import MCTS, MCTSLimits, Observation, SearchExhaustedError, derive_seed
 from syno_automl.search.reward import Reward
 
 
@@ -235,3 +235,27 @@ def test_fallbacks_to_the_end_of_a_space_draw_each_groups_operators_once():
             taken.add(tree.propose(decision, taken=taken).operator.hash)
     assert len(taken) == 220 and len(draws) > 100
     assert max(draws.values()) == 1
+
+
+def test_a_leafs_first_rollout_is_a_probe_of_probe_attempts_and_the_later_ones_ask_more():
+    """A leaf's first completion is looked for in `probe_attempts` descents (a leaf whose probe finds none is dead:
+    most such leaves found none in 48 either, and they took half of a late decision's time); 4 and 16 completions,
+    asked when those found are taken, get rollout_attempts per completion (up to 4 completions' worth). The limits
+    are part of the rollouts' key: facts sampled under other limits are not learned."""
+    space = tiny_space()
+    asked: list[tuple[int, int]] = []
+    sample = space.sample
+
+    def recorded(count, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - space.sample's own
+        if kwargs.get("prefix") is not None:
+            asked.append((count, kwargs["max_attempts"]))
+        return sample(count, *args, **kwargs)
+
+    space.sample = recorded
+    tree = MCTS(space, seed=3, limits=MCTSLimits(probe_attempts=5, rollout_attempts=7))
+    _run(tree, 30)
+    assert (1, 5) in asked and all(attempts == 5 for count, attempts in asked if count == 1)
+    assert any(count > 1 for count, _ in asked)  # (the tiny space runs out of fresh completions)
+    assert all(attempts == 7 * min(count, 4) for count, attempts in asked if count > 1)
+    keys = {MCTS(space, seed=3, limits=MCTSLimits(probe_attempts=p)).facts_key for p in (5, 16)}
+    assert len(keys) == 2

@@ -76,12 +76,25 @@ def test_a_new_study_enqueues_the_opening_after_the_baseline_and_a_resume_adds_n
     assert [t.user_attrs.get(V.BASELINE) for t in open_study(unopened, context).trials] == [True]
 
 
-def test_an_opened_study_leaves_the_heap_frozen(context, tmp_path):
+def test_a_search_leaves_the_heap_frozen_once_its_study_is_open(tmp_path, monkeypatch):
     """A worker's heap (modules, torch, the model, the space) is out of the collector's full passes once its study is
-    open: its first decision reads every trial, which triggers one (bench/sampler.py)."""
-    config = _config(tmp_path, study="frozen")
-    open_study(config, dataclasses.replace(context, config=config))
-    assert gc.get_freeze_count() > 0
+    open: its first decision reads every trial, which triggers one (bench/sampler.py). The search (run_search, an
+    entry point) freezes it; open_study alone leaves a library caller's process as it was
+    (tests/runtime/test_process_settings.py). The trials' training is a fixed value here, recording the heap."""
+    from syno_automl.runtime import process
+    from syno_automl.study import run_search, training
+
+    frozen: list[int] = []
+
+    def train(context, trial, run, **kw) -> float:  # noqa: ANN001 - train_operator's signature
+        frozen.append(gc.get_freeze_count())
+        return 0.5
+
+    monkeypatch.setattr(training, "train_operator", train)
+    monkeypatch.setattr(process, "_heap_frozen", False)   # as in a worker whose study is not open yet
+    gc.unfreeze()   # (tests/conftest.py freezes each test file's start, and an earlier search of this worker froze)
+    run_search(_config(tmp_path, study="frozen", trials=1, finalists=0, speed_objective="planned"), out=None)
+    assert frozen and all(n > 0 for n in frozen)   # frozen before the baseline, the first trial, trained
 
 
 def test_the_tree_goes_on_from_the_opening_reward(context, tmp_path):

@@ -272,9 +272,10 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=1000, help="finished trials stored (default: %(default)s)")
     parser.add_argument("--history", choices=["decisions", "made-up"], default="decisions",
                         help="how the stored trials are made (default: %(default)s; see above)")
-    # 30: on the made-up history the decisions at 1,000 trials changed in kind after about 17 (the tree's best
-    # leaves dead, then fallbacks), so a median of 10 did not see them
-    parser.add_argument("--asks", type=int, default=30, help="warm decisions timed (default: %(default)s)")
+    # 200: on the made-up history the decisions at 1,000 trials changed in kind after about 17 (the tree's best
+    # leaves dead, then fallbacks), so a median of 10 did not see them; and a few decisions that meet new dead leaves
+    # (0.3-0.6 s) carry a short window's mean (60 asks: 53-108 ms wall, where 200 gave 39 ms, on the same fill)
+    parser.add_argument("--asks", type=int, default=200, help="warm decisions timed (default: %(default)s)")
     parser.add_argument("--storages", nargs="+", choices=["memory", "sqlite"], default=["memory", "sqlite"])
     parser.add_argument("--seed", type=int, default=0, help="the made-up values' seed")
     parser.add_argument("--trial-seconds", type=float, default=0.0,

@@ -33,6 +33,7 @@ from syno_automl import vocabulary as V  # noqa: E402
 from syno_automl.config import SearchConfig  # noqa: E402
 from syno_automl.search import mcts  # noqa: E402
 from syno_automl.search.sampler import SynoSampler  # noqa: E402
+from syno_automl.space import OperatorSpace  # noqa: E402
 from syno_automl.study import prepare  # noqa: E402
 from syno_automl.study.opening import sampler_reward  # noqa: E402
 
@@ -65,13 +66,19 @@ def recorded_decisions(n: int) -> list[dict]:
         mcts.MCTS._sample, mcts.MCTS.propose = sample, propose
 
 
-def _decide(n: int, calls: list[tuple], proposals: list[mcts.Proposal]) -> list[dict]:
+def default_study() -> tuple[OperatorSpace, optuna.Study]:
+    """The default search's space, and an in-memory study of its sampler (prefetch off) holding the baseline trial."""
     config = SearchConfig(tracking_uri=None)
     context = prepare(config)
     sampler = SynoSampler(context.space, seed=config.seed, exploration=config.exploration,
                           reward=sampler_reward(config, context), flops_bins=config.flops_bins, prefetch=False)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     study.add_trial(optuna.create_trial(value=0.98, user_attrs={V.BASELINE: True}))
+    return context.space, study
+
+
+def _decide(n: int, calls: list[tuple], proposals: list[mcts.Proposal]) -> list[dict]:
+    _, study = default_study()
     out = []
     for _ in range(n):
         calls.clear()

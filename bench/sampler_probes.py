@@ -1,11 +1,11 @@
 """What a leaf's first rollout (a probe: 1 completion asked) finds and costs with other (descents, budget a
 descent) pairs (issue 46, item 4): the probes of one fill of a study by decisions, sampled again alone.
 
-Fills an in-memory study by --decisions decisions (as bench/sampler_decisions.py: the default search's space and
-sampler, prefetch off, each trial told a made-up value at once) and records the first rollouts of the decisions from
---from on. Keeps the hard ones (48 descents of budget 64 ran out, or needed more than one descent) and --others
-more at random; samples each again with every pair, and prints how many found a completion, how many of those
-48 × 64 found were lost, and the CPU time of all, as a ratio to 48 × 64's in the same run.
+Fills an in-memory study by --decisions decisions (bench/sampler_decisions.py's default_study: the default
+search's space and sampler, prefetch off, each trial told a made-up value at once) and records the first rollouts
+of the decisions from --from on. Keeps the hard ones (48 descents of budget 64 ran out, or needed more than one
+descent) and --others more at random; samples each again with every pair, and prints how many found a completion,
+how many of those 48 × 64 found were lost, and the CPU time of all, as a ratio to 48 × 64's in the same run.
 
     python bench/sampler_probes.py                      # 1,000 decisions, probes from the 300th
 """
@@ -24,15 +24,12 @@ warnings.filterwarnings("ignore")
 
 import optuna  # noqa: E402
 from sampler import made_up_value  # noqa: E402
+from sampler_decisions import default_study  # noqa: E402
 
 from syno_automl import vocabulary as V  # noqa: E402
-from syno_automl.config import SearchConfig  # noqa: E402
 from syno_automl.errors import EmptySpaceError  # noqa: E402
 from syno_automl.search import mcts  # noqa: E402
-from syno_automl.search.sampler import SynoSampler  # noqa: E402
 from syno_automl.space import Node, OperatorSpace  # noqa: E402
-from syno_automl.study import prepare  # noqa: E402
-from syno_automl.study.opening import sampler_reward  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 PAIRS = [(48, 64), (48, 32), (40, 32), (24, 48), (48, 24), (32, 32), (16, 64), (32, 24)]
@@ -49,12 +46,7 @@ def recorded_probes(decisions: int, first: int) -> tuple[OperatorSpace, list[tup
             probes.append((prefix, seed))
         return sample(self, count, seed, prefix, attempts)
 
-    config = SearchConfig(tracking_uri=None)
-    context = prepare(config)
-    sampler = SynoSampler(context.space, seed=config.seed, exploration=config.exploration,
-                          reward=sampler_reward(config, context), flops_bins=config.flops_bins, prefetch=False)
-    study = optuna.create_study(direction="maximize", sampler=sampler)
-    study.add_trial(optuna.create_trial(value=0.98, user_attrs={V.BASELINE: True}))
+    space, study = default_study()
     mcts.MCTS._sample = recording
     try:
         for at[0] in range(decisions):
@@ -62,7 +54,7 @@ def recorded_probes(decisions: int, first: int) -> tuple[OperatorSpace, list[tup
             study.tell(trial, made_up_value(0, str(trial.user_attrs.get(V.HASH))))
     finally:
         mcts.MCTS._sample = sample
-    return context.space, probes
+    return space, probes
 
 
 def found(space: OperatorSpace, leaf: Node, seed: int, attempts: int, budget: int) -> bool:

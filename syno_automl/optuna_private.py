@@ -12,6 +12,8 @@ Name (why; the fallback where it is gone):
 - ``Study._pop_waiting_trial_id`` (how ``ask`` takes a WAITING trial, recorded by study/lost_trials.py; not
   wrapped: only the trials ``ask`` creates are recorded);
 - ``_CachedStorage._backend`` (the RDBStorage behind Optuna's cache; only a bare RDBStorage is seen as one);
+- ``_CachedStorage._studies[study_id].trials``, ``._lock`` (the trials the cache read last, which ``Study.ask`` has
+  just refreshed: a decision reads them instead of the storage again; the storage read);
 - ``optuna.storages._rdb.models`` (the heartbeat and attr tables; no RDB reading: as for a journal storage);
 - ``optuna.storages._rdb.storage._create_scoped_session``, ``RDBStorage._set_trial_attr_without_commit``
   (several attrs in one transaction; one commit per attr);
@@ -24,18 +26,23 @@ Name (why; the fallback where it is gone):
 from __future__ import annotations
 
 import importlib
+import json
+from collections import Counter
+from collections.abc import Collection
 from types import ModuleType
 from typing import Any
 
 from optuna.samplers import BaseSampler
 from optuna.storages import RDBStorage
+from optuna.trial import FrozenTrial, TrialState
 
 from syno_automl.errors import MissingDependencyError
 from syno_automl.interrupt import deferred_interrupt
 
 __all__ = ["storage_of", "study_id_of", "trial_id_of", "waiting_trial_popper", "wrap_waiting_trial_popper",
            "unwrap_waiting_trial_popper", "rdb_backend", "readable_rdb", "rdb_models", "write_attrs_at_once",
-           "heartbeat_enabled", "wrapped_sampler", "retry_history", "RETRY_HISTORY", "has_constraint"]
+           "heartbeat_enabled", "wrapped_sampler", "retry_history", "RETRY_HISTORY", "has_constraint",
+           "current_cached_trials", "attrs_of_trials"]
 
 #: the system attr where Optuna's RetryFailedTrialCallback lists the trials a retry follows (its public reader,
 #: RetryFailedTrialCallback.retry_history, warns ExperimentalWarning at every call: read here once per trial)
@@ -146,6 +153,63 @@ def write_attrs_at_once(storage: Any, trial_id: int, system: dict[str, Any], use
             for key, value in attrs.items():
                 write(session, model, trial_id, key, value)
     return True
+
+
+def current_cached_trials(storage: Any, study_id: int) -> list[FrozenTrial] | None:
+    """The study's trials as Optuna's cache over an RDB storage holds them (``_CachedStorage``: sorted by number,
+    not copied), when that is the study as it stands: as many trials in each state as the storage counts now (one
+    small query); else None (not such a storage, or the cache is behind: read ``get_all_trials``).
+
+    Why: ``get_all_trials`` on an RDB storage reads the unfinished trials again each time with all their attrs
+    (about 7 ms on SQLite however few), and ``Study.ask`` has just done so before it calls the sampler. Equal
+    counts mean equal states (a trial's state only moves forward: WAITING, RUNNING, finished); what may be behind is
+    the attrs of a trial still running, as a read a moment earlier would be."""
+    backend = readable_rdb(storage)
+    cache = getattr(storage, "_studies", None)
+    lock = getattr(storage, "_lock", None)
+    if backend is None or backend is storage or not isinstance(cache, dict) or lock is None:
+        return None
+    with lock:
+        info = cache.get(study_id)
+        trials = getattr(info, "trials", None)
+        if not isinstance(trials, dict):
+            return None
+        cached = sorted(trials.values(), key=lambda t: t.number)
+    import sqlalchemy as sa  # here: loaded with an RDB storage, not with this module
+
+    table = rdb_models().TrialModel.__table__
+    query = sa.select(table.c.state, sa.func.count()).where(table.c.study_id == study_id).group_by(table.c.state)
+    with backend.engine.connect() as connection:
+        counts = {TrialState(state) if not isinstance(state, TrialState) else state: n
+                  for state, n in connection.execute(query).all()}
+    return cached if counts == Counter(t.state for t in cached) else None
+
+
+def attrs_of_trials(storage: Any, study_id: int, numbers: Collection[int], above: int, system_key: str,
+                    user_key: str) -> dict[int, tuple[dict[str, Any], dict[str, Any]]] | None:
+    """{number: (system attrs, user attrs)} of the study's trials numbered in `numbers` or above `above`, each
+    holding only `system_key` and `user_key` where set (trials with neither are left out): one query on an RDB
+    storage, None on any other (read ``get_all_trials``). Why: a decision checks a few trials' operator after
+    writing its own, and ``get_all_trials`` would read every unfinished trial's attrs again."""
+    backend = readable_rdb(storage)
+    if backend is None:
+        return None
+    import sqlalchemy as sa  # here: loaded with an RDB storage, not with this module
+
+    models = rdb_models()
+    trials = models.TrialModel.__table__
+    found: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+    picked = sa.or_(trials.c.number > above, trials.c.number.in_(sorted(numbers)))
+    with backend.engine.connect() as connection:
+        for index, (model, key) in enumerate(((models.TrialSystemAttributeModel, system_key),
+                                              (models.TrialUserAttributeModel, user_key))):
+            attrs = model.__table__
+            query = (sa.select(trials.c.number, attrs.c.value_json)
+                     .join(attrs, attrs.c.trial_id == trials.c.trial_id)
+                     .where(trials.c.study_id == study_id, attrs.c.key == key, picked))
+            for number, value_json in connection.execute(query).all():
+                found.setdefault(number, ({}, {}))[index][key] = json.loads(value_json)
+    return found
 
 
 def heartbeat_enabled(storage: Any) -> bool:

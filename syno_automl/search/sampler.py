@@ -45,6 +45,8 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 from syno_automl import vocabulary as V
 from syno_automl.errors import NoOperatorError, OperatorFormatError, OptionError, OptionTypeError
 from syno_automl.optuna_private import (
+    attrs_of_trials,
+    current_cached_trials,
     has_constraint,
     retry_history,
     storage_of,
@@ -168,6 +170,8 @@ class SynoSampler(BaseSampler):
         self._taken_done: set[str] = set()   # the operators of those trials
         self._retried: set[int] = set()      # trial numbers a RetryHeartbeatStaleTrialCallback retried
         self._records = TrialRecords(self._tree)  # what the decisions learned, read from the trials
+        self._unsettled: set[int] = set()   # trial numbers unfinished at the last _sync
+        self._last_number = -1              # the highest trial number the last _sync read
 
     # -- Optuna's sampler interface ---------------------------------------------------------------------
     # The operator is not an Optuna parameter (it is chosen in before_trial and kept in the trial's attrs), so the
@@ -307,13 +311,20 @@ class SynoSampler(BaseSampler):
                                 dead=records.dead.union(dead))
 
     def _held_elsewhere(self, study: Study, trial: FrozenTrial, op_hash: str) -> bool:
-        """Whether a trial other than `trial` holds the operator (trials finished before this decision's _sync
-        held none of `taken`'s complement: they are skipped)."""
-        for other in storage_of(study).get_all_trials(study_id_of(study), deepcopy=False):
-            if other.number != trial.number and other.number not in self._done:
-                text = operator_json_of(other)
-                if text is not None and (path_and_hash(text) or ((), ""))[1] == op_hash:
-                    return True
+        """Whether a trial other than `trial` holds the operator: of the trials unfinished at this decision's
+        _sync or created since (those finished before it held none of `taken`'s complement). On an RDB storage
+        one query reads only those trials' operator attrs (optuna_private.attrs_of_trials)."""
+        storage, unsettled = storage_of(study), self._unsettled - {trial.number}
+        attrs = attrs_of_trials(storage, study_id_of(study), unsettled, self._last_number, V.SYS_OPERATOR,
+                                V.OPERATOR)
+        if attrs is None:   # another storage: read them all
+            attrs = {t.number: (t.system_attrs, t.user_attrs)
+                     for t in storage.get_all_trials(study_id_of(study), deepcopy=False)
+                     if t.number in unsettled or t.number > self._last_number}
+        for number, (system, user) in attrs.items():
+            text = operator_text(system, user)
+            if number != trial.number and text is not None and (path_and_hash(text) or ((), ""))[1] == op_hash:
+                return True
         return False
 
     # -- the tree, rebuilt from the trials --------------------------------------------------------------
@@ -343,7 +354,10 @@ class SynoSampler(BaseSampler):
         key = self._key_of(study)
         if key != self._study_key:
             self._reset(key)
-        trials = storage_of(study).get_all_trials(study_id_of(study), deepcopy=False)
+        storage, study_id = storage_of(study), study_id_of(study)
+        trials = current_cached_trials(storage, study_id)   # what Study.ask has just read, when still current
+        if trials is None:
+            trials = storage.get_all_trials(study_id, deepcopy=False)
         done = self._done
         pending = [t for t in trials if t.number not in done]
         for t in pending:  # retries first: a trial retried is not held against its operator
@@ -379,6 +393,9 @@ class SynoSampler(BaseSampler):
                     observation = Observation(path, self._reward_of(study, t), leaf)
                     self._tree.add(observation)
                 self._seen[t.number] = observation
+        # what _held_elsewhere reads again: the trials still unfinished, and any numbered above these
+        self._unsettled = {t.number for t in pending if not t.state.is_finished()}
+        self._last_number = trials[-1].number if trials else -1
         return running, taken
 
     # -- operators -------------------------------------------------------------------------------------

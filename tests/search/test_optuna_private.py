@@ -109,6 +109,53 @@ def test_attrs_one_by_one_without_the_scoped_session(sqlite_study, monkeypatch):
     assert not P.write_attrs_at_once(P.storage_of(sqlite_study), trial._trial_id, {"a": 1}, {})
 
 
+def test_the_cached_trials_are_read_while_current(sqlite_study, tmp_path):
+    storage, study_id = P.storage_of(sqlite_study), P.study_id_of(sqlite_study)
+    sqlite_study.tell(sqlite_study.ask(), 1.0)
+    running = sqlite_study.ask()   # ask has read the storage: its cache is the study as it stands
+    cached = P.current_cached_trials(storage, study_id)
+    assert [(t.number, t.state) for t in cached] == [(0, TrialState.COMPLETE), (1, TrialState.RUNNING)]
+    assert cached[0] is storage.get_all_trials(study_id, deepcopy=False)[0]   # the cache's own, not copied
+    # another worker (its own storage object) finishes the running trial: this cache is behind
+    other = optuna.load_study(study_name="p", storage=f"sqlite:///{tmp_path / 'p.db'}")
+    other.tell(running.number, 2.0)
+    assert P.current_cached_trials(storage, study_id) is None
+    storage.get_all_trials(study_id, deepcopy=False)   # read again: current
+    assert [t.state for t in P.current_cached_trials(storage, study_id)] == [TrialState.COMPLETE] * 2
+    other.ask()   # and a trial it creates
+    assert P.current_cached_trials(storage, study_id) is None
+    # not a cached RDB storage: always read
+    assert P.current_cached_trials(P.rdb_backend(storage), study_id) is None
+    memory = optuna.create_study()
+    memory.ask()
+    assert P.current_cached_trials(P.storage_of(memory), P.study_id_of(memory)) is None
+
+
+def test_the_cache_gone_reads_the_storage(sqlite_study, monkeypatch):
+    sqlite_study.ask()
+    storage = P.storage_of(sqlite_study)
+    monkeypatch.setattr(storage, "_studies", None)
+    assert P.current_cached_trials(storage, P.study_id_of(sqlite_study)) is None
+
+
+def test_attrs_of_some_trials_in_one_query(sqlite_study, tmp_path):
+    storage, study_id = P.storage_of(sqlite_study), P.study_id_of(sqlite_study)
+    for number in range(5):
+        trial = sqlite_study.ask()
+        if number != 2:
+            trial.set_user_attr("op", f"u{number}")
+        if number in (1, 4):
+            storage.set_trial_system_attr(trial._trial_id, "old", {"n": number})
+        trial.set_user_attr("other", number)
+    # another study in the same database: never read
+    optuna.create_study(storage=storage, study_name="q").ask().set_user_attr("op", "q")
+    found = P.attrs_of_trials(storage, study_id, {0, 2}, 2, "old", "op")
+    assert found == {0: ({}, {"op": "u0"}), 3: ({}, {"op": "u3"}), 4: ({"old": {"n": 4}}, {"op": "u4"})}
+    assert P.attrs_of_trials(storage, study_id, set(), 4, "old", "op") == {}
+    journal = optuna.create_study(storage=JournalStorage(JournalFileBackend(str(tmp_path / "j.log"))))
+    assert P.attrs_of_trials(P.storage_of(journal), P.study_id_of(journal), {0}, -1, "old", "op") is None
+
+
 @pytest.mark.parametrize("gone", [False, True])
 def test_heartbeat_enabled(sqlite_study, tmp_path, monkeypatch, gone):
     if gone:

@@ -103,6 +103,41 @@ def test_attrs_are_written_in_one_transaction(sqlite_study, monkeypatch):
     assert not P.write_attrs_at_once(P.storage_of(memory), other._trial_id, {"a": 1}, {})
 
 
+def test_attrs_written_at_once_add_replace_and_refuse_a_finished_trial(sqlite_study):
+    storage = P.storage_of(sqlite_study)
+    trial = sqlite_study.ask()
+    assert P.write_attrs_at_once(storage, trial._trial_id, {"a": 1, "b": [1, 2]}, {"c": "x"})
+    assert P.write_attrs_at_once(storage, trial._trial_id, {"a": {"k": 2}}, {"c": "y", "d": None})
+    frozen = sqlite_study.trials[0]
+    assert frozen.system_attrs == {"a": {"k": 2}, "b": [1, 2]} and frozen.user_attrs == {"c": "y", "d": None}
+    sqlite_study.tell(trial, 1.0)
+    with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
+        P.write_attrs_at_once(storage, trial._trial_id, {"a": 3}, {})
+    assert sqlite_study.trials[0].system_attrs["a"] == {"k": 2}   # the refused write left nothing
+
+
+def test_attrs_by_optunas_own_write_on_other_databases(sqlite_study, monkeypatch):
+    # a multi-row upsert on SQLite and PostgreSQL only; elsewhere (MySQL, ...) Optuna's write of one attr, for
+    # each, in the one transaction (shown here on SQLite, as if it had no upsert)
+    assert P._multi_row_upsert("sqlite") is not None and P._multi_row_upsert("postgresql") is not None
+    assert P._multi_row_upsert("mysql") is None and P._multi_row_upsert("oracle") is None
+    storage = P.storage_of(sqlite_study)
+    trial = sqlite_study.ask()
+    backend = P.rdb_backend(storage)
+    monkeypatch.setattr(P, "_multi_row_upsert", lambda dialect: None)
+    written = []
+    original = backend._set_trial_attr_without_commit
+
+    def recorded(session, model, trial_id, key, value):
+        written.append(key)
+        original(session, model, trial_id, key, value)
+
+    monkeypatch.setattr(backend, "_set_trial_attr_without_commit", recorded)
+    assert P.write_attrs_at_once(storage, trial._trial_id, {"a": 1}, {"b": 2, "c": 3})
+    assert written == ["a", "b", "c"]
+    assert sqlite_study.trials[0].user_attrs == {"b": 2, "c": 3}
+
+
 def test_attrs_one_by_one_without_the_scoped_session(sqlite_study, monkeypatch):
     trial = sqlite_study.ask()
     _gone(monkeypatch, "optuna.storages._rdb.storage")

@@ -1,11 +1,13 @@
 """``syno-automl tune`` end to end, in process (``syno_automl.cli.main``): a real one-trial study (SQLite, MLflow),
-then the operator's latency over every layer it replaces, untuned and with 2 MetaSchedule trials, an unreachable
-RPC target and bad arguments. The timing protocol is shortened (``latency.PROTOCOL``, read by the command)."""
+then the operator's latency over every layer it replaces, untuned and with 2 MetaSchedule trials (and the report's
+label of the tuned figure), an unreachable RPC target and bad arguments. The timing protocol is shortened
+(``latency.PROTOCOL``, read by the command)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import optuna
 import pytest
@@ -122,6 +124,16 @@ def test_two_tuning_trials(searched, capsys, monkeypatch, tmp_path):
     for layer in summary["layers"]:
         assert layer["operator"]["tuned_trials"] >= 1 and layer["baseline"]["tuned_trials"] >= 1, layer
         assert layer["operator"]["median_ms"] > 0 and "inductor" not in layer
+
+    # the report labels the tuned figure, in its latency table and its plot (one tuning serves both checks)
+    number = next(t.number for t in _study(common).trials if t.user_attrs.get("syno.hash") == op_hash)
+    assert main(["report", "--out", str(tmp_path / "report"), *common]) == 0
+    latency = (tmp_path / "report" / "report.md").read_text().split("## Latency", 1)[1].split("\n## ", 1)[0]
+    line = next(line for line in latency.splitlines() if line.startswith(f"| {number} | {op_hash} | llvm |"))
+    row = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    assert row[3] == "-" and row[4].endswith("(tune: tuned 2 trials)"), row
+    assert re.match(rf"{entry['latency_ms']:.4g} ms vs ", row[4]), row
+    assert "tune: tuned 2 trials" in (tmp_path / "report" / "pareto_latency_llvm.svg").read_text()
 
 
 def test_unreachable_target_fails_in_one_line(searched, capsys):

@@ -66,12 +66,29 @@ build_progress() {
 }
 # the libraries' first import compiles their bytecode (--no-compile: only what is imported; ~25 s on one core): it
 # runs beside the C++ build, which leaves a core idle for much of its time (a few large unity files), its output
-# shown after it
+# shown after it. The bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE, set in
+# many container images): else every later process (each test worker, each search) compiles the same modules again.
+# TVM too, when it imports (the tvm extra; its absence is the latency commands' message, not the install's)
 imports_log=.venv/install-imports.log
-python -c "import torch, lightning, optuna, mlflow; print('[install] ok: torch', torch.__version__)" >"$imports_log" 2>&1 &
+env -u PYTHONDONTWRITEBYTECODE python -c "
+import torch, lightning, optuna, mlflow, torchmetrics
+print('[install] ok: torch', torch.__version__)
+try:
+    import tvm
+except (ImportError, OSError, RuntimeError):
+    pass
+" >"$imports_log" 2>&1 &
 imports=$!
+# SYNO_STATIC_CHECKS=1 (scripts/test.sh): the style and type checks (ruff, mypy: pyproject.toml's rules; they read
+# the source, not the build) run beside the build too, their output shown after it; a failure fails the install
+checks_log=.venv/install-checks.log
+checks=
+if [ -n "${SYNO_STATIC_CHECKS:-}" ]; then
+  { ruff check . && mypy; } >"$checks_log" 2>&1 &
+  checks=$!
+fi
 if ! pip install -v --no-compile --no-deps -e ".[test,tvm]" "${native_tests[@]}" 2>&1 | tee "$build_log" | build_progress; then
-  kill "$imports" 2>/dev/null || true
+  kill "$imports" $checks 2>/dev/null || true
   tail -n 40 "$build_log" >&2
   echo "[install] failed: pip's whole output is in $build_log" >&2
   exit 1
@@ -83,6 +100,16 @@ if ! wait "$imports"; then
   exit 1
 fi
 cat "$imports_log"
+if [ -n "$checks" ]; then
+  step "style and type checks (ruff, mypy), run beside the build"
+  checked=0
+  wait "$checks" || checked=$?
+  cat "$checks_log"
+  if [ "$checked" != 0 ]; then
+    echo "[install] failed: the style or type checks (above)" >&2
+    exit 1
+  fi
+fi
 python -c "import syno_automl._native, torch"   # the core beside torch, in one process
 (cd / && python -c "import syno_automl._native")
 echo "[install] done in ${SECONDS} s: . .venv/bin/activate, then syno-automl search"

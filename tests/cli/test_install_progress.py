@@ -21,8 +21,12 @@ def _stub(path: Path, body: str) -> None:
     path.chmod(0o755)
 
 
-def _install_with_stand_ins(tmp_path: Path, pip: str, uv: str = 'echo "RUN uv $*"\n') -> tuple[Path, list[str]]:
-    """scripts/install.sh run in a copy of it against stand-ins; `pip`, `uv`: their stand-ins' scripts."""
+def _install_with_stand_ins(tmp_path: Path, pip: str, uv: str = 'echo "RUN uv $*"\n', *, python_fails: str = "",
+                            env_extra: dict[str, str] | None = None, stubs_extra: dict[str, str] | None = None,
+                            ok: bool = True) -> tuple[Path, list[str]]:
+    """scripts/install.sh run in a copy of it against stand-ins; `pip`, `uv`: their stand-ins' scripts;
+    `python_fails`: a `python -c` script text on which the python stand-in fails; `stubs_extra`: more stand-ins
+    (name: script); `ok`: whether the install must succeed (else fail)."""
     checkout, stubs = tmp_path / "checkout", tmp_path / "stubs"
     (checkout / "scripts").mkdir(parents=True)
     stubs.mkdir()
@@ -31,18 +35,21 @@ def _install_with_stand_ins(tmp_path: Path, pip: str, uv: str = 'echo "RUN uv $*
     _stub(stubs / "pip", pip)
     _stub(stubs / "uv", uv)
     # python: `-m venv DIR` makes a venv whose activate puts these stand-ins first; anything else is recorded
+    for name, body in (stubs_extra or {}).items():
+        _stub(stubs / name, body)
     _stub(stubs / "python", f'''if [ "${{1:-}}" = --version ]; then echo "Python 3.x"; exit 0; fi
 echo "RUN python $*"
+if [ -n "{python_fails}" ] && [[ "$*" == *"{python_fails}"* ]]; then echo "ImportError: stand-in" >&2; exit 1; fi
 if [ "${{1:-}}" = -m ] && [ "${{2:-}}" = venv ]; then
   mkdir -p "$3/bin" && ln -s {stubs}/python "$3/bin/python"
   echo 'export PATH="{stubs}:$PATH"' > "$3/bin/activate"
 fi
 ''')
-    env = dict(os.environ, PATH=f"{stubs}:{os.environ['PATH']}", PYTHON=str(stubs / "python"))
+    env = dict(os.environ, PATH=f"{stubs}:{os.environ['PATH']}", PYTHON=str(stubs / "python"), **(env_extra or {}))
     done = subprocess.run(["bash", "scripts/install.sh"], cwd=checkout, env=env, capture_output=True, text=True,
                           timeout=60)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return checkout, done.stdout.splitlines()
+    assert (done.returncode == 0) == ok, done.stdout + done.stderr
+    return checkout, (done.stdout + done.stderr).splitlines()
 
 
 def test_every_long_step_is_announced_before_it_runs(tmp_path: Path) -> None:
@@ -90,3 +97,26 @@ def test_the_default_report_folder_is_ignored_at_the_root_only() -> None:
     from syno_automl.cli import build_parser
 
     assert build_parser().parse_args(["report"]).out == "report"
+
+
+def test_a_library_that_does_not_import_fails_the_install(tmp_path: Path) -> None:
+    _, lines = _install_with_stand_ins(tmp_path, 'echo "RUN pip $*"\n', python_fails="import torch", ok=False)
+    assert "[install] failed: the libraries do not import (above)" in lines, lines
+    assert "ImportError: stand-in" in lines, lines
+
+
+@pytest.mark.parametrize("failing", ["", "ruff", "mypy"])
+def test_the_static_checks_run_beside_the_build_and_a_failure_fails_the_install(tmp_path: Path,
+                                                                                failing: str) -> None:
+    stubs = {name: f'echo "RUN {name} $*"\n' + ("echo 'found: one'; exit 1\n" if name == failing else "")
+             for name in ("ruff", "mypy")}
+    _, lines = _install_with_stand_ins(tmp_path, 'echo "RUN pip $*"\n', env_extra={"SYNO_STATIC_CHECKS": "1"},
+                                       stubs_extra=stubs, ok=not failing)
+    assert "RUN ruff check ." in lines, lines
+    assert any(line.startswith("RUN mypy") for line in lines) == (failing != "ruff"), lines   # not after ruff fails
+    assert any(line.startswith("[install] style and type checks (ruff, mypy), run beside the build (")
+               for line in lines), lines
+    if failing:
+        assert "found: one" in lines and "[install] failed: the style or type checks (above)" in lines, lines
+    else:
+        assert lines[-1].startswith("[install] done in "), lines

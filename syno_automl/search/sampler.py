@@ -14,8 +14,10 @@ functions of the space, the seed and the leaf, mcts.RolloutFact, which every sam
 reads back instead of sampling them again; those its prefetch sampled while the trial ran are added when the trial
 ends, after_trial) and the nodes it found dead (``syno:dead``: every later decision walks around them). A new
 worker or a resumed search thus rebuilds the tree, and what the earlier decisions learned, from one read of the
-trials, and proposes what the sampler that made them would have. A decision writes its attrs in one
-transaction on an RDB storage (each attr write is a commit there: a disk sync on SQLite). The sampler pickles
+trials, and proposes what the sampler that made them would have. On an RDB storage a decision reads the trials
+once (those Optuna's cache holds, which ``Study.ask`` has just read, when still current; the write-then-check reads
+only the unsettled trials' operators) and writes its attrs in one transaction (each attr write is a commit there:
+a disk sync on SQLite), all through syno_automl/optuna_private.py. The sampler pickles
 (its space as its spec), and ends ``study.optimize`` when the space has nothing left (NothingLeftToPropose).
 
 Example:

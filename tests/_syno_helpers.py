@@ -1,4 +1,4 @@
-"""Spaces and objectives shared by the tests (importable from spawned worker processes)."""
+"""Spaces, objectives and storage checks shared by the tests (importable from spawned worker processes)."""
 from __future__ import annotations
 
 import random
@@ -122,3 +122,24 @@ def speed_context_fixture(speed_process: str):
 
         return prepare(SearchConfig(tracking_uri=None, speed_process=speed_process, max_depth=6))
     return context
+
+
+def check_attrs_written_at_once(study) -> None:
+    """optuna_private.write_attrs_at_once on `study`'s RDB storage (SQLite, PostgreSQL: each its dialect's multi-row
+    upsert): new keys added, a key set again replaced, and a finished trial refused as Optuna refuses it, leaving
+    nothing written. `study` holds no trial yet."""
+    import optuna
+    import pytest
+
+    from syno_automl import optuna_private as P
+
+    storage = P.storage_of(study)
+    trial = study.ask()
+    assert P.write_attrs_at_once(storage, trial._trial_id, {"a": 1, "b": [1, 2]}, {"c": "x"})
+    assert P.write_attrs_at_once(storage, trial._trial_id, {"a": {"k": 2}}, {"c": "y", "d": None})
+    frozen = study.trials[0]
+    assert frozen.system_attrs == {"a": {"k": 2}, "b": [1, 2]} and frozen.user_attrs == {"c": "y", "d": None}
+    study.tell(trial, 1.0)
+    with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
+        P.write_attrs_at_once(storage, trial._trial_id, {"a": 3}, {})
+    assert study.trials[0].system_attrs["a"] == {"k": 2}   # the refused write left nothing

@@ -8,6 +8,7 @@ import warnings
 
 import optuna
 import pytest
+from _syno_helpers import check_attrs_written_at_once
 from optuna.storages import JournalStorage, RDBStorage, RetryFailedTrialCallback
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
@@ -104,16 +105,7 @@ def test_attrs_are_written_in_one_transaction(sqlite_study, monkeypatch):
 
 
 def test_attrs_written_at_once_add_replace_and_refuse_a_finished_trial(sqlite_study):
-    storage = P.storage_of(sqlite_study)
-    trial = sqlite_study.ask()
-    assert P.write_attrs_at_once(storage, trial._trial_id, {"a": 1, "b": [1, 2]}, {"c": "x"})
-    assert P.write_attrs_at_once(storage, trial._trial_id, {"a": {"k": 2}}, {"c": "y", "d": None})
-    frozen = sqlite_study.trials[0]
-    assert frozen.system_attrs == {"a": {"k": 2}, "b": [1, 2]} and frozen.user_attrs == {"c": "y", "d": None}
-    sqlite_study.tell(trial, 1.0)
-    with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
-        P.write_attrs_at_once(storage, trial._trial_id, {"a": 3}, {})
-    assert sqlite_study.trials[0].system_attrs["a"] == {"k": 2}   # the refused write left nothing
+    check_attrs_written_at_once(sqlite_study)   # on PostgreSQL: tests/search/test_search_optuna.py
 
 
 def test_attrs_by_optunas_own_write_on_other_databases(sqlite_study, monkeypatch):

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import optuna
 import pytest
-from _syno_helpers import objective, propose_sequence, tiny_space, worker
+from _syno_helpers import check_attrs_written_at_once, objective, propose_sequence, tiny_space, worker
 from optuna.testing.pytest_samplers import BasicSamplerTestCase, MultiObjectiveSamplerTestCase
 from optuna.trial import TrialState
 
-from syno_automl import optuna_private as P
 from syno_automl import vocabulary as V
 from syno_automl.errors import OperatorFormatError
 from syno_automl.search.mcts import SearchExhaustedError
@@ -285,16 +284,6 @@ def test_postgresql_four_workers(postgres_url):
 
 
 def test_attrs_written_at_once_upsert_on_postgresql(postgres_url):
-    # optuna_private's multi-row upsert in PostgreSQL's dialect: new keys added, a key set again replaced, and a
-    # finished trial refused as Optuna refuses it
-    storage = make_storage(postgres_url, heartbeat_interval=None)
-    study = optuna.create_study(storage=storage, study_name="upsert")
-    trial = study.ask()
-    assert P.write_attrs_at_once(storage, trial._trial_id, {"a": 1, "b": [1, 2]}, {"c": "x"})
-    assert P.write_attrs_at_once(storage, trial._trial_id, {"a": {"k": 2}}, {"c": "y", "d": None})
-    frozen = study.trials[0]
-    assert frozen.system_attrs == {"a": {"k": 2}, "b": [1, 2]} and frozen.user_attrs == {"c": "y", "d": None}
-    study.tell(trial, 1.0)
-    with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
-        P.write_attrs_at_once(storage, trial._trial_id, {"a": 3}, {})
-    assert study.trials[0].system_attrs["a"] == {"k": 2}
+    # optuna_private's multi-row upsert in PostgreSQL's dialect (on SQLite: tests/search/test_optuna_private.py)
+    check_attrs_written_at_once(optuna.create_study(storage=make_storage(postgres_url, heartbeat_interval=None),
+                                                    study_name="upsert"))

@@ -70,8 +70,9 @@ build_progress() {
 # many container images): else every later process (each test worker, each search) compiles the same modules again.
 # TVM too, when it imports (the tvm extra; its absence is the latency commands' message, not the install's)
 imports_log=.venv/install-imports.log
-(env -u PYTHONDONTWRITEBYTECODE python -c "import torch, lightning, optuna, mlflow, torchmetrics; print('[install] ok: torch', torch.__version__)" &&
-  { env -u PYTHONDONTWRITEBYTECODE python -c "import tvm" >/dev/null 2>&1 || true; }) >"$imports_log" 2>&1 &
+(unset PYTHONDONTWRITEBYTECODE
+ python -c "import torch, lightning, optuna, mlflow, torchmetrics; print('[install] ok: torch', torch.__version__)" &&
+  { python -c "import tvm" >/dev/null 2>&1 || true; }) >"$imports_log" 2>&1 &
 imports=$!
 # SYNO_STATIC_CHECKS=1 (scripts/test.sh): the style and type checks (ruff, mypy: pyproject.toml's rules; they read
 # the source, not the build) run beside the build too, their output shown after it; a failure fails the install

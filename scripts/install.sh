@@ -32,13 +32,45 @@ fi
 quiet() { "$@" 2>&1 | { grep -v "is ignored" || true; }; }   # a pip failure still fails (pipefail)
 step "pip, upgraded"
 quiet pip install -q -U pip
+# What runs beside a step (the C++ build, the import check, the static checks) is stopped with its children when a
+# step fails first: a build left running would go on writing into build/ and .venv.
+beside=()
+stop_tree() {
+  local child
+  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do stop_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+trap 'code=$?; if [ "$code" != 0 ]; then for pid in "${beside[@]}"; do stop_tree "$pid"; done; fi; exit "$code"' EXIT
+
+# editable (scikit-build-core's redirect mode): the C++ core is built into .venv and the Python code is served
+# from this checkout, so `import syno_automl` works from the repository root too (a plain install is shadowed
+# there by the source folder, which has no compiled core). Re-run after changing C++ code.
+# It starts first and builds beside the downloads: its build needs only scikit-build-core and pybind11 (pip fetches
+# them into an isolated environment), not torch nor the other dependencies, which download and unpack on about one
+# core (~15 s); the import check and the static checks join it once those are in.
+step "syno_automl (editable; its C++ core compiled), beside the next steps"
+# SYNO_NATIVE_TESTS=1 (scripts/test.sh): the C++ unit tests are built too, in the same build folder (ctest there)
+native_tests=()
+[ -z "${SYNO_NATIVE_TESTS:-}" ] || native_tests=(--config-settings=cmake.define.SYNO_BUILD_TESTS=ON)
+# the C++ core compiles for a minute: ninja's progress lines ("[12/73] Building CXX object .../size.cpp.o", in pip's
+# verbose output) are shown as they come, one short line each; the rest of that output goes to a log, whose tail is
+# printed if the install fails
+build_log=.venv/install-build.log
+build_progress() {
+  { grep --line-buffered -E '^\s*\[[0-9]+/[0-9]+\] (Building|Linking) ' || true; } |
+    sed -u -E 's#^\s*\[([0-9]+/[0-9]+)\] (Building|Linking) [A-Za-z+]+ [a-z ]*(object|library|module|executable) (.*/)?([^/ ]+)$#[install]   C++ core \1: \5#'
+}
+(pip install -v --no-compile --no-deps -e ".[test,tvm]" "${native_tests[@]}" 2>&1 | tee "$build_log" | build_progress) &
+build=$!
+beside+=("$build")
+
 # --no-compile: no byte-compiling of the ~17,000 modules installed (~40 s of CPU); Python compiles the few hundred
 # that are imported, once, on first import
 step "torch $TORCH, first (the largest download), so that nothing else pulls another build"
 quiet pip install -q --no-compile "torch==$TORCH"
 # the dependencies (Lightning, Optuna, MLflow, TVM, the test tools: pyproject.toml's, torch kept as installed) by uv,
 # which downloads and unpacks them in parallel: ~17 s where pip took ~54 s (warm caches both); by pip (a minute)
-# where uv cannot be had or fails. Then the package alone.
+# where uv cannot be had or fails.
 step "Lightning, Optuna, MLflow, TVM and the test tools (uv, from pyproject.toml)"
 dependencies_by_pip() {
   echo "[install] $1: pip installs them (a minute)"
@@ -49,31 +81,17 @@ if ! { quiet pip install -q uv && command -v uv >/dev/null; }; then
 elif ! uv pip install -q --python .venv/bin/python -r pyproject.toml --extra test --extra tvm; then
   dependencies_by_pip "uv failed (above)"
 fi
-# editable (scikit-build-core's redirect mode): the C++ core is built into .venv and the Python code is served
-# from this checkout, so `import syno_automl` works from the repository root too (a plain install is shadowed
-# there by the source folder, which has no compiled core). Re-run after changing C++ code.
-step "syno_automl (editable; its C++ core compiled)"
-# SYNO_NATIVE_TESTS=1 (scripts/test.sh): the C++ unit tests are built too, in the same build folder (ctest there)
-native_tests=()
-[ -z "${SYNO_NATIVE_TESTS:-}" ] || native_tests=(--config-settings=cmake.define.SYNO_BUILD_TESTS=ON)
-# the C++ core compiles for minutes: ninja's progress lines ("[12/73] Building CXX object .../size.cpp.o", in pip's
-# verbose output) are shown as they come, one short line each; the rest of that output goes to a log, whose tail is
-# printed if the install fails
-build_log=.venv/install-build.log
-build_progress() {
-  { grep --line-buffered -E '^\s*\[[0-9]+/[0-9]+\] (Building|Linking) ' || true; } |
-    sed -u -E 's#^\s*\[([0-9]+/[0-9]+)\] (Building|Linking) [A-Za-z+]+ [a-z ]*(object|library|module|executable) (.*/)?([^/ ]+)$#[install]   C++ core \1: \5#'
-}
-# the libraries' first import compiles their bytecode (--no-compile: only what is imported; ~25 s on one core): it
-# runs beside the C++ build, which leaves a core idle for much of its time (a few large unity files), its output
-# shown after it. The bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE, set in
-# many container images): else every later process (each test worker, each search) compiles the same modules again.
-# TVM too, when it imports (the tvm extra; its absence is the latency commands' message, not the install's)
+# the libraries' first import compiles their bytecode (--no-compile: only what is imported; ~20 s on one core): it
+# runs beside the C++ build, its output shown after it. The bytecode is written even where the environment says not
+# to (PYTHONDONTWRITEBYTECODE, set in many container images): else every later process (each test worker, each
+# search) compiles the same modules again. TVM too, when it imports (the tvm extra; its absence is the latency
+# commands' message, not the install's)
 imports_log=.venv/install-imports.log
 (unset PYTHONDONTWRITEBYTECODE
  python -c "import torch, lightning, optuna, mlflow, torchmetrics; print('[install] ok: torch', torch.__version__)" &&
   { python -c "import tvm" >/dev/null 2>&1 || true; }) >"$imports_log" 2>&1 &
 imports=$!
+beside+=("$imports")
 # SYNO_STATIC_CHECKS=1 (scripts/test.sh): the style and type checks (ruff, mypy: pyproject.toml's rules; they read
 # the source, not the build) run beside the build too, their output shown after it; a failure fails the install
 checks_log=.venv/install-checks.log
@@ -81,9 +99,10 @@ checks=
 if [ -n "${SYNO_STATIC_CHECKS:-}" ]; then
   { ruff check . && mypy; } >"$checks_log" 2>&1 &
   checks=$!
+  beside+=("$checks")
 fi
-if ! pip install -v --no-compile --no-deps -e ".[test,tvm]" "${native_tests[@]}" 2>&1 | tee "$build_log" | build_progress; then
-  kill "$imports" $checks 2>/dev/null || true
+step "waiting for the C++ build"
+if ! wait "$build"; then
   tail -n 40 "$build_log" >&2
   echo "[install] failed: pip's whole output is in $build_log" >&2
   exit 1

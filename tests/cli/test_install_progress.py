@@ -120,3 +120,35 @@ def test_the_static_checks_run_beside_the_build_and_a_failure_fails_the_install(
         assert "found: one" in lines and "[install] failed: the style or type checks (above)" in lines, lines
     else:
         assert lines[-1].startswith("[install] done in "), lines
+
+
+def test_a_failed_cpp_build_fails_the_install_with_its_log(tmp_path: Path) -> None:
+    pip = 'echo "RUN pip $*"\nif [[ "$*" == *"-e .[test,tvm]"* ]]; then echo "error: a compiler stand-in"; exit 1; fi\n'
+    _, lines = _install_with_stand_ins(tmp_path, pip, ok=False)
+    assert "error: a compiler stand-in" in lines, lines   # the build log's tail
+    assert "[install] failed: pip's whole output is in .venv/install-build.log" in lines, lines
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"   # a zombie is ended (where nothing reaps orphans, it stays listed)
+
+
+def test_a_step_that_fails_while_the_build_runs_stops_the_build(tmp_path: Path) -> None:
+    """The C++ build runs beside the downloads: when one of them fails, the build is stopped, not left running
+    (writing into build/ and .venv after the install has failed). The build's stand-in would run for minutes; the
+    torch download's fails once the build has started."""
+    started = tmp_path / "build.pid"
+    pip = f'''echo "RUN pip $*"
+if [[ "$*" == *"-e .[test,tvm]"* ]]; then echo $$ > {started}.tmp && mv {started}.tmp {started}; exec sleep 300; fi
+if [[ "$*" == *"torch=="* ]]; then
+  while [ ! -s {started} ]; do sleep 0.05; done
+  echo "ERROR: a download stand-in" >&2; exit 1
+fi
+'''
+    _, lines = _install_with_stand_ins(tmp_path, pip, ok=False)   # returns: nothing holds its output open
+    assert "ERROR: a download stand-in" in lines, lines
+    assert not _alive(int(started.read_text())), "the build's stand-in still runs"

@@ -47,7 +47,7 @@ trap 'code=$?; if [ "$code" != 0 ]; then for pid in "${beside[@]}"; do stop_tree
 # there by the source folder, which has no compiled core). Re-run after changing C++ code.
 # It starts first and builds beside the downloads: its build needs only scikit-build-core and pybind11 (pip fetches
 # them into an isolated environment), not torch nor the other dependencies, which download and unpack on about one
-# core (~15 s); the import check and the static checks join it once those are in.
+# core (~15 s); the import checks and the static checks join it as those come in.
 step "syno_automl (editable; its C++ core compiled), beside the next steps"
 # SYNO_NATIVE_TESTS=1 (scripts/test.sh): the C++ unit tests are built too, in the same build folder (ctest there)
 native_tests=()
@@ -81,17 +81,30 @@ if ! { quiet pip install -q uv && command -v uv >/dev/null; }; then
 elif ! uv pip install -q --python .venv/bin/python -r pyproject.toml --extra test --extra tvm; then
   dependencies_by_pip "uv failed (above)"
 fi
-# the libraries' first import compiles their bytecode (--no-compile: only what is imported; ~20 s on one core): it
-# runs beside the C++ build, its output shown after it. The bytecode is written even where the environment says not
-# to (PYTHONDONTWRITEBYTECODE, set in many container images): else every later process (each test worker, each
-# search) compiles the same modules again. TVM too, when it imports (the tvm extra; its absence is the latency
-# commands' message, not the install's)
-imports_log=.venv/install-imports.log
-(unset PYTHONDONTWRITEBYTECODE
- python -c "import torch, lightning, optuna, mlflow, torchmetrics; print('[install] ok: torch', torch.__version__)" &&
-  { python -c "import tvm" >/dev/null 2>&1 || true; }) >"$imports_log" 2>&1 &
-imports=$!
-beside+=("$imports")
+# The libraries' first import compiles their bytecode (--no-compile: only what is imported; ~35 s of CPU in all).
+# The bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE, set in many container
+# images): else every later process (each test worker, each search) compiles the same modules again. The imports
+# run beside the build once the downloads are in (not racing uv's unpacking), in processes of their own (one
+# process importing them all in turn ran alone on one core for ~20 s after the build), their output shown after it.
+imports=()   # "pid log" of each
+import_beside() {   # $1: an import list, $2: the name of its log
+  local log=".venv/install-imports-$2.log"
+  (unset PYTHONDONTWRITEBYTECODE; python -c "import $1") >"$log" 2>&1 &
+  imports+=("$! $log")
+  beside+=("$!")
+}
+imports_failed() {   # $1: the log of the import that failed
+  cat "$1" >&2
+  echo "[install] failed: the libraries do not import (above)" >&2
+  exit 1
+}
+import_beside "torch; print('[install] ok: torch', torch.__version__)" torch
+torch_import=$!
+import_beside "optuna, mlflow" mlflow
+# TVM too, when it imports (the tvm extra; its absence is the latency commands' message, not the install's)
+(unset PYTHONDONTWRITEBYTECODE; python -c "import tvm" >/dev/null 2>&1 || true) &
+tvm_import=$!
+beside+=("$tvm_import")
 # SYNO_STATIC_CHECKS=1 (scripts/test.sh): the style and type checks (ruff, mypy: pyproject.toml's rules; they read
 # the source, not the build) run beside the build too, their output shown after it; a failure fails the install
 checks_log=.venv/install-checks.log
@@ -101,6 +114,10 @@ if [ -n "${SYNO_STATIC_CHECKS:-}" ]; then
   checks=$!
   beside+=("$checks")
 fi
+# Lightning and torchmetrics import torch: once its bytecode is written (not compiled twice at once)
+wait "$torch_import" || imports_failed .venv/install-imports-torch.log
+imports=("${imports[@]:1}")   # torch's, waited for (a second wait would not find it)
+import_beside "lightning, torchmetrics" lightning
 step "waiting for the C++ build"
 if ! wait "$build"; then
   tail -n 40 "$build_log" >&2
@@ -108,12 +125,12 @@ if ! wait "$build"; then
   exit 1
 fi
 step "checking the imports"
-if ! wait "$imports"; then
-  cat "$imports_log" >&2
-  echo "[install] failed: the libraries do not import (above)" >&2
-  exit 1
-fi
-cat "$imports_log"
+cat .venv/install-imports-torch.log
+for pid_log in "${imports[@]}"; do
+  wait "${pid_log%% *}" || imports_failed "${pid_log#* }"
+  cat "${pid_log#* }"
+done
+wait "$tvm_import"
 if [ -n "$checks" ]; then
   step "style and type checks (ruff, mypy), run beside the build"
   checked=0

@@ -99,8 +99,10 @@ def test_the_default_report_folder_is_ignored_at_the_root_only() -> None:
     assert build_parser().parse_args(["report"]).out == "report"
 
 
-def test_a_library_that_does_not_import_fails_the_install(tmp_path: Path) -> None:
-    _, lines = _install_with_stand_ins(tmp_path, 'echo "RUN pip $*"\n', python_fails="import torch", ok=False)
+@pytest.mark.parametrize("library", ["torch", "optuna, mlflow", "lightning, torchmetrics"])
+def test_a_library_that_does_not_import_fails_the_install(tmp_path: Path, library: str) -> None:
+    """Each of the import checks, which run beside the build in processes of their own."""
+    _, lines = _install_with_stand_ins(tmp_path, 'echo "RUN pip $*"\n', python_fails=f"import {library}", ok=False)
     assert "[install] failed: the libraries do not import (above)" in lines, lines
     assert "ImportError: stand-in" in lines, lines
 

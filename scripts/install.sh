@@ -101,6 +101,9 @@ imports_failed() {   # $1: the log of the import that failed
 import_beside "torch; print('[install] ok: torch', torch.__version__)" torch
 torch_import=$!
 import_beside "optuna, mlflow" mlflow
+# what torchmetrics imports at its own import when they are installed (SciPy's signal processing, matplotlib's
+# pyplot: ~40 % of the Lightning import's CPU), compiled beside torch's, not after it
+import_beside "scipy.signal, matplotlib.pyplot" scipy
 # TVM too, when it imports (the tvm extra; its absence is the latency commands' message, not the install's)
 (unset PYTHONDONTWRITEBYTECODE; python -c "import tvm" >/dev/null 2>&1 || true) &
 tvm_import=$!

@@ -100,7 +100,8 @@ imports_failed() {   # $1: the log of the import that failed
 }
 import_beside "torch; print('[install] ok: torch', torch.__version__)" torch
 torch_import=$!
-import_beside "optuna, mlflow" mlflow
+# with the tracking store every search opens (MLflow's SQL store: SQLAlchemy, Alembic)
+import_beside "optuna, mlflow, mlflow.store.tracking.sqlalchemy_store" mlflow
 # what torchmetrics imports at its own import when they are installed (SciPy's signal processing, matplotlib's
 # pyplot: ~40 % of the Lightning import's CPU), compiled beside torch's, not after it
 import_beside "scipy.signal, matplotlib.pyplot" scipy
@@ -127,6 +128,9 @@ if ! wait "$build"; then
   echo "[install] failed: pip's whole output is in $build_log" >&2
   exit 1
 fi
+# Once the build is done, on the core it leaves: this package's own modules (served from this checkout) and the test
+# tools (the test extra), else compiled again by each of the test command's first processes, which start together
+import_beside "pytest, xdist, hypothesis, compileall, sys; sys.exit(not all([compileall.compile_dir(d, quiet=1) for d in ('syno_automl', 'lightning_modules')]))" package
 step "checking the imports"
 cat .venv/install-imports-torch.log
 for pid_log in "${imports[@]}"; do

@@ -16,7 +16,9 @@ SYNO_NATIVE_TESTS=1 SYNO_STATIC_CHECKS=1 bash scripts/install.sh
 # thousand modules it imports (torch, Lightning, MLflow: ~10 s of CPU a worker, ~4 s a search subprocess)
 unset PYTHONDONTWRITEBYTECODE
 native_build=$(ls -d build/cp*/ | head -n 1)
-ctest --test-dir "$native_build" --output-on-failure
+# the C++ tests (one process, ~2 s) run beside the Python ones' start, their output printed after them
+ctest --test-dir "$native_build" --output-on-failure >build/ctest.log 2>&1 &
+native=$!
 # From tests/, as a user's own code would run: the package is found through the editable install's import
 # hook (which serves this tree with the core built into .venv), never through the working directory.
 # test_e2e_latency.py runs in its own process: MetaSchedule's logging setup (dictConfig on every tuning call)
@@ -32,6 +34,9 @@ e2e=$!
 status=0
 pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder --ignore=measure/test_e2e_latency.py "$@" || status=$?
 wait "$e2e" || status=$((status ? status : $?))
+wait "$native" || status=$((status ? status : $?))
+echo "[test] the C++ tests (ctest):"
+cat ../build/ctest.log
 echo "[test] measure/test_e2e_latency.py, in its own process:"
 cat ../build/e2e-latency.log
 exit "$status"

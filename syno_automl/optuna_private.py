@@ -17,6 +17,8 @@ Name (why; the fallback where it is gone):
 - ``optuna.storages._rdb.models`` (the heartbeat and attr tables; no RDB reading: as for a journal storage);
 - ``optuna.storages._rdb.storage._create_scoped_session``, ``RDBStorage._set_trial_attr_without_commit``,
   ``TrialModel.find_or_raise_by_id`` (several attrs in one transaction; one commit per attr);
+- ``Trial._cached_frozen_trial`` (the running Trial's copy of its attrs, which ``Trial.set_user_attr`` keeps in step
+  and ``Trial.user_attrs`` reads: kept in step when several are written at once; one ``set_user_attr`` each);
 - ``optuna.storages._heartbeat.is_heartbeat_enabled`` (whether the storage beats; ``get_heartbeat_interval()``);
 - ``PartialFixedSampler._base_sampler`` (the sampler a wrapper delegates to; not looked through: pass
   ``space=`` to suggest_operator);
@@ -41,7 +43,7 @@ from syno_automl.interrupt import deferred_interrupt
 
 __all__ = ["storage_of", "study_id_of", "trial_id_of", "waiting_trial_popper", "wrap_waiting_trial_popper",
            "unwrap_waiting_trial_popper", "rdb_backend", "readable_rdb", "rdb_models", "write_attrs_at_once",
-           "heartbeat_enabled", "wrapped_sampler", "retry_history", "RETRY_HISTORY", "has_constraint",
+           "set_user_attrs", "heartbeat_enabled", "wrapped_sampler", "retry_history", "RETRY_HISTORY", "has_constraint",
            "current_cached_trials", "attrs_of_trials"]
 
 #: the system attr where Optuna's RetryFailedTrialCallback lists the trials a retry follows (its public reader,
@@ -168,6 +170,21 @@ def write_attrs_at_once(storage: Any, trial_id: int, system: dict[str, Any], use
                                                for key, value in attrs.items()]))
     return True
 
+
+
+def set_user_attrs(trial: Any, attrs: dict[str, Any]) -> None:
+    """Sets a running trial's user attrs (what ``trial.set_user_attr`` does for each): in one transaction on an
+    RDB storage (:func:`write_attrs_at_once`: one commit, a disk sync on SQLite, instead of one per attr), the
+    Trial's cached copy (``Trial._cached_frozen_trial``) updated as ``set_user_attr`` updates it; one
+    ``set_user_attr`` each for any other trial (a FixedTrial, a user's own), storage, or where the names are gone."""
+    cached = getattr(trial, "_cached_frozen_trial", None)
+    storage = getattr(trial, "storage", None)
+    if (len(attrs) > 1 and isinstance(cached, FrozenTrial) and storage is not None
+            and write_attrs_at_once(storage, trial_id_of(trial), {}, attrs)):
+        cached.user_attrs.update(attrs)
+        return
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)
 
 def _multi_row_upsert(dialect: str) -> Callable[[Any, list[dict[str, Any]]], Any] | None:
     """A builder of one INSERT ... ON CONFLICT (trial_id, key) DO UPDATE of several rows, as Optuna writes one row

@@ -20,6 +20,7 @@ from torch import nn
 
 from syno_automl import vocabulary as V
 from syno_automl.errors import MissingMetricError, OptionError, OptionTypeError, SubstitutionError, SynoError
+from syno_automl.optuna_private import set_user_attrs
 from syno_automl.placeholder import Substitution, call_with, substitute
 from syno_automl.search.sampler import suggest_operator
 from syno_automl.space import Operator
@@ -240,13 +241,10 @@ class SynoSubstitution(L.Callback):
                 raise OperatorBuildError(f"operator {op.hash} failed to build or run: {type(e).__name__}: {e}") \
                     from e
         self._done_for = id(pl_module)
-        if self.trial is not None:
-            for key, value in ((V.FLOPS, self.flops), (V.PARAMS, self.params),
-                               (V.BASELINE_FLOPS, self.baseline_flops),
-                               (V.FLOPS_RATIO, self.flops_ratio_used)):
-                self.trial.set_user_attr(key, value)
-            for key, value in self.cost.items():
-                self.trial.set_user_attr(f"syno.{key}", value)
+        if self.trial is not None:   # one storage write, not one per attr
+            set_user_attrs(self.trial, {V.FLOPS: self.flops, V.PARAMS: self.params,
+                                        V.BASELINE_FLOPS: self.baseline_flops, V.FLOPS_RATIO: self.flops_ratio_used,
+                                        **{f"syno.{key}": value for key, value in self.cost.items()}})
 
     def cost_metrics(self) -> dict[str, float]:
         """The operator's cost figures for MLflow (cost, cost_ratio, materialized, peak); empty for the baseline."""

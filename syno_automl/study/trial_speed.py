@@ -25,6 +25,7 @@ import optuna
 
 from syno_automl import vocabulary as V
 from syno_automl.errors import TrialResultError
+from syno_automl.optuna_private import set_user_attrs
 from syno_automl.runtime import parse_target
 from syno_automl.runtime.device import why_not_runnable
 from syno_automl.runtime.timing_signal import timing_in_progress
@@ -218,10 +219,9 @@ class TrialSpeed:
 def _record(trial: optuna.trial.Trial, run: Any | None, found: Measurement) -> None:
     """The measurement on the trial (user attrs) and its MLflow run."""
     estimate, key = found.estimate, found.key
-    for bound, value in _figures(estimate).items():
-        trial.set_user_attr(V.speedup_attr(key.target, bound), value)
-    trial.set_user_attr(V.SPEED, {"target": key.target, **estimate.to_dict(), "key": key.digest(),
-                                  "measured_in_trial": found.trial})
+    set_user_attrs(trial, {**{V.speedup_attr(key.target, bound): value for bound, value in _figures(estimate).items()},
+                           V.SPEED: {"target": key.target, **estimate.to_dict(), "key": key.digest(),
+                                     "measured_in_trial": found.trial}})
     if run is not None:
         log_measurement(run, found)
 

@@ -130,6 +130,36 @@ def test_attrs_by_optunas_own_write_on_other_databases(sqlite_study, monkeypatch
     assert sqlite_study.trials[0].user_attrs == {"b": 2, "c": 3}
 
 
+def test_a_running_trials_user_attrs_set_at_once_and_its_cached_copy_in_step(sqlite_study, monkeypatch):
+    trial = sqlite_study.ask()
+    backend = P.rdb_backend(P.storage_of(sqlite_study))
+    sessions = []
+    original = backend.scoped_session
+    monkeypatch.setattr(backend, "scoped_session", lambda: sessions.append(1) or original())
+    P.set_user_attrs(trial, {"a": 1, "b": [2], "c": None})
+    assert sessions == [1]   # one session, one commit (set_user_attr makes one each)
+    monkeypatch.undo()
+    assert trial.user_attrs == {"a": 1, "b": [2], "c": None}   # what the Trial reads, as after set_user_attr
+    assert sqlite_study.trials[0].user_attrs == {"a": 1, "b": [2], "c": None}   # what the storage holds
+
+
+@pytest.mark.parametrize("kind", ["memory", "fixed", "scoped session gone"])
+def test_user_attrs_one_by_one_elsewhere(sqlite_study, monkeypatch, kind):
+    """Another storage, another kind of trial, or Optuna's names gone: set_user_attr for each, the same attrs."""
+    if kind == "memory":
+        trial = optuna.create_study().ask()
+    elif kind == "fixed":
+        trial = optuna.trial.FixedTrial({})
+    else:
+        trial = sqlite_study.ask()
+        _gone(monkeypatch, "optuna.storages._rdb.storage")
+    calls = []
+    original = type(trial).set_user_attr
+    monkeypatch.setattr(type(trial), "set_user_attr", lambda t, k, v: calls.append(k) or original(t, k, v))
+    P.set_user_attrs(trial, {"a": 1, "b": [2]})
+    assert calls == ["a", "b"] and trial.user_attrs == {"a": 1, "b": [2]}
+
+
 def test_attrs_one_by_one_without_the_scoped_session(sqlite_study, monkeypatch):
     trial = sqlite_study.ask()
     _gone(monkeypatch, "optuna.storages._rdb.storage")

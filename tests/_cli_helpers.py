@@ -79,12 +79,14 @@ def wait_for_running_operator_trial(proc: subprocess.Popen, cwd: Path, log: Path
     """The first operator trial the search process runs (the baseline finished, its MLflow run open), `settle`
     seconds after it is seen; AssertionError with the log's tail if the process ends or stalls first."""
     deadline = time.time() + seconds
+    study = None   # loaded once (~20 ms of CPU each time), then read at each look (~1 ms)
     while time.time() < deadline and proc.poll() is None:
         time.sleep(0.3)
         if not (cwd / "mlflow.db").exists():  # created once the study exists
             continue
         try:
-            trials = read_study(cwd).trials
+            study = study or read_study(cwd)
+            trials = study.get_trials(deepcopy=False)
         except Exception:  # noqa: BLE001 -- the store is being written: look again
             continue
         running = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING

@@ -7,8 +7,8 @@ mkdir -p build
 # the same compiled core (SYNO_NATIVE_TESTS=1 asks scripts/install.sh for them): the core is compiled once, on
 # both cores, instead of twice side by side.
 # SYNO_STATIC_CHECKS=1: the style and type checks (ruff, then mypy: the rules are pyproject.toml's [tool.ruff] and
-# [tool.mypy], which also names the files mypy checks) run during the install, beside the C++ build, which leaves a
-# core idle for much of its time (~10 s of wall time saved); a failure there fails this script
+# [tool.mypy], which also names the files mypy checks) run during the install, beside the C++ build and the
+# libraries' first imports, not alone after them; a failure there fails this script
 SYNO_NATIVE_TESTS=1 SYNO_STATIC_CHECKS=1 bash scripts/install.sh
 . .venv/bin/activate
 # Python's bytecode cache on (an environment may turn it off: container images often set PYTHONDONTWRITEBYTECODE):

@@ -171,7 +171,6 @@ def write_attrs_at_once(storage: Any, trial_id: int, system: dict[str, Any], use
     return True
 
 
-
 def set_user_attrs(trial: Any, attrs: dict[str, Any]) -> None:
     """Sets a running trial's user attrs (what ``trial.set_user_attr`` does for each): in one transaction on an
     RDB storage (:func:`write_attrs_at_once`: one commit, a disk sync on SQLite, instead of one per attr), the
@@ -185,6 +184,7 @@ def set_user_attrs(trial: Any, attrs: dict[str, Any]) -> None:
         return
     for key, value in attrs.items():
         trial.set_user_attr(key, value)
+
 
 def _multi_row_upsert(dialect: str) -> Callable[[Any, list[dict[str, Any]]], Any] | None:
     """A builder of one INSERT ... ON CONFLICT (trial_id, key) DO UPDATE of several rows, as Optuna writes one row

@@ -1,6 +1,8 @@
-"""Spaces, objectives and storage checks shared by the tests (importable from spawned worker processes)."""
+"""Spaces, objectives, storage checks and a process check shared by the tests (importable from spawned worker
+processes)."""
 from __future__ import annotations
 
+import os
 import random
 import time
 
@@ -143,3 +145,17 @@ def check_attrs_written_at_once(study) -> None:
     with pytest.raises(optuna.exceptions.UpdateFinishedTrialError):
         P.write_attrs_at_once(storage, trial._trial_id, {"a": 3}, {})
     assert study.trials[0].system_attrs["a"] == {"k": 2}   # the refused write left nothing
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` still runs: a zombie (exited, not yet reaped by its new parent; where nothing reaps
+    orphans, it stays listed) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _syno_helpers import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,14 +132,6 @@ def test_a_failed_cpp_build_fails_the_install_with_its_log(tmp_path: Path) -> No
     assert "[install] failed: pip's whole output is in .venv/install-build.log" in lines, lines
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"   # a zombie is ended (where nothing reaps orphans, it stays listed)
-
-
 def test_a_step_that_fails_while_the_build_runs_stops_the_build(tmp_path: Path) -> None:
     """The C++ build runs beside the downloads: when one of them fails, the build is stopped, not left running
     (writing into build/ and .venv after the install has failed). The build's stand-in would run for minutes; the
@@ -153,4 +146,4 @@ fi
 '''
     _, lines = _install_with_stand_ins(tmp_path, pip, ok=False)   # returns: nothing holds its output open
     assert "ERROR: a download stand-in" in lines, lines
-    assert not _alive(int(started.read_text())), "the build's stand-in still runs"
+    assert not alive(int(started.read_text())), "the build's stand-in still runs"

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+from _syno_helpers import alive
+
 # a caller that starts a child in a new session (as run_child does) which watches it, then sleeps; it prints the
 # child's pid and the pid of the child's own worker (a grandchild in the same session, like the compile worker)
 CALLER = r"""
@@ -25,29 +27,16 @@ time.sleep(120)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie (exited, not yet reaped by its new parent) counts as gone
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_a_killed_caller_takes_the_isolated_child_and_its_workers_with_it():
     caller = subprocess.Popen([sys.executable, "-c", CALLER], stdout=subprocess.PIPE, text=True)
     child, worker = (int(p) for p in caller.stdout.readline().split())
-    assert _alive(child) and _alive(worker)
+    assert alive(child) and alive(worker)
     caller.send_signal(signal.SIGKILL)   # no handler can run: only the child's own watch can notice
     caller.wait()
     deadline = time.monotonic() + 60   # generous: the watch polls every 0.05 s, a loaded machine may lag
-    while (_alive(child) or _alive(worker)) and time.monotonic() < deadline:
+    while (alive(child) or alive(worker)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    gone = not _alive(child) and not _alive(worker)
+    gone = not alive(child) and not alive(worker)
     for pid in (child, worker):   # never leave them behind, whatever the outcome
         try:
             os.kill(pid, signal.SIGKILL)
@@ -61,7 +50,7 @@ def test_a_living_caller_keeps_its_child():
     try:
         child, worker = (int(p) for p in caller.stdout.readline().split())
         time.sleep(0.5)   # ten polls of the watch: it must not fire while the caller lives
-        assert _alive(child) and _alive(worker)
+        assert alive(child) and alive(worker)
     finally:
         caller.kill()
         caller.wait()

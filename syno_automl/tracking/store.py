@@ -19,6 +19,8 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from syno_automl.runtime.sqlite_template import sqlite_file
+
 __all__ = ["ARTIFACT_FOLDER", "absolute_tracking_uri", "store_database", "store_folder", "artifact_location_for",
            "make_artifact_paths_relative", "artifact_folder", "local_path"]
 
@@ -41,12 +43,7 @@ def absolute_tracking_uri(tracking_uri: str) -> str:
 
 def store_database(tracking_uri: str) -> Path | None:
     """The database file of a local ``sqlite:///`` store (absolute); None for a server or an in-memory store."""
-    if not tracking_uri.startswith("sqlite:///"):
-        return None
-    path = tracking_uri[len("sqlite:///"):].split("?", 1)[0]
-    if not path or path == ":memory:":
-        return None
-    return Path(path).resolve()
+    return sqlite_file(tracking_uri)
 
 
 def store_folder(tracking_uri: str) -> Path | None:

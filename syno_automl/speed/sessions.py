@@ -14,7 +14,8 @@ minutes, so their spread cannot show it. The control (the original against itsel
 sides are the same model, and the machine moves them alike.
 
 ``--speed-process same`` runs the sessions in the search's own process (each with new copies of the models): for
-quick checks and tests; its label says so.
+quick checks and tests; its label says so. Fast timing (:mod:`syno_automl.runtime.timing_rigor`) runs one session,
+as pyperf's ``--fast`` runs fewer processes: a rough figure, its interval the session's own and the run drift.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from typing import Any
 
 from syno_automl.errors import OptionError
 from syno_automl.runtime import SpeedTarget
+from syno_automl.runtime.timing_rigor import fast_timing
 from syno_automl.speed.paired import SPEED_PROTOCOL, PairedProtocol
 from syno_automl.speed.pooled import pool_sessions, with_run_drift
 from syno_automl.speed.probe import SpeedMeasurement, measure_speedups
@@ -56,11 +58,14 @@ SESSION_PROTOCOL = replace(SPEED_PROTOCOL, min_pairs=16, max_pairs=24, target_ha
 def measure_final(subject: SpeedSubject, ops: list[Any], *, sessions: int = FINAL_SESSIONS,
                   protocol: PairedProtocol = SESSION_PROTOCOL, process: str = FRESH) -> SpeedMeasurement:
     """`ops` and the control against the original on the subject's target, in `sessions` sessions (`process`:
-    fresh processes, or this one), pooled. Never raises for an operator: one that cannot be timed gets None."""
+    fresh processes, or this one; one session under fast timing), pooled. Never raises for an operator: one that
+    cannot be timed gets None."""
     if sessions < 1:
         raise OptionError(f"sessions must be >= 1, got {sessions}")
     if process not in (FRESH, SAME):
         raise OptionError(f"process must be {FRESH!r} or {SAME!r}, got {process!r}")
+    if fast_timing():
+        sessions = 1
     runs: list[SpeedMeasurement] = []
     for _ in range(sessions):
         run = (measure_speedups(subject, ops, protocol=protocol) if process == SAME

@@ -154,7 +154,7 @@ BRIEF = brief_speed_protocol()
 context = speed_context_fixture("same")
 
 
-def test_the_final_stage_runs_two_sessions_and_says_so(context):
+def test_the_final_stage_runs_two_sessions_and_says_so(context, standard_timing):
     ops = context.space.sample(2, seed=3)
     speed = measure_final(context.speed_subject(), ops, protocol=BRIEF, process="same")
     assert speed.label.endswith("(2 sessions in the search's process, pooled)"), speed.label
@@ -167,6 +167,16 @@ def test_the_final_stage_runs_two_sessions_and_says_so(context):
         measure_final(context.speed_subject(), ops, sessions=0)
     with pytest.raises(OptionError):
         measure_final(context.speed_subject(), ops, process="elsewhere")
+
+
+def test_fast_timing_runs_one_session(context, monkeypatch):
+    """As pyperf's --fast runs fewer processes: one session, whatever is asked, its figures said to be fast."""
+    monkeypatch.setenv("SYNO_AUTOML_TIMING", "fast")
+    ops = context.space.sample(1, seed=3)
+    speed = measure_final(context.speed_subject(), ops, protocol=BRIEF, sessions=3, process="same")
+    assert "pooled" not in speed.label and "fast timing" in speed.label, speed.label
+    assert speed.control is not None and speed.control.pairs == 4, speed.control
+    assert len(speed.estimates) == 1 and speed.estimates[0] is not None and speed.estimates[0].pairs == 4
 
 
 def test_labels_of_fresh_and_fallen_back_sessions():

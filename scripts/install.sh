@@ -26,12 +26,20 @@ fi
 
 if [ ! -x .venv/bin/python ]; then
   step "virtual environment .venv ($("$PYTHON" --version 2>&1))"
-  "$PYTHON" -m venv .venv
+  # without ensurepip's pip, which it unpacks and byte-compiles (~6 s before any other step can start): this
+  # Python's own pip installs the newest one into it below (pip >= 22.3: --python), ensurepip where it cannot
+  "$PYTHON" -m venv .venv --without-pip
 fi
 . .venv/bin/activate
 quiet() { "$@" 2>&1 | { grep -v "is ignored" || true; }; }   # a pip failure still fails (pipefail)
 step "pip, upgraded"
-quiet pip install -q -U pip
+if [ -x .venv/bin/pip ]; then
+  quiet pip install -q -U pip
+elif ! "$PYTHON" -m pip --python .venv/bin/python install -q --no-compile -U pip >.venv/install-pip.log 2>&1; then
+  echo "[install] $PYTHON's pip cannot install into .venv (.venv/install-pip.log): ensurepip's, upgraded"
+  python -m ensurepip -q
+  quiet pip install -q -U pip
+fi
 # What runs beside a step (the C++ build, the import check, the static checks) is stopped with its children when a
 # step fails first: a build left running would go on writing into build/ and .venv.
 beside=()

@@ -74,6 +74,20 @@ def test_every_long_step_is_announced_before_it_runs(tmp_path: Path) -> None:
     assert lines[-1].startswith("[install] done in ") and "syno-automl search" in lines[-1]
 
 
+def test_the_venv_gets_its_pip_from_this_pythons_pip_else_from_ensurepip(tmp_path: Path) -> None:
+    """No ensurepip pip (unpacked and byte-compiled: seconds before the build can start) where this Python's pip can
+    install the newest into the venv; ensurepip's, upgraded, where it cannot."""
+    checkout, lines = _install_with_stand_ins(tmp_path, 'echo "RUN pip $*"\n')
+    assert "RUN python -m venv .venv --without-pip" in lines, lines
+    log = (checkout / ".venv" / "install-pip.log").read_text()
+    assert log.startswith("RUN python -m pip --python .venv/bin/python install -q --no-compile -U pip"), log
+    assert not any("ensurepip" in line for line in lines), lines
+    assert "RUN pip install -q -U pip" not in lines, lines
+    checkout, lines = _install_with_stand_ins(tmp_path / "old", 'echo "RUN pip $*"\n', python_fails="-m pip --python")
+    said = next(i for i, line in enumerate(lines) if "cannot install into .venv" in line)
+    assert lines[said + 1:said + 3] == ["RUN python -m ensurepip -q", "RUN pip install -q -U pip"], lines
+
+
 @pytest.mark.parametrize("pip, uv, said", [
     ('echo "RUN pip $*"; [[ " $* " != *" uv "* ]]', 'echo "RUN uv $*"', "uv could not be installed"),
     ('echo "RUN pip $*"', 'echo "RUN uv $*"; exit 1', "uv failed (above)"),

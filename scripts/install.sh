@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+# the same interpreter once the venv is active (its python3 first on PATH): pip is installed into the venv from it
+PYTHON=$(command -v "$PYTHON" || echo "$PYTHON")
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 TORCH=2.13.0
 # each step says what it does before its (quiet) command runs, with the seconds since the start: minutes in all
@@ -37,7 +39,7 @@ if [ -x .venv/bin/pip ]; then
   quiet pip install -q -U pip
 elif ! "$PYTHON" -m pip --python .venv/bin/python install -q --no-compile -U pip >.venv/install-pip.log 2>&1; then
   echo "[install] $PYTHON's pip cannot install into .venv (.venv/install-pip.log): ensurepip's, upgraded"
-  python -m ensurepip -q
+  quiet python -m ensurepip | tail -n 1
   quiet pip install -q -U pip
 fi
 # What runs beside a step (the C++ build, the import check, the static checks) is stopped with its children when a

@@ -387,9 +387,9 @@ def _rows() -> list[Setting]:
           choices=("fresh", "same"), optional=True, recorded=False),
         S("timing", str, None, "how thorough every timing is (trials, final stage, reevaluate, --latency): standard, "
           "each protocol as written; fast, each shortened to a few 5 ms pairs (the final stage: one session), a "
-          "figure in seconds with a wider interval, said in its conditions (smoke runs and tests; a verdict to quote is timed standard) (default: "
-          "standard, or $SYNO_AUTOML_TIMING)", "--timing", train, choices=("standard", "fast"), optional=True,
-          recorded=False),
+          "figure in seconds with a wider interval, said in its conditions (smoke runs and tests; a verdict to quote "
+          "is timed standard) (default: standard, or $SYNO_AUTOML_TIMING)", "--timing", train,
+          choices=("standard", "fast"), optional=True, recorded=False),
         S("speed_batch", int, None, "the batch speed is timed at, apart from training (the trials' speed objective, "
           "the final stage, reevaluate): e.g. 1 for deployed latency; default: the training's timing batch",
           "--speed-batch", train, minimum=1, optional=True, legacy=None),

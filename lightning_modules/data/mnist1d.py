@@ -25,6 +25,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from syno_automl.errors import MissingDependencyError, OptionError
+from syno_automl.runtime.user_cache import user_cache_folder
 
 from .base import ClassificationDataModule
 
@@ -60,8 +61,7 @@ def default_args() -> dict[str, Any]:
 
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/syno_automl/mnist1d`` (``~/.cache/...`` where it is unset)."""
-    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(root) / "syno_automl" / "mnist1d"
+    return user_cache_folder() / "mnist1d"
 
 
 def cache_path(args: Mapping[str, Any], cache_dir: str | Path | None = None) -> Path:

@@ -2,7 +2,7 @@
 Optuna's study storage) starts as a copy of an empty one that the library made once for its version.
 
 For one library version the migrated, empty database is the same every time: it is made once, by the library's
-own function, kept in the user's cache (``$XDG_CACHE_HOME/syno_automl``, ``~/.cache`` unset), and copied where a
+own function, kept in the user's cache (:mod:`syno_automl.runtime.user_cache`), and copied where a
 new database is asked for; the library then opens the copy as any database it finds. Nothing here is needed: on
 any failure (no cache folder, the library's function moved, a file that cannot be written) the caller lets the
 library make the database itself.
@@ -20,9 +20,9 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["CACHE_ENV", "cached_template", "seed_new_database", "sqlite_file", "template_path"]
+from syno_automl.runtime.user_cache import user_cache_folder
 
-CACHE_ENV = "XDG_CACHE_HOME"
+__all__ = ["cached_template", "seed_new_database", "sqlite_file", "template_path"]
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -37,7 +37,7 @@ def sqlite_file(url: str) -> Path | None:
 
 def template_path(name: str) -> Path:
     """Where the empty database `name` is kept: ``$XDG_CACHE_HOME/syno_automl/NAME`` (``~/.cache`` unset)."""
-    return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache") / "syno_automl" / name
+    return user_cache_folder() / name
 
 
 @contextlib.contextmanager
